@@ -1,0 +1,101 @@
+"""Argument validation shared by ops and layers.
+
+Every check raises ``TypeError`` or ``ValueError`` whose message names the
+function, the argument, what was expected and what was received.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def array_module(*arrays):
+    """The array module (NumPy, or CuPy for CuPy arrays) that owns ``arrays``."""
+    for array in arrays:
+        if type(array).__module__.split(".")[0] == "cupy":
+            import cupy
+
+            return cupy
+    return np
+
+
+def describe(value) -> str:
+    """A short description of ``value`` for error messages."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return f"{value!r} ({type(value).__name__})"
+
+
+def float_array(op: str, name: str, value, ndim=None, layout: str = ""):
+    """Return ``value`` as a float32/float64 array, checking its rank.
+
+    ``ndim`` is an int or a tuple of allowed ranks; ``layout`` (e.g.
+    ``"(N, H, W, C)"``) is quoted in the error message.
+    """
+    if not (hasattr(value, "dtype") and hasattr(value, "shape")):
+        if isinstance(value, (list, tuple)) or isinstance(value, numbers.Number):
+            value = np.asarray(value)
+        else:
+            raise TypeError(f"{op}: '{name}' must be an array; received {describe(value)}")
+    if value.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{op}: '{name}' must have dtype float32 or float64; received dtype {value.dtype}"
+        )
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if value.ndim not in allowed:
+            ranks = " or ".join(f"{r}-D" for r in allowed)
+            suffix = f" {layout}" if layout else ""
+            raise ValueError(
+                f"{op}: '{name}' must be a {ranks} array{suffix}; "
+                f"received an array of shape {tuple(value.shape)}"
+            )
+    return value
+
+
+def same_dtype(op: str, **arrays) -> None:
+    """Require all given (non-None) arrays to share one dtype: no silent casts."""
+    named = [(name, a) for name, a in arrays.items() if a is not None]
+    first_name, first = named[0]
+    for name, array in named[1:]:
+        if array.dtype != first.dtype:
+            raise TypeError(
+                f"{op}: '{name}' has dtype {array.dtype} but '{first_name}' has dtype "
+                f"{first.dtype}; cast one of them explicitly (no silent casts)"
+            )
+
+
+def is_int(value) -> bool:
+    """True for Python/NumPy integers, False for bools."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def int_tuple(op: str, name: str, value, n: int, minimum: int = 1) -> tuple[int, ...]:
+    """Normalize an int or a length-``n`` sequence of ints, each >= ``minimum``."""
+    expected = f"an int >= {minimum} or a tuple of {n} such ints"
+    if is_int(value):
+        values = (int(value),) * n
+    elif isinstance(value, (tuple, list)) and len(value) == n and all(is_int(v) for v in value):
+        values = tuple(int(v) for v in value)
+    else:
+        raise TypeError(f"{op}: '{name}' must be {expected}; received {describe(value)}")
+    if any(v < minimum for v in values):
+        raise ValueError(f"{op}: '{name}' must be {expected}; received {value!r}")
+    return values
+
+
+def positive_int(op: str, name: str, value) -> int:
+    """An int >= 1."""
+    return int_tuple(op, name, value, 1, minimum=1)[0]
+
+
+def choice(op: str, name: str, value, options) -> str:
+    """One of the allowed strings."""
+    if not isinstance(value, str) or value not in options:
+        allowed = ", ".join(repr(o) for o in options)
+        raise ValueError(f"{op}: '{name}' must be one of {allowed}; received {value!r}")
+    return value

@@ -1,0 +1,223 @@
+"""Convolutions and transposed convolutions, channels-last, as GEMMs.
+
+Notation (one spatial axis shown; 2-D is the same per axis)::
+
+    y[n, o, g*Og + j] = b[g*Og + j]
+        + sum_{k, c} x_pad[n, o*s + k*d, g*Cg + c] * w[k, c, g*Og + j]
+
+The forward gathers the windows of ``x`` once (im2col, a loop over kernel
+taps) into ``cols`` of shape (groups, N*O, K*Cg) and does one batched matmul
+with ``w`` reshaped to (groups, K*Cg, Og). The backward pass is::
+
+    db   = sum_{n, o} dy                              (sum over all but channels)
+    dw   = cols^T @ dy                                (cols rebuilt from x)
+    dx   = col2im(dy @ w^T)                           (scatter-add, one tap at a time)
+
+A transposed convolution is the adjoint of the convolution with the same
+weight: its forward is the convolution's ``dx`` and its backward uses the
+convolution's forward (for its input gradient) and ``dw`` (swapping roles).
+The cache holds only the inputs and the geometry, never ``cols``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._checks import array_module, float_array
+from ._conv_args import ConvCall, prepare_conv, prepare_conv_transpose
+from ._windows import pad_input, padded_zeros, taps
+
+
+def _im2col(xp, x, axes, groups):
+    """Windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O), prod(K)*C//groups)."""
+    n, channels = x.shape[0], x.shape[-1]
+    per_group = channels // groups
+    n_taps = math.prod(a.kernel for a in axes)
+    x_pad = pad_input(xp, x, axes)
+    x_pad = x_pad.reshape(*x_pad.shape[:-1], groups, per_group)
+    cols = xp.empty((groups, n, *(a.size_out for a in axes), n_taps, per_group), x.dtype)
+    for tap, window in taps(axes):
+        cols[..., tap, :] = xp.moveaxis(x_pad[(slice(None), *window)], -2, 0)
+    return cols.reshape(groups, -1, n_taps * per_group)
+
+
+def _col2im(xp, dcols, x_shape, axes, groups):
+    """Adjoint of :func:`_im2col`: scatter-add ``dcols`` back into an (N, *S, C) array."""
+    n, channels = x_shape[0], x_shape[-1]
+    per_group = channels // groups
+    out = tuple(a.size_out for a in axes)
+    dcols = dcols.reshape(groups, n, *out, -1, per_group)
+    buffer, inner = padded_zeros(xp, x_shape, axes, dcols.dtype)
+    grouped = buffer.reshape(*buffer.shape[:-1], groups, per_group)
+    for tap, window in taps(axes):
+        grouped[(slice(None), *window)] += xp.moveaxis(dcols[..., tap, :], 0, -2)
+    return xp.ascontiguousarray(buffer[inner])
+
+
+def _grouped_weight(w, groups):
+    """``w`` (*K, Cg, C_out) as (groups, prod(K)*Cg, C_out // groups)."""
+    per_group_in, out_channels = w.shape[-2], w.shape[-1]
+    n_taps = math.prod(w.shape[:-2])
+    grouped = w.reshape(n_taps, per_group_in, groups, out_channels // groups)
+    return grouped.transpose(2, 0, 1, 3).reshape(groups, n_taps * per_group_in, -1)
+
+
+def _grouped_rows(y, groups):
+    """(N, *O, C) as (groups, N*prod(O), C // groups)."""
+    return y.reshape(-1, groups, y.shape[-1] // groups).transpose(1, 0, 2)
+
+
+def _conv_forward(xp, x, w, axes, groups):
+    """y = conv(x, w) without bias: (N, *S, C_x) -> (N, *O, C_y)."""
+    cols = _im2col(xp, x, axes, groups)
+    y = xp.matmul(cols, _grouped_weight(w, groups))
+    out = tuple(a.size_out for a in axes)
+    return y.transpose(1, 0, 2).reshape(x.shape[0], *out, w.shape[-1])
+
+
+def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
+    """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x``."""
+    dcols = xp.matmul(_grouped_rows(dy, groups), _grouped_weight(w, groups).transpose(0, 2, 1))
+    return _col2im(xp, dcols, x_shape, axes, groups)
+
+
+def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
+    """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
+    cols = _im2col(xp, x, axes, groups)
+    dw = xp.matmul(cols.transpose(0, 2, 1), _grouped_rows(dy, groups))
+    n_taps, per_group_in = math.prod(w_shape[:-2]), w_shape[-2]
+    dw = dw.reshape(groups, n_taps, per_group_in, -1).transpose(1, 2, 0, 3)
+    return dw.reshape(w_shape)
+
+
+def _bias_grad(dy):
+    return dy.sum(axis=tuple(range(dy.ndim - 1)))
+
+
+def _check_dy(op, dy, expected_shape, dtype):
+    """``dy`` as a float array of the forward output's shape and dtype."""
+    dy = float_array(op, "dy", dy)
+    if dy.dtype != dtype:
+        raise TypeError(f"{op}: 'dy' must have the forward dtype {dtype}; received {dy.dtype}")
+    if tuple(dy.shape) != tuple(expected_shape):
+        raise ValueError(
+            f"{op}: 'dy' must have the forward output's shape {tuple(expected_shape)}; "
+            f"received {tuple(dy.shape)}"
+        )
+    return dy
+
+
+def _forward(call: ConvCall):
+    xp = array_module(call.x, call.w)
+    if call.transposed:
+        y = _conv_input_grad(xp, call.x, call.w, call.axes, call.groups, call.conv_input_shape)
+    else:
+        y = _conv_forward(xp, call.x, call.w, call.axes, call.groups)
+    if call.b is not None:
+        y += call.b
+    return y, call
+
+
+def _backward(op, dy, call: ConvCall):
+    x, w, axes, groups = call.x, call.w, call.axes, call.groups
+    if call.transposed:
+        dy = _check_dy(op, dy, call.conv_input_shape, x.dtype)
+        xp = array_module(dy, w)
+        dx = _conv_forward(xp, dy, w, axes, groups)
+        dw = _conv_weight_grad(xp, dy, x, axes, groups, w.shape)
+    else:
+        out = (x.shape[0], *(a.size_out for a in axes), w.shape[-1])
+        dy = _check_dy(op, dy, out, x.dtype)
+        xp = array_module(dy, w)
+        dw = _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
+        dx = _conv_input_grad(xp, dy, w, axes, groups, x.shape)
+    db = None if call.b is None else _bias_grad(dy)
+    return dx, dw, db
+
+
+def conv1d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution (cross-correlation, as PyTorch), channels-last.
+
+    x (N, L, C_in), w (K, C_in // groups, C_out), b (C_out,) or None
+    -> y (N, L_out, C_out), L_out = floor((L + pads - dilation*(K-1) - 1) / stride) + 1.
+    ``padding``: int, (p,), ((before, after),), "valid", "same" or "causal".
+    Returns ``(y, cache)`` for :func:`conv1d_backward`.
+    """
+    return _forward(prepare_conv("conv1d", 1, x, w, b, stride, padding, dilation, groups))
+
+
+def conv1d_backward(dy, cache):
+    """Gradients of :func:`conv1d`: dy (N, L_out, C_out) -> (dx, dw, db).
+
+    dx[n, o*s + k*d - p, c] += sum_j w[k, c, j] dy[n, o, j];
+    dw[k, c, j] = sum_{n, o} x_pad[n, o*s + k*d, c] dy[n, o, j]; db = sum_{n, o} dy.
+    ``db`` is None when the forward had no bias.
+    """
+    return _backward("conv1d_backward", dy, cache)
+
+
+def conv2d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation, as PyTorch), channels-last.
+
+    x (N, H, W, C_in), w (KH, KW, C_in // groups, C_out), b (C_out,) or None
+    -> y (N, H_out, W_out, C_out), per axis out = floor((in + pads - d*(k-1) - 1) / s) + 1.
+    ``padding``: int, (ph, pw), ((top, bottom), (left, right)), "valid" or "same".
+    Returns ``(y, cache)`` for :func:`conv2d_backward`.
+    """
+    return _forward(prepare_conv("conv2d", 2, x, w, b, stride, padding, dilation, groups))
+
+
+def conv2d_backward(dy, cache):
+    """Gradients of :func:`conv2d`: dy (N, H_out, W_out, C_out) -> (dx, dw, db).
+
+    dx = col2im(dy @ w^T) (scatter-add over taps); dw = im2col(x)^T @ dy;
+    db = sum of dy over (N, H_out, W_out). ``db`` is None when the forward had no bias.
+    """
+    return _backward("conv2d_backward", dy, cache)
+
+
+def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups=1):
+    """1-D transposed convolution: the adjoint of :func:`conv1d` with the same ``w``.
+
+    x (N, L, C_in), w (K, C_out // groups, C_in), b (C_out,) or None -> y (N, L_out, C_out),
+    L_out = (L - 1)*stride - pads + dilation*(K - 1) + 1 + output_padding.
+    Equals ``conv1d_backward``'s dx for dy = x.
+    """
+    call = prepare_conv_transpose(
+        "conv_transpose1d", 1, x, w, b, stride, padding, output_padding, dilation, groups
+    )
+    return _forward(call)
+
+
+def conv_transpose1d_backward(dy, cache):
+    """Gradients of :func:`conv_transpose1d`: dy (N, L_out, C_out) -> (dx, dw, db).
+
+    dx = conv1d(dy, w) (same stride/padding/dilation/groups); dw = the conv1d weight
+    gradient with input dy and upstream x; db = sum of dy over (N, L_out).
+    """
+    return _backward("conv_transpose1d_backward", dy, cache)
+
+
+def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups=1):
+    """2-D transposed convolution: the adjoint of :func:`conv2d` with the same ``w``.
+
+    x (N, H, W, C_in), w (KH, KW, C_out // groups, C_in), b (C_out,) or None
+    -> y (N, H_out, W_out, C_out), per axis
+    out = (in - 1)*stride - pads + dilation*(k - 1) + 1 + output_padding.
+    Equals ``conv2d_backward``'s dx for dy = x.
+    """
+    call = prepare_conv_transpose(
+        "conv_transpose2d", 2, x, w, b, stride, padding, output_padding, dilation, groups
+    )
+    return _forward(call)
+
+
+def conv_transpose2d_backward(dy, cache):
+    """Gradients of :func:`conv_transpose2d`: dy (N, H_out, W_out, C_out) -> (dx, dw, db).
+
+    dx = conv2d(dy, w); dw = im2col(dy)^T @ x (conv2d's weight gradient with the roles
+    of input and upstream gradient swapped); db = sum of dy over (N, H_out, W_out).
+    """
+    return _backward("conv_transpose2d_backward", dy, cache)
