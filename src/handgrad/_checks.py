@@ -31,10 +31,12 @@ def describe(value) -> str:
 
 
 def float_array(op: str, name: str, value, ndim=None, layout: str = ""):
-    """Return ``value`` as a float32/float64 array, checking its rank.
+    """Return ``value`` as a C-contiguous float32/float64 array, checking its rank.
 
     ``ndim`` is an int or a tuple of allowed ranks; ``layout`` (e.g.
-    ``"(N, H, W, C)"``) is quoted in the error message.
+    ``"(N, H, W, C)"``) is quoted in the error message. Strided or transposed
+    views are copied once here, so every op sees the same memory order and
+    gives bit-identical results for any input layout.
     """
     if not (hasattr(value, "dtype") and hasattr(value, "shape")):
         if isinstance(value, (list, tuple)) or isinstance(value, numbers.Number):
@@ -54,7 +56,20 @@ def float_array(op: str, name: str, value, ndim=None, layout: str = ""):
                 f"{op}: '{name}' must be a {ranks} array{suffix}; "
                 f"received an array of shape {tuple(value.shape)}"
             )
-    return value
+    return array_module(value).ascontiguousarray(value)
+
+
+def upstream_grad(op: str, dy, expected_shape, dtype):
+    """``dy`` checked against the forward output's shape and dtype."""
+    dy = float_array(op, "dy", dy)
+    if dy.dtype != dtype:
+        raise TypeError(f"{op}: 'dy' must have the forward dtype {dtype}; received {dy.dtype}")
+    if tuple(dy.shape) != tuple(expected_shape):
+        raise ValueError(
+            f"{op}: 'dy' must have the forward output's shape {tuple(expected_shape)}; "
+            f"received {tuple(dy.shape)}"
+        )
+    return dy
 
 
 def same_dtype(op: str, **arrays) -> None:

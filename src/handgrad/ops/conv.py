@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from .._checks import array_module, float_array
+from .._checks import array_module, upstream_grad
 from ._conv_args import ConvCall, prepare_conv, prepare_conv_transpose
 from ._windows import pad_input, padded_zeros, taps
 
@@ -94,19 +94,6 @@ def _bias_grad(dy):
     return dy.sum(axis=tuple(range(dy.ndim - 1)))
 
 
-def _check_dy(op, dy, expected_shape, dtype):
-    """``dy`` as a float array of the forward output's shape and dtype."""
-    dy = float_array(op, "dy", dy)
-    if dy.dtype != dtype:
-        raise TypeError(f"{op}: 'dy' must have the forward dtype {dtype}; received {dy.dtype}")
-    if tuple(dy.shape) != tuple(expected_shape):
-        raise ValueError(
-            f"{op}: 'dy' must have the forward output's shape {tuple(expected_shape)}; "
-            f"received {tuple(dy.shape)}"
-        )
-    return dy
-
-
 def _forward(call: ConvCall):
     xp = array_module(call.x, call.w)
     if call.transposed:
@@ -121,13 +108,13 @@ def _forward(call: ConvCall):
 def _backward(op, dy, call: ConvCall):
     x, w, axes, groups = call.x, call.w, call.axes, call.groups
     if call.transposed:
-        dy = _check_dy(op, dy, call.conv_input_shape, x.dtype)
+        dy = upstream_grad(op, dy, call.conv_input_shape, x.dtype)
         xp = array_module(dy, w)
         dx = _conv_forward(xp, dy, w, axes, groups)
         dw = _conv_weight_grad(xp, dy, x, axes, groups, w.shape)
     else:
         out = (x.shape[0], *(a.size_out for a in axes), w.shape[-1])
-        dy = _check_dy(op, dy, out, x.dtype)
+        dy = upstream_grad(op, dy, out, x.dtype)
         xp = array_module(dy, w)
         dw = _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
         dx = _conv_input_grad(xp, dy, w, axes, groups, x.shape)

@@ -1,0 +1,23 @@
+"""Offline datasets and minibatch iteration.
+
+``load_mnist1d`` and ``load_digits`` need the optional packages ``mnist1d`` and
+``scikit-learn`` (``pip install "handgrad[data]"``); they are imported only when
+those loaders are called. IDX files and batching need nothing but NumPy.
+"""
+
+from .batching import batches, num_batches
+from .dataset import Dataset
+from .idx import load_idx, read_idx, write_idx
+from .loaders import load_dataset, load_digits, load_mnist1d
+
+__all__ = [
+    "Dataset",
+    "batches",
+    "load_dataset",
+    "load_digits",
+    "load_idx",
+    "load_mnist1d",
+    "num_batches",
+    "read_idx",
+    "write_idx",
+]

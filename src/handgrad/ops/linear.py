@@ -1,0 +1,77 @@
+"""Fully connected (dense) layer: one matmul over all leading axes.
+
+With ``x`` flattened to rows ``X`` (M, F_in), M the product of the leading axes::
+
+    y  = X w + b                  (M, F_out), reshaped back to (..., F_out)
+    dx = dY w^T                   (..., F_in)
+    dw = X^T dY                   (F_in, F_out)
+    db = sum over rows of dY      (F_out,)
+
+The weight is stored (F_in, F_out), so ``F.linear(x, w.T, b)`` is PyTorch's twin.
+The cache holds ``x`` and ``w``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._checks import array_module, describe, float_array, same_dtype
+from .conv import _check_dy
+
+
+@dataclass(frozen=True)
+class LinearCache:
+    """The inputs of a :func:`linear` call."""
+
+    x: object
+    w: object
+    has_bias: bool
+
+
+def linear(x, w, b=None):
+    """y = x @ w + b: x (..., F_in), w (F_in, F_out), b (F_out,) or None -> y (..., F_out).
+
+    Returns ``(y, cache)`` for :func:`linear_backward`.
+    """
+    op = "linear"
+    x = float_array(op, "x", x)
+    if x.ndim == 0:
+        raise ValueError(f"{op}: 'x' must have at least 1 dimension (..., F_in); received a scalar")
+    w = float_array(op, "w", w, 2, "(F_in, F_out)")
+    if b is not None:
+        b = float_array(op, "b", b, 1, "(F_out,)")
+    same_dtype(op, x=x, w=w, b=b)
+    if x.shape[-1] != w.shape[0]:
+        raise ValueError(
+            f"{op}: 'x' has {x.shape[-1]} features (last axis of shape {tuple(x.shape)}) but "
+            f"'w' of shape {tuple(w.shape)} expects F_in = {w.shape[0]}"
+        )
+    if b is not None and b.shape != (w.shape[1],):
+        raise ValueError(
+            f"{op}: 'b' must have shape ({w.shape[1]},) to match F_out of 'w'; "
+            f"received shape {tuple(b.shape)}"
+        )
+    xp = array_module(x, w)
+    y = xp.matmul(x, w)
+    if b is not None:
+        y += b
+    return y, LinearCache(x, w, b is not None)
+
+
+def linear_backward(dy, cache):
+    """Gradients of :func:`linear`: dy (..., F_out) -> (dx, dw, db).
+
+    dx = dy @ w^T; dw = sum over rows of x^T dy; db = sum of dy over the leading axes
+    (None when the forward had no bias).
+    """
+    op = "linear_backward"
+    if not isinstance(cache, LinearCache):
+        raise TypeError(f"{op}: 'cache' must be the cache returned by linear; received {describe(cache)}")
+    x, w = cache.x, cache.w
+    dy = _check_dy(op, dy, (*x.shape[:-1], w.shape[1]), x.dtype)
+    xp = array_module(dy, w)
+    dx = xp.matmul(dy, w.T)
+    rows_dy = dy.reshape(-1, w.shape[1])
+    dw = xp.matmul(x.reshape(-1, w.shape[0]).T, rows_dy)
+    db = xp.sum(rows_dy, axis=0) if cache.has_bias else None
+    return dx, dw, db

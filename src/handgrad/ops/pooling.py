@@ -1,0 +1,251 @@
+"""Max, average and global pooling, channels-last, looping over kernel taps only.
+
+Max pooling (padding is -inf, so it never wins)::
+
+    y[n, o, c] = max_k x_pad[n, o*s + k*d, c]
+    dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
+
+Ties send the whole gradient to the first maximum in row-major window order
+(PyTorch); a NaN in a window wins, as in PyTorch. The cache keeps the winning
+tap per output (uint8/int32), not the input.
+
+Average pooling::
+
+    y[n, o, c] = sum_k x_pad[n, o*s + k, c] / divisor[o]
+    dx[n, i, c] = sum_o dy[n, o, c] / divisor[o]   over the windows o that contain i
+
+``divisor`` follows PyTorch: the window clipped to the padded input with
+``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import array_module, float_array, upstream_grad
+from ._pool_args import PoolCall, prepare_pool
+from ._windows import Axis, pad_input, padded_zeros, taps
+
+
+@dataclass(frozen=True)
+class PoolCache:
+    """What a pooling backward needs: the input's shape and dtype, the geometry,
+    and either the winning taps (max) or the divisors (average)."""
+
+    x_shape: tuple[int, ...]
+    dtype: object
+    axes: tuple[Axis, ...]
+    argmax: object = None
+    divisor: object = None
+
+    @property
+    def y_shape(self):
+        return (self.x_shape[0], *(a.size_out for a in self.axes), self.x_shape[-1])
+
+
+def _max_pool(call: PoolCall):
+    x, axes = call.x, call.axes
+    xp = array_module(x)
+    x_pad = pad_input(xp, x, axes, fill=-np.inf)
+    n_taps = math.prod(a.kernel for a in axes)
+    index_dtype = xp.uint8 if n_taps < 256 else xp.int32
+    y = argmax = None
+    for tap, window in taps(axes):
+        values = x_pad[(slice(None), *window)]
+        if y is None:
+            y = values.copy()
+            argmax = xp.zeros(y.shape, dtype=index_dtype)
+            continue
+        better = (values > y) | xp.isnan(values)
+        xp.copyto(y, values, where=better)
+        argmax[better] = tap
+    return y, PoolCache(tuple(x.shape), x.dtype, axes, argmax=argmax)
+
+
+def _max_pool_backward(op, dy, cache: PoolCache):
+    xp = array_module(dy)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
+    for tap, window in taps(cache.axes):
+        buffer[(slice(None), *window)] += xp.where(cache.argmax == tap, dy, 0)
+    return xp.ascontiguousarray(buffer[inner])
+
+
+def _avg_divisor(xp, call: PoolCall, count_include_pad, divisor_override, dtype):
+    """Per-output divisor of shape (1, *O, 1), a product of per-axis counts."""
+    shape = [1] * (len(call.axes) + 2)
+    divisor = xp.ones(shape, dtype=dtype)
+    if divisor_override is not None:
+        return divisor * divisor_override
+    for i, (axis, (before, after)) in enumerate(zip(call.axes, call.pads)):
+        start = xp.arange(axis.size_out) * axis.stride - before
+        end = xp.minimum(start + axis.kernel, axis.size_in + after)
+        if not count_include_pad:
+            start = xp.maximum(start, 0)
+            end = xp.minimum(end, axis.size_in)
+        shape[i + 1] = axis.size_out
+        divisor = divisor * (end - start).reshape(shape).astype(dtype)
+        shape[i + 1] = 1
+    return divisor
+
+
+def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
+    x, axes = call.x, call.axes
+    xp = array_module(x)
+    x_pad = pad_input(xp, x, axes, fill=0.0)
+    y = None
+    for _, window in taps(axes):
+        values = x_pad[(slice(None), *window)]
+        if y is None:
+            y = values.copy()
+        else:
+            y += values
+    divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
+    y /= divisor
+    return y, PoolCache(tuple(x.shape), x.dtype, axes, divisor=divisor)
+
+
+def _avg_pool_backward(op, dy, cache: PoolCache):
+    xp = array_module(dy)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    share = dy / cache.divisor
+    buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
+    for _, window in taps(cache.axes):
+        buffer[(slice(None), *window)] += share
+    return xp.ascontiguousarray(buffer[inner])
+
+
+def _check_bool(op, name, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{op}: '{name}' must be a bool; received {value!r}")
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """1-D max pooling: x (N, L, C) -> y (N, L_out, C), PyTorch's output size and ties.
+
+    Returns ``(y, cache)`` for :func:`max_pool1d_backward`.
+    """
+    op = "max_pool1d"
+    return _max_pool(prepare_pool(op, 1, x, kernel_size, stride, padding, dilation, ceil_mode))
+
+
+def max_pool1d_backward(dy, cache):
+    """dy (N, L_out, C) -> dx (N, L, C): each dy goes to its window's first maximum."""
+    return _max_pool_backward("max_pool1d_backward", dy, cache)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """2-D max pooling: x (N, H, W, C) -> y (N, H_out, W_out, C), PyTorch's output size
+    and ties (first maximum in row-major window order). Returns ``(y, cache)``."""
+    op = "max_pool2d"
+    return _max_pool(prepare_pool(op, 2, x, kernel_size, stride, padding, dilation, ceil_mode))
+
+
+def max_pool2d_backward(dy, cache):
+    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): each dy goes to its window's first
+    maximum; overlapping windows add up."""
+    return _max_pool_backward("max_pool2d_backward", dy, cache)
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """1-D average pooling: x (N, L, C) -> y (N, L_out, C). Returns ``(y, cache)``."""
+    op = "avg_pool1d"
+    _check_bool(op, "count_include_pad", count_include_pad)
+    call = prepare_pool(op, 1, x, kernel_size, stride, padding, 1, ceil_mode)
+    return _avg_pool(call, count_include_pad, None)
+
+
+def avg_pool1d_backward(dy, cache):
+    """dy (N, L_out, C) -> dx (N, L, C): dx[i] = sum over windows o containing i of
+    dy[o] / divisor[o]."""
+    return _avg_pool_backward("avg_pool1d_backward", dy, cache)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """2-D average pooling: x (N, H, W, C) -> y (N, H_out, W_out, C). Returns ``(y, cache)``.
+
+    ``divisor_override`` (a non-zero int) replaces every window's divisor, as in PyTorch.
+    """
+    op = "avg_pool2d"
+    _check_bool(op, "count_include_pad", count_include_pad)
+    if divisor_override is not None and (
+        isinstance(divisor_override, bool) or not isinstance(divisor_override, int)
+        or divisor_override == 0
+    ):
+        raise ValueError(
+            f"{op}: 'divisor_override' must be None or a non-zero int; "
+            f"received {divisor_override!r}"
+        )
+    call = prepare_pool(op, 2, x, kernel_size, stride, padding, 1, ceil_mode)
+    return _avg_pool(call, count_include_pad, divisor_override)
+
+
+def avg_pool2d_backward(dy, cache):
+    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): dx[i] = sum over windows o containing
+    i of dy[o] / divisor[o]."""
+    return _avg_pool_backward("avg_pool2d_backward", dy, cache)
+
+
+@dataclass(frozen=True)
+class GlobalPoolCache:
+    """Input shape and dtype, ``keepdims``, and for max pooling the flat index of the
+    first maximum per (n, c)."""
+
+    x_shape: tuple[int, ...]
+    dtype: object
+    keepdims: bool
+    index: object = None
+
+    @property
+    def y_shape(self):
+        middle = (1,) * (len(self.x_shape) - 2) if self.keepdims else ()
+        return (self.x_shape[0], *middle, self.x_shape[-1])
+
+
+def _global_input(op, x, keepdims):
+    _check_bool(op, "keepdims", keepdims)
+    return float_array(op, "x", x, (3, 4), "(N, L, C) or (N, H, W, C)")
+
+
+def global_avg_pool(x, keepdims=False):
+    """Mean over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C)
+    ((N, 1, C) / (N, 1, 1, C) with ``keepdims``). Returns ``(y, cache)``."""
+    x = _global_input("global_avg_pool", x, keepdims)
+    y = x.mean(axis=tuple(range(1, x.ndim - 1)), keepdims=keepdims)
+    return y, GlobalPoolCache(tuple(x.shape), x.dtype, keepdims)
+
+
+def global_avg_pool_backward(dy, cache):
+    """dy (N, C) -> dx shaped like x: every position receives dy / (number of positions)."""
+    xp = array_module(dy)
+    dy = upstream_grad("global_avg_pool_backward", dy, cache.y_shape, cache.dtype)
+    x_shape = cache.x_shape
+    positions = math.prod(x_shape[1:-1])
+    share = dy.reshape(x_shape[0], *(1,) * (len(x_shape) - 2), x_shape[-1]) / positions
+    return xp.broadcast_to(share, x_shape).copy()
+
+
+def global_max_pool(x, keepdims=False):
+    """Max over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C) (or kept dims).
+    Returns ``(y, cache)``; the cache keeps the flat index of the first maximum."""
+    x = _global_input("global_max_pool", x, keepdims)
+    xp = array_module(x)
+    flat = x.reshape(x.shape[0], -1, x.shape[-1])
+    index = xp.argmax(flat, axis=1)
+    y = xp.take_along_axis(flat, index[:, None, :], axis=1)[:, 0, :]
+    cache = GlobalPoolCache(tuple(x.shape), x.dtype, keepdims, index)
+    return y.reshape(cache.y_shape), cache
+
+
+def global_max_pool_backward(dy, cache):
+    """dy (N, C) -> dx shaped like x: dy goes to the first maximum of each (n, c)."""
+    xp = array_module(dy)
+    dy = upstream_grad("global_max_pool_backward", dy, cache.y_shape, cache.dtype)
+    x_shape = cache.x_shape
+    positions = xp.arange(math.prod(x_shape[1:-1])).reshape(1, -1, 1)
+    dy = dy.reshape(x_shape[0], 1, x_shape[-1])
+    return xp.where(positions == cache.index[:, None, :], dy, 0).reshape(x_shape)

@@ -1,0 +1,66 @@
+"""Softmax and log-softmax along one axis, stable for any finite logits.
+
+With ``z = x - max(x)`` along the axis (so ``exp`` never overflows)::
+
+    softmax:      y = exp(z) / sum(exp(z))        dx = y * (dy - sum(dy * y))
+    log_softmax:  y = z - log(sum(exp(z)))        dx = dy - exp(y) * sum(dy)
+
+Sums run along ``axis`` with the axis kept. Both caches hold only ``y``.
+"""
+
+from __future__ import annotations
+
+from .._checks import array_module, float_array
+from ._elementwise import axis_index, make_cache, open_cache
+
+
+def _prepare(op, x, axis):
+    x = float_array(op, "x", x)
+    axis = axis_index(op, axis, x.ndim)
+    if x.shape[axis] == 0:
+        raise ValueError(
+            f"{op}: 'x' must have at least one element along axis {axis}; "
+            f"received shape {tuple(x.shape)}"
+        )
+    return array_module(x), x, axis
+
+
+def log_softmax_values(xp, x, axis):
+    """log(softmax(x)) along ``axis`` (validated by the caller); no cache."""
+    z = x - xp.max(x, axis=axis, keepdims=True)
+    return z - xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True))
+
+
+def softmax(x, axis=-1):
+    """y = exp(x) / sum(exp(x)) along ``axis``; any shape, output of ``x``'s shape and dtype.
+
+    Returns ``(y, cache)`` for :func:`softmax_backward`.
+    """
+    xp, x, axis = _prepare("softmax", x, axis)
+    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+    y = e / xp.sum(e, axis=axis, keepdims=True)
+    return y, make_cache("softmax", x, y, (axis,))
+
+
+def softmax_backward(dy, cache):
+    """dx = y * (dy - sum(dy * y, axis)): the softmax Jacobian diag(y) - y y^T applied to dy."""
+    dy, cache = open_cache("softmax_backward", "softmax", dy, cache)
+    xp, y, (axis,) = array_module(dy), cache.saved, cache.params
+    return y * (dy - xp.sum(dy * y, axis=axis, keepdims=True))
+
+
+def log_softmax(x, axis=-1):
+    """y = x - logsumexp(x) along ``axis``, finite for logits of any finite size.
+
+    Returns ``(y, cache)`` for :func:`log_softmax_backward`.
+    """
+    xp, x, axis = _prepare("log_softmax", x, axis)
+    y = log_softmax_values(xp, x, axis)
+    return y, make_cache("log_softmax", x, y, (axis,))
+
+
+def log_softmax_backward(dy, cache):
+    """dx = dy - softmax(x) * sum(dy, axis), with softmax(x) = exp(y)."""
+    dy, cache = open_cache("log_softmax_backward", "log_softmax", dy, cache)
+    xp, y, (axis,) = array_module(dy), cache.saved, cache.params
+    return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)

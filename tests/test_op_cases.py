@@ -1,0 +1,155 @@
+"""Generic tests driven by the op case table: every op, forward and every gradient,
+against its loop twin, central finite differences and torch."""
+
+import numpy as np
+import pytest
+from optable import CASES, assert_close, finite_difference, loops, rel_err, vectorized
+
+from handgrad import ops
+
+CASE_IDS = [c.id for c in CASES]
+
+
+def _grads_pairs(case, arrays, grads_a, grads_b):
+    """(name, a, b) for each input that has a gradient."""
+    names = ["x", "w", "b"]
+    for i, (a, b) in enumerate(zip(grads_a, grads_b)):
+        if arrays[i] is None:
+            assert a is None and b is None, f"{case.op}: gradient for absent input {names[i]}"
+            continue
+        yield names[i], a, b
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_vectorized_matches_loop_twin(case):
+    arrays = case.inputs()
+    y, _, grads = vectorized(case, arrays)
+    y_ref, _, grads_ref = loops(case, arrays)
+    assert_close(y, y_ref, 1e-10, "forward")
+    assert len(grads) == len(grads_ref)
+    for name, a, b in _grads_pairs(case, arrays, grads, grads_ref):
+        assert_close(a, b, 1e-10, f"d{name}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_backward_matches_finite_differences(case):
+    if case.ties:
+        pytest.skip("max with ties is not differentiable; covered by torch and loop twins")
+    arrays = case.inputs()
+    _, dy, grads = vectorized(case, arrays)
+    for i, (name, grad, _) in enumerate(_grads_pairs(case, arrays, grads, grads)):
+        numeric = finite_difference(case, arrays, i, dy)
+        assert_close(grad, numeric, 1e-7, f"d{name} vs finite differences")
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 1e-4)])
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_matches_torch(case, dtype, rtol):
+    twins = pytest.importorskip("torch_twins")
+    if not twins.torch_supports(case):
+        pytest.skip("torch pooling has no asymmetric or 'same' padding")
+    arrays = case.inputs(dtype)
+    y, dy, grads = vectorized(case, arrays)
+    y_torch, grads_torch = twins.torch_run(case, arrays, dy)
+    assert_close(y, y_torch, rtol, "forward")
+    for name, a, b in _grads_pairs(case, arrays, grads, grads_torch):
+        assert_close(a, b, rtol, f"d{name}")
+
+
+def _non_contiguous(a):
+    """The same values as a strided view of a larger, transposed buffer."""
+    if a is None:
+        return None
+    view = np.zeros((*a.shape[::-1], 2), dtype=a.dtype)[..., 1].T
+    view[...] = a
+    assert not view.flags.c_contiguous and np.array_equal(view, a)
+    return view
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_non_contiguous_inputs_give_identical_results(case):
+    arrays = case.inputs()
+    y, cache = getattr(ops, case.op)(*arrays, **case.kwargs)
+    dy = np.random.default_rng(3).standard_normal(y.shape)
+    grads = getattr(ops, case.op + "_backward")(dy, cache)
+    strided = [_non_contiguous(a) for a in arrays]
+    y2, cache2 = getattr(ops, case.op)(*strided, **case.kwargs)
+    grads2 = getattr(ops, case.op + "_backward")(_non_contiguous(dy), cache2)
+    np.testing.assert_array_equal(y, y2)
+    if not isinstance(grads, tuple):
+        grads, grads2 = (grads,), (grads2,)
+    for a, b in zip(grads, grads2):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_dtype_is_preserved(case, dtype):
+    arrays = case.inputs(dtype)
+    y, _, grads = vectorized(case, arrays)
+    assert y.dtype == dtype
+    for grad in grads:
+        assert grad is None or grad.dtype == dtype
+
+
+def test_cache_holds_no_im2col_matrix():
+    x = np.random.default_rng(0).standard_normal((4, 16, 16, 8))
+    w = np.random.default_rng(1).standard_normal((3, 3, 8, 8))
+    _, cache = ops.conv2d(x, w, padding=1)
+    held = [v for v in vars(cache).values() if isinstance(v, np.ndarray)]
+    assert sum(a.nbytes for a in held) == x.nbytes + w.nbytes
+    _, pool_cache = ops.max_pool2d(x, 2)
+    assert pool_cache.argmax.itemsize == 1 and pool_cache.argmax.size == x.size // 4
+
+
+def test_max_pool_tie_goes_to_first_maximum_only():
+    # EpyNN sends the gradient to every tied maximum (sum 16 instead of 4).
+    x = np.ones((1, 4, 4, 1))
+    y, cache = ops.max_pool2d(x, 2)
+    dx = ops.max_pool2d_backward(np.ones_like(y), cache)
+    assert dx.sum() == 4
+    expected = np.zeros((4, 4))
+    expected[::2, ::2] = 1
+    np.testing.assert_array_equal(dx[0, :, :, 0], expected)
+
+
+def test_max_pool_padding_never_wins_on_negative_input():
+    # numpy-ml pads max pooling with 0, which beats every negative input.
+    x = -np.arange(1, 10, dtype=np.float64).reshape(1, 3, 3, 1)
+    y, cache = ops.max_pool2d(x, 3, stride=1, padding=1)
+    assert np.all(y < 0)
+    dx = ops.max_pool2d_backward(np.ones_like(y), cache)
+    assert dx.sum() == y.size
+
+
+def test_avg_pool_backward_is_not_zero():
+    # EpyNN's average-pool backward returns zeros.
+    x = np.random.default_rng(0).standard_normal((2, 4, 4, 3))
+    y, cache = ops.avg_pool2d(x, 2)
+    dx = ops.avg_pool2d_backward(np.ones_like(y), cache)
+    np.testing.assert_allclose(dx, 0.25)
+
+
+def test_same_padding_at_stride_two_halves_the_size():
+    # numpy-ml keeps the input size for 'same' at stride 2.
+    x = np.zeros((1, 7, 8, 1))
+    y, _ = ops.conv2d(x, np.zeros((3, 3, 1, 1)), stride=2, padding="same")
+    assert y.shape == (1, 4, 4, 1)
+    y, _ = ops.conv1d(np.zeros((1, 10, 1)), np.zeros((3, 1, 1)), stride=3, padding="same")
+    assert y.shape == (1, 4, 1)
+
+
+def test_causal_conv1d_does_not_look_ahead():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 12, 2))
+    w = rng.standard_normal((3, 2, 2))
+    y, _ = ops.conv1d(x, w, padding="causal", dilation=2)
+    x_future = x.copy()
+    x_future[:, 7:] += 1.0
+    y_future, _ = ops.conv1d(x_future, w, padding="causal", dilation=2)
+    assert y.shape == x.shape[:2] + (2,)
+    np.testing.assert_array_equal(y[:, :7], y_future[:, :7])
+    assert rel_err(y[:, 7:], y_future[:, 7:]) > 1e-3
