@@ -71,12 +71,20 @@ def loops(case, arrays):
 
 
 def rel_err(actual, expected):
-    """Normwise relative error max|a - e| / max|e| (absolute when e is all zeros)."""
+    """Normwise relative error max|a - e| / max|e| over finite entries (absolute when
+    e is all zeros); equal infinities count as equal, any other mismatch as inf."""
     actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
     if actual.shape != expected.shape:
         raise AssertionError(f"shape {actual.shape} != expected {expected.shape}")
-    scale = np.max(np.abs(expected)) if expected.size else 0.0
-    diff = np.max(np.abs(actual - expected)) if expected.size else 0.0
+    if expected.size == 0:
+        return 0.0
+    same = actual == expected
+    finite = np.isfinite(expected) & np.isfinite(actual)
+    if not np.all(same | finite):
+        return np.inf
+    with np.errstate(invalid="ignore"):
+        diff = np.max(np.abs(np.where(same, 0.0, actual - expected)))
+    scale = np.max(np.abs(np.where(finite, expected, 0.0)))
     return diff / scale if scale > 0 else diff
 
 

@@ -3,9 +3,10 @@ against its loop twin, central finite differences and torch."""
 
 import numpy as np
 import pytest
-from optable import CASES, assert_close, finite_difference, loops, rel_err, vectorized
 
 from handgrad import ops
+
+from optable import CASES, assert_close, finite_difference, loops, rel_err, vectorized
 
 CASE_IDS = [c.id for c in CASES]
 

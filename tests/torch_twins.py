@@ -139,6 +139,8 @@ def torch_run(case, arrays, dy):
         ty = _pool(case, tx, nd)
     else:
         ty = _global(case, tx, nd)
+    if ty.numel() == 0:
+        raise RuntimeError("empty output")
     keep_channels_last = ty.ndim > 2
     t_dy = to_torch(dy, False) if keep_channels_last else torch.tensor(dy)
     ty.backward(t_dy)

@@ -67,8 +67,9 @@ def _as_batchable(op: str, name: str, value):
     return value
 
 
-def batches(x, y=None, batch_size: int = 32, *, shuffle: bool = True, rng=None,
-            drop_last: bool = False):
+def batches(
+    x, y=None, batch_size: int = 32, *, shuffle: bool = True, rng=None, drop_last: bool = False
+):
     """Iterate over one epoch of minibatches.
 
     ``x``: ``(N, ...)``; ``y``: ``(N, ...)`` or ``None``. Yields ``(xb, yb)``

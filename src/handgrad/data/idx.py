@@ -169,9 +169,7 @@ def _read_split(directory: Path, split: str):
             f"it holds {describe(labels)}"
         )
     if labels.size and labels.min() < 0:
-        raise ValueError(
-            f"{op}: {str(label_path)!r} holds a negative label ({int(labels.min())})"
-        )
+        raise ValueError(f"{op}: {str(label_path)!r} holds a negative label ({int(labels.min())})")
     if images.shape[0] != labels.shape[0]:
         raise ValueError(
             f"{op}: {str(image_path)!r} holds {images.shape[0]} images but "

@@ -139,7 +139,7 @@ def load_dataset(spec: str) -> Dataset:
     if spec == "digits":
         return load_digits()
     if spec.startswith("idx:"):
-        path = spec[len("idx:"):]
+        path = spec[len("idx:") :]
         if not path:
             raise ValueError(f"{op}: 'spec' {spec!r} names no directory; use 'idx:PATH'")
         return load_idx(path)

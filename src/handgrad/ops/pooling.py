@@ -62,7 +62,25 @@ def _max_pool(call: PoolCall):
         better = (values > y) | xp.isnan(values)
         xp.copyto(y, values, where=better)
         argmax[better] = tap
+    nothing_won = y == -np.inf
+    if nothing_won.any():
+        # No input beat -inf: like PyTorch, credit the first tap inside the input.
+        first = xp.broadcast_to(_first_inside_tap(xp, axes), y.shape)
+        argmax[nothing_won] = first[nothing_won]
     return y, PoolCache(tuple(x.shape), x.dtype, axes, argmax=argmax)
+
+
+def _first_inside_tap(xp, axes):
+    """Row-major index of each window's first tap inside the input, shape (1, *O, 1)."""
+    index = 0
+    shape = [1] * (len(axes) + 2)
+    for i, axis in enumerate(axes):
+        offset = axis.pad_before - xp.arange(axis.size_out) * axis.stride
+        first = xp.clip(-(-offset // axis.dilation), 0, axis.kernel - 1)
+        shape[i + 1] = axis.size_out
+        index = index * axis.kernel + first.reshape(shape)
+        shape[i + 1] = 1
+    return index
 
 
 def _max_pool_backward(op, dy, cache: PoolCache):

@@ -45,7 +45,8 @@ def _max_pool(call):
                     if best is None or value > best_value or np.isnan(value):
                         best, best_value = position, value
                 y[(n, *out_index, c)] = best_value
-                winners[(n, *out_index, c)] = best
+                if best is not None:  # a window may lie entirely in the padding
+                    winners[(n, *out_index, c)] = best
     return y, (x.shape, x.dtype, winners)
 
 
