@@ -25,7 +25,7 @@ def array_module(*arrays):
 
 def describe(value) -> str:
     """A short description of ``value`` for error messages."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
+    if not isinstance(value, type) and hasattr(value, "shape") and hasattr(value, "dtype"):
         return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
     return f"{value!r} ({type(value).__name__})"
 
@@ -56,6 +56,8 @@ def float_array(op: str, name: str, value, ndim=None, layout: str = ""):
                 f"{op}: '{name}' must be a {ranks} array{suffix}; "
                 f"received an array of shape {tuple(value.shape)}"
             )
+    if value.ndim == 0:
+        return value  # ascontiguousarray would turn it into shape (1,)
     return array_module(value).ascontiguousarray(value)
 
 

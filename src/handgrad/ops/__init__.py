@@ -25,3 +25,32 @@ from .pooling import (
     max_pool2d,
     max_pool2d_backward,
 )
+
+# isort: split
+# Activations, softmax, linear and dropout kernels.
+from .activations import (
+    ACTIVATIONS,
+    elu,
+    elu_backward,
+    gelu,
+    gelu_backward,
+    hard_sigmoid,
+    hard_sigmoid_backward,
+    identity,
+    identity_backward,
+    leaky_relu,
+    leaky_relu_backward,
+    relu,
+    relu_backward,
+    selu,
+    selu_backward,
+    sigmoid,
+    sigmoid_backward,
+    softplus,
+    softplus_backward,
+    tanh,
+    tanh_backward,
+)
+from .dropout import dropout, dropout_backward
+from .linear import linear, linear_backward
+from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward

@@ -1,13 +1,10 @@
-"""Cache and argument checks shared by the activation, softmax, linear and dropout kernels."""
+"""The cache and checks shared by the activation, softmax and dropout kernels."""
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
-from .._checks import describe, is_int
-from .conv import _check_dy
+from .._checks import describe, is_int, upstream_grad
 
 
 @dataclass(frozen=True)
@@ -33,25 +30,7 @@ def open_cache(op, forward, dy, cache):
         raise TypeError(
             f"{op}: 'cache' must be the cache returned by {forward}; received {describe(cache)}"
         )
-    return _check_dy(op, dy, cache.shape, cache.dtype), cache
-
-
-def real_number(op, name, value, *, low=-math.inf, high=math.inf, low_open=False,
-                high_open=False) -> float:
-    """A finite real number (not a bool) in the given interval, as a Python float."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError(f"{op}: '{name}' must be a real number; received {describe(value)}")
-    value = float(value)
-    below = value <= low if low_open else value < low
-    above = value >= high if high_open else value > high
-    if not math.isfinite(value) or below or above:
-        left = "(" if low_open else "["
-        right = ")" if high_open else "]"
-        raise ValueError(
-            f"{op}: '{name}' must be a finite number in {left}{low}, {high}{right}; "
-            f"received {value!r}"
-        )
-    return value
+    return upstream_grad(op, dy, cache.shape, cache.dtype), cache
 
 
 def axis_index(op, axis, ndim) -> int:

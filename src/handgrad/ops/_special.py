@@ -91,7 +91,8 @@ def erfc(xp, x):
     """The complementary error function 1 - erf(x), accurate in the tail, in ``x``'s dtype."""
     ax = xp.abs(x)
     outer = _erfc_positive(xp, ax)
-    return xp.where(ax <= _SMALL_LIMIT, 1.0 - _erf_small(xp, x), xp.where(x < 0, 2.0 - outer, outer))
+    outer = xp.where(x < 0, 2.0 - outer, outer)
+    return xp.where(ax <= _SMALL_LIMIT, 1.0 - _erf_small(xp, x), outer)
 
 
 def normal_cdf(xp, x):

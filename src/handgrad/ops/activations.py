@@ -27,8 +27,9 @@ from __future__ import annotations
 import math
 
 from .._checks import array_module, choice, float_array
+from .._hyper import number
 from . import _special
-from ._elementwise import make_cache, open_cache, real_number
+from ._elementwise import make_cache, open_cache
 from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -73,7 +74,7 @@ def leaky_relu(x, negative_slope=0.01):
     """y = x where x > 0, else negative_slope * x. The cache holds ``x``."""
     op = "leaky_relu"
     xp, x = _input(op, x)
-    slope = real_number(op, "negative_slope", negative_slope)
+    slope = number(op, "negative_slope", negative_slope)
     y = xp.where(x > 0, x, x * slope)
     return y, make_cache(op, x, x, (slope,))
 
@@ -101,7 +102,7 @@ def _elu_backward(op, forward, dy, cache):
 
 def elu(x, alpha=1.0):
     """y = x where x > 0, else alpha * (exp(x) - 1). The cache holds ``x``."""
-    return _elu_forward("elu", x, real_number("elu", "alpha", alpha), 1.0)
+    return _elu_forward("elu", x, number("elu", "alpha", alpha), 1.0)
 
 
 def elu_backward(dy, cache):
@@ -194,10 +195,10 @@ def softplus(x, beta=1.0, threshold=20.0):
     The cache holds ``x``."""
     op = "softplus"
     xp, x = _input(op, x)
-    beta = real_number(op, "beta", beta)
+    beta = number(op, "beta", beta)
     if beta == 0:
         raise ValueError(f"{op}: 'beta' must be nonzero; received {beta!r}")
-    threshold = real_number(op, "threshold", threshold)
+    threshold = number(op, "threshold", threshold)
     bx = x * beta
     y = xp.where(bx > threshold, x, _special.softplus(xp, bx) / beta)
     return y, make_cache(op, x, x, (beta, threshold))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import array_module, describe, float_array, is_int
-from ._elementwise import make_cache, open_cache, real_number
+from .._hyper import flag, number
+from ._elementwise import make_cache, open_cache
 
 
 def as_generator(op, rng):
@@ -41,11 +42,9 @@ def dropout(x, rate, rng, *, training=True):
     """
     op = "dropout"
     x = float_array(op, "x", x)
-    rate = real_number(op, "rate", rate, low=0.0, high=1.0, high_open=True)
+    rate = number(op, "rate", rate, low=0.0, high=1.0, high_open=True)
     generator = as_generator(op, rng)
-    if not isinstance(training, bool):
-        raise TypeError(f"{op}: 'training' must be a bool; received {describe(training)}")
-    if not training or rate == 0.0:
+    if not flag(op, "training", training) or rate == 0.0:
         return x, make_cache(op, x)
     xp = array_module(x)
     mask = generator.random(x.shape, dtype=x.dtype)

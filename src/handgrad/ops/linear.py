@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._checks import array_module, describe, float_array, same_dtype
-from .conv import _check_dy
+from .._checks import array_module, describe, float_array, same_dtype, upstream_grad
 
 
 @dataclass(frozen=True)
@@ -66,9 +65,11 @@ def linear_backward(dy, cache):
     """
     op = "linear_backward"
     if not isinstance(cache, LinearCache):
-        raise TypeError(f"{op}: 'cache' must be the cache returned by linear; received {describe(cache)}")
+        raise TypeError(
+            f"{op}: 'cache' must be the cache returned by linear; received {describe(cache)}"
+        )
     x, w = cache.x, cache.w
-    dy = _check_dy(op, dy, (*x.shape[:-1], w.shape[1]), x.dtype)
+    dy = upstream_grad(op, dy, (*x.shape[:-1], w.shape[1]), x.dtype)
     xp = array_module(dy, w)
     dx = xp.matmul(dy, w.T)
     rows_dy = dy.reshape(-1, w.shape[1])

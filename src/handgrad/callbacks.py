@@ -1,0 +1,182 @@
+"""Callbacks for ``fit``: History, EarlyStopping, ModelCheckpoint,
+LearningRateScheduler and TerminateOnNaN."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from ._checks import choice, describe, is_int
+
+
+class Callback:
+    """Hooks called by ``fit``; ``self.model`` is set before training starts."""
+
+    model = None
+
+    def set_model(self, model):
+        self.model = model
+
+    def on_train_begin(self, logs):
+        pass
+
+    def on_epoch_begin(self, epoch):
+        pass
+
+    def on_train_batch_end(self, step, logs):
+        pass
+
+    def on_epoch_end(self, epoch, logs):
+        pass
+
+    def on_train_end(self, logs):
+        pass
+
+
+class History(Callback):
+    """Per-epoch logs: ``history["loss"]``, ``history["val_accuracy"]``, ... and ``epoch``."""
+
+    def __init__(self):
+        self.history: dict[str, list] = {}
+        self.epoch: list[int] = []
+
+    def on_epoch_end(self, epoch, logs):
+        self.epoch.append(epoch)
+        for key, value in logs.items():
+            self.history.setdefault(key, []).append(value)
+
+    def __getitem__(self, key):
+        return self.history[key]
+
+
+def _monitor_mode(owner, monitor, mode):
+    if not isinstance(monitor, str):
+        raise TypeError(f"{owner}: 'monitor' must be a string; received {describe(monitor)}")
+    mode = choice(owner, "mode", mode, ("auto", "min", "max"))
+    if mode == "auto":
+        mode = "max" if "acc" in monitor else "min"
+    return mode
+
+
+class _Monitor(Callback):
+    """Tracks the best value of a logged quantity."""
+
+    def __init__(self, owner, monitor, mode, min_delta=0.0):
+        self.monitor = monitor
+        self.mode = _monitor_mode(owner, monitor, mode)
+        self.min_delta = abs(float(min_delta))
+        self.best = math.inf if self.mode == "min" else -math.inf
+
+    def _current(self, logs):
+        if self.monitor not in logs:
+            raise KeyError(f"{type(self).__name__}: '{self.monitor}' is not in the epoch logs "
+                           f"({sorted(logs)}); pass validation_data to monitor val_*")
+        return logs[self.monitor]
+
+    def _improved(self, value):
+        if self.mode == "min":
+            return value < self.best - self.min_delta
+        return value > self.best + self.min_delta
+
+
+class EarlyStopping(_Monitor):
+    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs;
+    optionally restore the best weights seen."""
+
+    def __init__(self, monitor="val_loss", patience=3, min_delta=0.0, mode="auto",
+                 restore_best_weights=False):
+        super().__init__("EarlyStopping", monitor, mode, min_delta)
+        if not is_int(patience) or patience < 0:
+            raise ValueError(f"EarlyStopping: 'patience' must be an int >= 0; received "
+                             f"{patience!r}")
+        self.patience = patience
+        self.restore_best_weights = restore_best_weights
+        self.wait = 0
+        self.best_weights = None
+        self.stopped_epoch = None
+
+    def on_train_begin(self, logs):
+        self.wait = 0
+        self.best = math.inf if self.mode == "min" else -math.inf
+
+    def on_epoch_end(self, epoch, logs):
+        value = self._current(logs)
+        if self._improved(value):
+            self.best, self.wait = value, 0
+            if self.restore_best_weights:
+                self.best_weights = {k: v.copy() for k, v in
+                                     self.model.named_parameters().items()}
+            return
+        self.wait += 1
+        if self.wait > self.patience:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.best_weights is not None:
+                for key, value in self.model.named_parameters().items():
+                    value[...] = self.best_weights[key]
+
+
+class ModelCheckpoint(_Monitor):
+    """Save a checkpoint (model, optimizer state) after each epoch, or only when
+    ``monitor`` improves with ``save_best_only``. ``path`` may contain ``{epoch}``."""
+
+    def __init__(self, path, monitor="val_loss", save_best_only=False, mode="auto"):
+        super().__init__("ModelCheckpoint", monitor, mode)
+        self.path = str(path)
+        self.save_best_only = save_best_only
+
+    def on_epoch_end(self, epoch, logs):
+        from .io import save_checkpoint
+
+        if self.save_best_only:
+            value = self._current(logs)
+            if not self._improved(value):
+                return
+            self.best = value
+        save_checkpoint(self.path.format(epoch=epoch + 1), self.model,
+                        optimizer=self.model.optimizer, epoch=epoch + 1)
+
+
+class LearningRateScheduler(Callback):
+    """Set the optimizer's learning rate from ``schedule(step) -> lr`` before each
+    step (``per="step"``, counting optimizer steps) or epoch (``per="epoch"``)."""
+
+    def __init__(self, schedule, per="step"):
+        if not callable(schedule):
+            raise TypeError(f"LearningRateScheduler: 'schedule' must be callable; received "
+                            f"{describe(schedule)}")
+        self.schedule = schedule
+        self.per = choice("LearningRateScheduler", "per", per, ("step", "epoch"))
+
+    def on_train_begin(self, logs):
+        if self.per == "step":
+            self.model.optimizer.lr = float(self.schedule(self.model.optimizer.iterations))
+
+    def on_epoch_begin(self, epoch):
+        if self.per == "epoch":
+            self.model.optimizer.lr = float(self.schedule(epoch))
+
+    def on_train_batch_end(self, step, logs):
+        if self.per == "step":
+            self.model.optimizer.lr = float(self.schedule(self.model.optimizer.iterations))
+
+
+class TerminateOnNaN(Callback):
+    """Stop training as soon as a batch loss is NaN or infinite, naming the step."""
+
+    def __init__(self, stream=None):
+        self.stream = stream
+        self.epoch = 0
+        self.message = None
+
+    def on_epoch_begin(self, epoch):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, step, logs):
+        loss = logs.get("loss")
+        if loss is not None and not math.isfinite(loss):
+            self.message = (f"TerminateOnNaN: loss is {loss} at epoch {self.epoch + 1}, "
+                            f"step {step + 1} (optimizer step "
+                            f"{self.model.optimizer.iterations}); stopping training")
+            print(self.message, file=self.stream or sys.stderr)
+            self.model.stop_training = True

@@ -1,0 +1,228 @@
+"""The layer contract: validated config, lazy parameters, a cache stack.
+
+``forward(x, training=True)`` pushes the op's cache; ``backward(dy)`` pops the
+latest one, adds the parameter gradients into ``gradients`` and returns
+``dL/dx``. Two forwards then two backwards (latest first) accumulate both
+gradients, so a layer can be shared. ``training=False`` keeps no cache.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .. import initializers
+from .._checks import FLOAT_DTYPES, describe, float_array, is_int
+
+
+def check_dtype(owner, dtype):
+    """``None`` or float32/float64, as a NumPy dtype."""
+    if dtype is None:
+        return None
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved not in FLOAT_DTYPES:
+        raise TypeError(f"{owner}: 'dtype' must be float32 or float64; received {dtype!r}")
+    return resolved
+
+
+def snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+class Layer:
+    """Base class of every layer (and of ``Sequential``).
+
+    Subclasses implement ``_build(input_shape, rng)`` (create parameters with
+    :meth:`add_parameter`), ``_forward(x, training) -> (y, cache)``,
+    ``_backward(dy, cache) -> (dx, {name: grad})`` and ``get_config()``.
+    Shapes given to ``build`` are per example (no batch axis).
+    """
+
+    def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
+        owner = type(self).__name__
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"{owner}: 'name' must be a string or None; received {describe(name)}")
+        if not isinstance(trainable, bool):
+            raise TypeError(f"{owner}: 'trainable' must be a bool; received {trainable!r}")
+        if seed is not None and not is_int(seed):
+            raise TypeError(f"{owner}: 'seed' must be an int or None; received {describe(seed)}")
+        self.name = name
+        self.trainable = trainable
+        self.dtype = check_dtype(owner, dtype)
+        self.seed = seed
+        self.parameters: dict = {}
+        self.gradients: dict = {}
+        self.buffers: dict = {}
+        self.built = False
+        self.input_shape = None
+        self._caches: list = []
+
+    # ----------------------------------------------------------------- config
+    def __repr__(self):
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    @property
+    def label(self) -> str:
+        return f"{type(self).__name__} {self.name!r}" if self.name else type(self).__name__
+
+    def get_config(self) -> dict:
+        """Constructor arguments (JSON-serializable); subclasses extend it."""
+        config = {"name": self.name, "trainable": self.trainable}
+        if self.dtype is not None:
+            config["dtype"] = str(self.dtype)
+        if self.seed is not None:
+            config["seed"] = self.seed
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict):
+        return cls(**config)
+
+    # ------------------------------------------------------------------ build
+    def build(self, input_shape, rng=None, dtype=None):
+        """Create the parameters for inputs of per-example shape ``input_shape``."""
+        self.dtype = self.dtype or check_dtype(self.label, dtype) or np.dtype(np.float32)
+        if rng is None:
+            rng = np.random.default_rng(self.seed)
+        self.input_shape = tuple(int(d) for d in input_shape)
+        self._build(self.input_shape, rng)
+        self.gradients = {k: np.zeros_like(v) for k, v in self.parameters.items()}
+        self.built = True
+        return self
+
+    def _build(self, input_shape, rng):
+        """Layers with parameters override this."""
+
+    def add_parameter(self, key, shape, initializer, rng):
+        init = initializers.get(initializer)
+        self.parameters[key] = init(tuple(shape), dtype=self.dtype, rng=rng)
+
+    def output_shape(self, input_shape):
+        """Per-example output shape, found by running the op on an empty batch."""
+        if not self.built:
+            self.build(input_shape)
+        empty = np.zeros((0, *input_shape), dtype=self.dtype)
+        return tuple(self._forward(empty, False)[0].shape[1:])
+
+    # ------------------------------------------------------- forward/backward
+    def forward(self, x, training=True):
+        """y = layer(x); with ``training`` the cache is kept for :meth:`backward`."""
+        x = float_array(self.label, "x", x)
+        if x.ndim == 0:
+            raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
+        if not self.built:
+            self.build(x.shape[1:])
+        if self.parameters and x.dtype != self.dtype:
+            raise TypeError(
+                f"{self.label}: input dtype {x.dtype} does not match the layer's {self.dtype} "
+                f"parameters; cast the input or build the layer/model with dtype='{x.dtype}'"
+            )
+        y, cache = self._forward(x, training)
+        if training:
+            self._caches.append(cache)
+        return y
+
+    def backward(self, dy):
+        """dL/dx for the latest unconsumed forward; parameter gradients are added into
+        ``gradients`` (unless the layer is frozen)."""
+        if not self._caches:
+            raise RuntimeError(
+                f"{self.label}: backward() called without a matching forward(x, training=True) "
+                f"(each forward's cache is consumed by exactly one backward)"
+            )
+        dx, grads = self._backward(dy, self._caches.pop())
+        if self.trainable:
+            for key, grad in grads.items():
+                self.gradients[key] += grad
+        return dx
+
+    def _forward(self, x, training):
+        raise NotImplementedError
+
+    def _backward(self, dy, cache):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ parameters
+    def zero_grad(self):
+        for grad in self.gradients.values():
+            grad.fill(0)
+
+    def clear_caches(self):
+        self._caches.clear()
+
+    def count_params(self) -> int:
+        return int(sum(p.size for p in self.parameters.values()))
+
+    def named_parameters(self, trainable_only=False) -> dict:
+        if trainable_only and not self.trainable:
+            return {}
+        return dict(self.parameters)
+
+    def named_gradients(self, trainable_only=False) -> dict:
+        if trainable_only and not self.trainable:
+            return {}
+        return dict(self.gradients)
+
+    def named_buffers(self) -> dict:
+        return dict(self.buffers)
+
+    def extra_state(self) -> dict:
+        """JSON-serializable state beyond arrays (e.g. a random generator)."""
+        return {}
+
+    def load_extra_state(self, state: dict):
+        """Restore what :meth:`extra_state` returned."""
+
+
+def _check_initializer(owner, name, value):
+    if isinstance(value, str):
+        if value != "torch_default":
+            initializers.get(value)  # raises a ValueError naming the valid ones
+    elif not callable(value):
+        raise TypeError(f"{owner}: '{name}' must be a name or a callable; received {value!r}")
+    return value
+
+
+class WeightedLayer(Layer):
+    """A layer with a weight ``W`` and an optional bias ``b``."""
+
+    def __init__(self, *, bias=True, kernel_initializer="torch_default",
+                 bias_initializer="torch_default", **kwargs):
+        super().__init__(**kwargs)
+        owner = type(self).__name__
+        if not isinstance(bias, bool):
+            raise TypeError(f"{owner}: 'bias' must be a bool; received {bias!r}")
+        self.use_bias = bias
+        self.kernel_initializer = _check_initializer(owner, "kernel_initializer",
+                                                     kernel_initializer)
+        self.bias_initializer = _check_initializer(owner, "bias_initializer", bias_initializer)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(bias=self.use_bias)
+        for key in ("kernel_initializer", "bias_initializer"):
+            value = getattr(self, key)
+            config[key] = value if isinstance(value, str) else value.__name__
+        return config
+
+    def build_weights(self, w_shape, out_features, rng):
+        self.add_parameter("W", w_shape, self.kernel_initializer, rng)
+        if self.use_bias:
+            init = self.bias_initializer
+            if init == "torch_default":
+                init = initializers.torch_default_bias(initializers.fans(w_shape)[0])
+            self.add_parameter("b", (out_features,), init, rng)
+
+    @property
+    def bias_array(self):
+        return self.parameters.get("b")
+
+    def weight_grads(self, dw, db):
+        grads = {"W": dw}
+        if db is not None:
+            grads["b"] = db
+        return grads

@@ -1,0 +1,149 @@
+"""Convolution and transposed-convolution layers: one rank-generic base, thin subclasses.
+
+Weights follow DESIGN.md: a convolution's ``W`` is ``(*kernel, C_in // groups,
+C_out)``, a transposed convolution's ``(*kernel, C_out // groups, C_in)``; ``b``
+is ``(C_out,)``. Parameters default to PyTorch's initialization.
+"""
+
+from __future__ import annotations
+
+from .. import ops
+from .._checks import int_tuple, positive_int
+from ..ops._windows import parse_padding
+from .base import WeightedLayer
+
+
+class _ConvND(WeightedLayer):
+    rank = 2
+    transposed = False
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, *, output_padding=0, **kwargs):
+        super().__init__(bias=bias, **kwargs)
+        owner, n = type(self).__name__, self.rank
+        self.out_channels = positive_int(owner, "out_channels", out_channels)
+        self.kernel_size = int_tuple(owner, "kernel_size", kernel_size, n)
+        self.stride = int_tuple(owner, "stride", stride, n)
+        self.dilation = int_tuple(owner, "dilation", dilation, n)
+        self.groups = positive_int(owner, "groups", groups)
+        strings = ("valid", "same", "causal") if n == 1 and not self.transposed else (
+            "valid", "same")
+        parse_padding(owner, padding, n, self.kernel_size, self.stride, self.dilation,
+                      (1,) * n, strings)  # validates the form only
+        self.padding = padding
+        self.output_padding = int_tuple(owner, "output_padding", output_padding, n, minimum=0)
+        if self.out_channels % self.groups:
+            raise ValueError(f"{owner}: 'out_channels' ({self.out_channels}) must be divisible "
+                             f"by groups ({self.groups})")
+
+    def get_config(self):
+        config = super().get_config()
+        padding = self.padding
+        config.update(out_channels=self.out_channels, kernel_size=list(self.kernel_size),
+                      stride=list(self.stride), dilation=list(self.dilation),
+                      groups=self.groups,
+                      padding=padding if isinstance(padding, (str, int)) else _lists(padding))
+        if self.transposed:
+            config["output_padding"] = list(self.output_padding)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("padding"), list):
+            config["padding"] = _tuples(config["padding"])
+        return cls(**config)
+
+    def _build(self, input_shape, rng):
+        if len(input_shape) != self.rank + 1:
+            layout = "(L, C)" if self.rank == 1 else "(H, W, C)"
+            raise ValueError(f"{self.label}: expects per-example inputs {layout}; received "
+                             f"shape {tuple(input_shape)}")
+        in_channels = input_shape[-1]
+        if in_channels % self.groups:
+            raise ValueError(f"{self.label}: input channels ({in_channels}) must be divisible "
+                             f"by groups ({self.groups})")
+        if self.transposed:
+            w_shape = (*self.kernel_size, self.out_channels // self.groups, in_channels)
+        else:
+            w_shape = (*self.kernel_size, in_channels // self.groups, self.out_channels)
+        self.build_weights(w_shape, self.out_channels, rng)
+
+    def _op_kwargs(self):
+        kwargs = dict(stride=self.stride, padding=self.padding, dilation=self.dilation,
+                      groups=self.groups)
+        if self.transposed:
+            kwargs["output_padding"] = self.output_padding
+        return kwargs
+
+    def _op_name(self):
+        return f"conv_transpose{self.rank}d" if self.transposed else f"conv{self.rank}d"
+
+    def _forward(self, x, training):
+        op = getattr(ops, self._op_name())
+        return op(x, self.parameters["W"], self.bias_array, **self._op_kwargs())
+
+    def _backward(self, dy, cache):
+        dx, dw, db = getattr(ops, self._op_name() + "_backward")(dy, cache)
+        return dx, self.weight_grads(dw, db)
+
+
+def _lists(value):
+    return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+class Conv1D(_ConvND):
+    """1-D convolution on (N, L, C_in) -> (N, L_out, out_channels); W (K, C_in // groups,
+    out_channels). ``padding`` may be "valid", "same", "causal", an int or pairs."""
+
+    rank = 1
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         **kwargs)
+
+
+class Conv2D(_ConvND):
+    """2-D convolution on (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
+    W (KH, KW, C_in // groups, out_channels)."""
+
+    rank = 2
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         **kwargs)
+
+
+class ConvTranspose1D(_ConvND):
+    """1-D transposed convolution (N, L, C_in) -> (N, L_out, out_channels);
+    W (K, out_channels // groups, C_in)."""
+
+    rank = 1
+    transposed = True
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 dilation=1, groups=1, bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         output_padding=output_padding, **kwargs)
+
+
+class ConvTranspose2D(_ConvND):
+    """2-D transposed convolution (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
+    W (KH, KW, out_channels // groups, C_in)."""
+
+    rank = 2
+    transposed = True
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 dilation=1, groups=1, bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         output_padding=output_padding, **kwargs)
+
+
+Deconv2D = ConvTranspose2D

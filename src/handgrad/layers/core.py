@@ -1,0 +1,110 @@
+"""Dense, shape and dropout layers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from .._checks import describe, is_int, positive_int
+from .._hyper import number
+from .base import Layer, WeightedLayer
+
+
+class Dense(WeightedLayer):
+    """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features)."""
+
+    def __init__(self, out_features, bias=True, **kwargs):
+        super().__init__(bias=bias, **kwargs)
+        self.out_features = positive_int(type(self).__name__, "out_features", out_features)
+
+    def get_config(self):
+        return {**super().get_config(), "out_features": self.out_features}
+
+    def _build(self, input_shape, rng):
+        if len(input_shape) < 1:
+            raise ValueError(f"{self.label}: expects inputs (N, ..., F_in); received per-example "
+                             f"shape {tuple(input_shape)}")
+        self.build_weights((input_shape[-1], self.out_features), self.out_features, rng)
+
+    def _forward(self, x, training):
+        return ops.linear(x, self.parameters["W"], self.bias_array)
+
+    def _backward(self, dy, cache):
+        dx, dw, db = ops.linear_backward(dy, cache)
+        return dx, self.weight_grads(dw, db)
+
+
+class Flatten(Layer):
+    """(N, d1, d2, ...) -> (N, d1 * d2 * ...); backward reshapes dy back."""
+
+    def __init__(self, *, name=None):
+        super().__init__(name=name)
+
+    def get_config(self):
+        return {"name": self.name}
+
+    def _forward(self, x, training):
+        return x.reshape(x.shape[0], math.prod(x.shape[1:])), x.shape
+
+    def _backward(self, dy, cache):
+        return dy.reshape(cache), {}
+
+
+class Reshape(Layer):
+    """(N, *in_shape) -> (N, *shape) (one entry may be -1); backward reshapes back."""
+
+    def __init__(self, shape, *, name=None):
+        super().__init__(name=name)
+        owner = type(self).__name__
+        shape = (shape,) if is_int(shape) else shape
+        if not isinstance(shape, (tuple, list)) or not all(is_int(d) for d in shape):
+            raise TypeError(f"{owner}: 'shape' must be a tuple of ints (per example, without "
+                            f"the batch axis); received {describe(shape)}")
+        if sum(d == -1 for d in shape) > 1 or any(d < -1 or d == 0 for d in shape):
+            raise ValueError(f"{owner}: 'shape' must hold positive ints and at most one -1; "
+                             f"received {tuple(shape)}")
+        self.shape = tuple(int(d) for d in shape)
+
+    def get_config(self):
+        return {"name": self.name, "shape": list(self.shape)}
+
+    def _forward(self, x, training):
+        size = math.prod(x.shape[1:])
+        known = math.prod(d for d in self.shape if d != -1)
+        if (-1 in self.shape and size % known) or (-1 not in self.shape and known != size):
+            raise ValueError(f"{self.label}: cannot reshape per-example shape "
+                             f"{tuple(x.shape[1:])} ({size} values) to {self.shape}")
+        return x.reshape(x.shape[0], *self.shape), x.shape
+
+    def _backward(self, dy, cache):
+        return dy.reshape(cache), {}
+
+
+class Dropout(Layer):
+    """Inverted dropout: in training, zero each value with probability ``rate`` and scale
+    the rest by 1 / (1 - rate); identity in evaluation. Random numbers come from the
+    layer's own Generator, seeded by ``seed``."""
+
+    def __init__(self, rate, *, seed=None, name=None):
+        super().__init__(name=name, seed=seed)
+        self.rate = number(type(self).__name__, "rate", rate, low=0.0, high=1.0,
+                           high_open=True)
+        self.rng = np.random.default_rng(seed)
+
+    def get_config(self):
+        return {"name": self.name, "rate": self.rate, "seed": self.seed}
+
+    def _forward(self, x, training):
+        return ops.dropout(x, self.rate, self.rng, training=training)
+
+    def _backward(self, dy, cache):
+        return ops.dropout_backward(dy, cache), {}
+
+    def extra_state(self):
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_extra_state(self, state):
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]

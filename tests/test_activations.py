@@ -1,0 +1,336 @@
+"""Activations and softmax kernels: torch twins, finite differences, kinks, extremes, errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops import _special
+
+from optable import assert_close
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+TOLERANCES = [(np.float64, 1e-10), (np.float32, 1e-4)]
+
+# name -> (handgrad forward keywords, torch twin taking a tensor)
+TWINS = {
+    "identity": ({}, lambda t: t * 1),
+    "relu": ({}, F.relu),
+    "leaky_relu": ({}, F.leaky_relu),
+    "leaky_relu-0.2": ({"negative_slope": 0.2}, lambda t: F.leaky_relu(t, 0.2)),
+    "elu": ({}, F.elu),
+    "elu-0.5": ({"alpha": 0.5}, lambda t: F.elu(t, 0.5)),
+    "selu": ({}, F.selu),
+    "gelu": ({}, F.gelu),
+    "gelu_tanh": ({}, lambda t: F.gelu(t, approximate="tanh")),
+    "tanh": ({}, torch.tanh),
+    "sigmoid": ({}, torch.sigmoid),
+    "softplus": ({}, F.softplus),
+    "softplus-2-3": ({"beta": 2.0, "threshold": 3.0}, lambda t: F.softplus(t, 2.0, 3.0)),
+    "hard_sigmoid": ({}, F.hardsigmoid),
+    "softmax": ({}, lambda t: F.softmax(t, -1)),
+    "softmax-0": ({"axis": 0}, lambda t: F.softmax(t, 0)),
+    "log_softmax": ({}, lambda t: F.log_softmax(t, -1)),
+    "log_softmax-1": ({"axis": 1}, lambda t: F.log_softmax(t, 1)),
+}
+SHAPES = [(7,), (4, 6), (2, 3, 5)]
+AXIS_CASES = {"softmax-0", "log_softmax-1"}  # need at least 2 axes
+
+
+def _pair(name):
+    """(forward, backward, keywords) for a TWINS key."""
+    forward, backward = ops.ACTIVATIONS[name.split("-")[0]]
+    return forward, backward, TWINS[name][0]
+
+
+def _inputs(shape, dtype, seed=0):
+    """Normal values spread over [-6, 6] plus every kink point of the table."""
+    x = 2.0 * np.random.default_rng(seed).standard_normal(shape)
+    flat = x.reshape(-1)
+    kinks = [0.0, -3.0, 3.0, 1.5, 20.0]  # relu/elu, hard_sigmoid, softplus(2, 3), softplus
+    flat[: len(kinks)] = kinks[: flat.size]
+    return x.astype(dtype)
+
+
+def _run(name, x, dy):
+    forward, backward, kwargs = _pair(name)
+    y, cache = forward(x, **kwargs)
+    return y, backward(dy, cache)
+
+
+def _torch_run(name, x, dy):
+    t = torch.tensor(x, requires_grad=True)
+    ty = TWINS[name][1](t)
+    ty.backward(torch.tensor(dy))
+    dx = t.grad.numpy()
+    if name == "hard_sigmoid" and x.dtype == np.float64:
+        # torch's float64 hardsigmoid backward multiplies by the float32 constant 1/6
+        # (0.1666666716...); handgrad uses the exact 1/6.
+        dx = dx * ((1.0 / 6.0) / float(np.float32(1.0 / 6.0)))
+    return ty.detach().numpy(), dx
+
+
+def _fd_check(name, x, dy, eps=1e-6):
+    """Central differences of <f(x), dy> for every element of x."""
+    forward, _, kwargs = _pair(name)
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        xp_, xm = x.copy(), x.copy()
+        xp_[i] += eps
+        xm[i] -= eps
+        grad[i] = (np.sum(forward(xp_, **kwargs)[0] * dy) - np.sum(forward(xm, **kwargs)[0] * dy))
+    return grad / (2 * eps)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype, rtol", TOLERANCES, ids=["float64", "float32"])
+@pytest.mark.parametrize("name", list(TWINS))
+def test_matches_torch(name, dtype, rtol, shape):
+    if name in AXIS_CASES and len(shape) < 2:
+        shape = (4, 6)
+    x = _inputs(shape, dtype)
+    dy = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    y, dx = _run(name, x, dy)
+    y_t, dx_t = _torch_run(name, x, dy)
+    assert y.dtype == dtype and dx.dtype == dtype
+    assert_close(y, y_t, rtol, f"{name} forward")
+    assert_close(dx, dx_t, rtol, f"{name} dx")
+
+
+@pytest.mark.parametrize("name", list(TWINS))
+def test_gradient_at_kinks_matches_torch_elementwise(name):
+    x = np.array([0.0, -3.0, 3.0, 1.5, 20.0, -0.0, 1.0, -1.0])
+    dy = np.linspace(0.5, 1.2, x.size)
+    if name in AXIS_CASES:
+        x, dy = x.reshape(2, 4), dy.reshape(2, 4)
+    _, dx = _run(name, x, dy)
+    _, dx_t = _torch_run(name, x, dy)
+    np.testing.assert_allclose(dx, dx_t, rtol=1e-12, atol=0)
+
+
+def test_kink_conventions():
+    x = np.array([0.0, -3.0, 3.0])
+    dy = np.array([0.7, 0.7, 0.7])
+    assert ops.relu_backward(dy, ops.relu(x)[1])[0] == 0.0
+    assert ops.leaky_relu_backward(dy, ops.leaky_relu(x, 0.2)[1])[0] == pytest.approx(0.14)
+    assert ops.elu_backward(dy, ops.elu(x, 0.5)[1])[0] == pytest.approx(0.35)
+    dx = ops.hard_sigmoid_backward(dy, ops.hard_sigmoid(x)[1])
+    assert dx[1] == 0.0 and dx[2] == 0.0 and dx[0] == pytest.approx(0.7 / 6)
+
+
+@pytest.mark.parametrize("name", list(TWINS))
+def test_backward_matches_finite_differences(name):
+    x = _inputs((3, 4), np.float64, seed=2)
+    x = x + 0.01 * (np.abs(x - np.round(2 * x) / 2) < 0.01)  # clear of kinks (0, +-3, 1.5)
+    dy = np.random.default_rng(3).standard_normal(x.shape)
+    _, dx = _run(name, x, dy)
+    assert_close(dx, _fd_check(name, x, dy), 1e-7, f"{name} vs finite differences")
+
+
+def _strided(a):
+    view = np.zeros((*a.shape[::-1], 2), dtype=a.dtype)[..., 1].T
+    view[...] = a
+    assert not view.flags.c_contiguous
+    return view
+
+
+@pytest.mark.parametrize("name", list(TWINS))
+def test_non_contiguous_inputs_give_identical_results(name):
+    x = _inputs((4, 6), np.float64)
+    dy = np.random.default_rng(4).standard_normal(x.shape)
+    y, dx = _run(name, x, dy)
+    y2, dx2 = _run(name, _strided(x), _strided(dy))
+    np.testing.assert_array_equal(y, y2)
+    np.testing.assert_array_equal(dx, dx2)
+    xt = np.ascontiguousarray(x.T).T  # a transposed (Fortran-order) view
+    y3, dx3 = _run(name, xt, np.asfortranarray(dy))
+    np.testing.assert_array_equal(y, y3)
+    np.testing.assert_array_equal(dx, dx3)
+
+
+def test_caches_hold_one_array_of_the_input_size():
+    x = _inputs((8, 5), np.float32)
+    for name, (forward, _) in ops.ACTIVATIONS.items():
+        _, cache = forward(x)
+        held = [v for v in vars(cache).values() if isinstance(v, np.ndarray)]
+        limit = 0 if name == "identity" else x.nbytes
+        assert sum(a.nbytes for a in held) == limit, name
+
+
+def test_activation_table():
+    assert set(ops.ACTIVATIONS) == {
+        "relu", "leaky_relu", "elu", "selu", "gelu", "gelu_tanh", "tanh", "sigmoid",
+        "softplus", "hard_sigmoid", "softmax", "log_softmax", "identity",
+    }
+    x = _inputs((3, 4), np.float64)
+    forward, _ = ops.ACTIVATIONS["gelu_tanh"]
+    np.testing.assert_array_equal(forward(x)[0], ops.gelu(x, approximate="tanh")[0])
+    assert not np.array_equal(forward(x)[0], ops.gelu(x)[0])
+
+
+# --- extreme values -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sigmoid_is_stable_for_huge_inputs(dtype):
+    x = np.array([-1e4, -1000.0, -80.0, 0.0, 80.0, 1000.0, 1e4], dtype=dtype)
+    y, cache = ops.sigmoid(x)  # warnings are errors: no overflow warning allowed
+    dx = ops.sigmoid_backward(np.ones_like(x), cache)
+    assert y.dtype == dtype and np.all(np.isfinite(y)) and np.all(np.isfinite(dx))
+    assert y[0] == 0.0 and y[-1] == 1.0 and y[3] == 0.5
+    assert dx[0] == 0.0 and dx[-1] == 0.0
+    expected = [1.0 / (1.0 + math.exp(-v)) if v > -700 else 0.0 for v in x.astype(float)]
+    np.testing.assert_allclose(y, expected, rtol=1e-15 if dtype == np.float64 else 1e-6)
+    y_t, dx_t = _torch_run("sigmoid", x, np.ones_like(x))
+    np.testing.assert_allclose(y, y_t, rtol=1e-12 if dtype == np.float64 else 1e-6, atol=0)
+    np.testing.assert_allclose(dx, dx_t, rtol=1e-12 if dtype == np.float64 else 1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_softplus_is_stable_for_huge_inputs(dtype):
+    x = np.array([-1e4, -100.0, -30.0, 0.0, 30.0, 100.0, 1e4], dtype=dtype)
+    y, cache = ops.softplus(x, threshold=1e6)  # the log1p branch everywhere
+    dx = ops.softplus_backward(np.ones_like(x), cache)
+    assert y.dtype == dtype and dx.dtype == dtype
+    xd = x.astype(float)
+    expected = [max(v, 0.0) + math.log1p(math.exp(-abs(v))) for v in xd]
+    slope = [1 / (1 + math.exp(-v)) if v >= 0 else math.exp(v) / (1 + math.exp(v)) for v in xd]
+    close = {"rtol": 1e-15 if dtype == np.float64 else 1e-6, "atol": np.finfo(dtype).tiny}
+    np.testing.assert_allclose(y, expected, **close)
+    np.testing.assert_allclose(dx, slope, **close)
+    y, cache = ops.softplus(x)  # torch's default threshold
+    y_t, dx_t = _torch_run("softplus", x, np.ones_like(x))
+    np.testing.assert_allclose(y, y_t, **close)
+    np.testing.assert_allclose(ops.softplus_backward(np.ones_like(x), cache), dx_t, **close)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["elu", "selu", "gelu", "gelu_tanh", "tanh"])
+def test_saturating_activations_at_huge_inputs(name, dtype):
+    big = 1e30
+    x = np.array([-big, -1e4, 1e4, big], dtype=dtype)
+    y, dx = _run(name, x, np.ones_like(x))
+    assert y.dtype == dtype and np.all(np.isfinite(y)) and np.all(np.isfinite(dx))
+    scale = ops.activations.SELU_SCALE if name == "selu" else 1.0
+    low = {"elu": -1.0, "selu": -ops.activations.SELU_SCALE * ops.activations.SELU_ALPHA,
+           "tanh": -1.0}.get(name, 0.0)
+    np.testing.assert_allclose(y[:2], [low, low], rtol=1e-6)
+    if name == "tanh":
+        np.testing.assert_array_equal(y[2:], [1.0, 1.0])
+    else:
+        np.testing.assert_allclose(y[2:], scale * x[2:].astype(float), rtol=1e-6)
+    np.testing.assert_array_equal(dx[:2], [0.0, 0.0])
+    expected_slope = 0.0 if name == "tanh" else scale
+    np.testing.assert_allclose(dx[2:], expected_slope, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_softmax_and_log_softmax_are_stable_at_1000(dtype):
+    x = np.array([[1000.0, -1000.0, 0.0], [-1000.0, -1000.0, -999.0]], dtype=dtype)
+    dy = np.array([[0.3, -1.1, 0.4], [0.9, 0.2, -0.5]], dtype=dtype)
+    logp, cache = ops.log_softmax(x)
+    dlog = ops.log_softmax_backward(dy, cache)
+    p, cache = ops.softmax(x)
+    dp = ops.softmax_backward(dy, cache)
+    for a in (logp, dlog, p, dp):
+        assert a.dtype == dtype and np.all(np.isfinite(a))
+    np.testing.assert_allclose(logp[0], [0.0, -2000.0, -1000.0], rtol=1e-7)
+    np.testing.assert_allclose(p[0], [1.0, 0.0, 0.0])
+    for name, ours in (("log_softmax", (logp, dlog)), ("softmax", (p, dp))):
+        y_t, dx_t = _torch_run(name, x, dy)
+        np.testing.assert_allclose(ours[0], y_t, rtol=1e-6, atol=1e-30)
+        np.testing.assert_allclose(ours[1], dx_t, rtol=1e-6, atol=1e-6)
+
+
+def test_exact_gelu_tail_is_accurate():
+    # torch computes x (1 + erf(x / sqrt 2)) / 2 and loses all digits for x < -8;
+    # handgrad uses erfc and keeps full relative accuracy.
+    x = np.concatenate([np.linspace(-30.0, 10.0, 4001), [-37.0, 1e-300, -1e-300]])
+    y, cache = ops.gelu(x)
+    dx = ops.gelu_backward(np.ones_like(x), cache)
+    phi = [0.5 * math.erfc(-v / math.sqrt(2.0)) for v in x]
+    pdf = [math.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi) for v in x]
+    y_ref = np.array([v * c for v, c in zip(x, phi)])
+    dx_ref = np.array([c + v * d for v, c, d in zip(x, phi, pdf)])
+    normal = np.abs(y_ref) > 1e-290
+    np.testing.assert_allclose(y[normal], y_ref[normal], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(dx[np.abs(dx_ref) > 1e-290], dx_ref[np.abs(dx_ref) > 1e-290],
+                               rtol=1e-12, atol=0)
+
+
+# --- erf ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 5e-15), (np.float32, 1e-6)])
+def test_erf_and_erfc_match_math_on_a_dense_grid(dtype, rtol):
+    edges = [0.0, -0.0, 0.46875, 4.0, 26.5, 27.0]
+    edges += [np.nextafter(e, s) for e in (0.46875, 4.0) for s in (0.0, 10.0)]
+    x = np.concatenate([
+        np.linspace(-30.0, 30.0, 120001),
+        np.logspace(-30, 1.4, 2000), -np.logspace(-30, 1.4, 2000), edges,
+    ]).astype(dtype)
+    xd = x.astype(np.float64)
+    erf, erfc = _special.erf(np, x), _special.erfc(np, x)
+    assert erf.dtype == dtype and erfc.dtype == dtype
+    erf_ref = np.array([math.erf(v) for v in xd])
+    erfc_ref = np.array([math.erfc(v) for v in xd])
+    tiny = np.finfo(dtype).tiny
+    for ours, ref in ((erf, erf_ref), (erfc, erfc_ref)):
+        normal = np.abs(ref) >= tiny
+        np.testing.assert_allclose(ours[normal], ref[normal], rtol=rtol, atol=0)
+        np.testing.assert_allclose(ours[~normal], ref[~normal], rtol=0, atol=tiny)
+
+
+def test_erf_special_values():
+    x = np.array([np.inf, -np.inf, 1e300, -1e300, 1e-300, np.nan])
+    erf, erfc = _special.erf(np, x), _special.erfc(np, x)
+    np.testing.assert_array_equal(erf[:4], [1.0, -1.0, 1.0, -1.0])
+    np.testing.assert_array_equal(erfc[:4], [0.0, 2.0, 0.0, 2.0])
+    assert erf[4] == pytest.approx(2e-300 / math.sqrt(math.pi), rel=1e-15)
+    assert erfc[4] == 1.0
+    assert np.isnan(erf[5]) and np.isnan(erfc[5])
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(ops.ACTIVATIONS))
+def test_bad_inputs_and_caches(name):
+    forward, backward = ops.ACTIVATIONS[name]
+    with pytest.raises(TypeError, match=r"'x' must be an array"):
+        forward("not an array")
+    with pytest.raises(TypeError, match=r"'x' must have dtype float32 or float64"):
+        forward(np.arange(6).reshape(2, 3))
+    x = np.ones((2, 3))
+    _, cache = forward(x)
+    with pytest.raises(ValueError, match=r"_backward: 'dy' must have the forward output's shape"):
+        backward(np.ones((3, 2)), cache)
+    with pytest.raises(TypeError, match=r"_backward: 'dy' must have the forward dtype float64"):
+        backward(np.ones((2, 3), np.float32), cache)
+    with pytest.raises(TypeError, match=r"_backward: 'cache' must be the cache returned by"):
+        backward(np.ones((2, 3)), None)
+    other = "relu" if name != "relu" else "tanh"
+    with pytest.raises(TypeError, match=r"'cache' must be the cache returned by"):
+        backward(np.ones((2, 3)), ops.ACTIVATIONS[other][0](x)[1])
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x: ops.leaky_relu(x, "0.1"), TypeError, r"leaky_relu: 'negative_slope' must be a"),
+    (lambda x: ops.leaky_relu(x, True), TypeError, r"leaky_relu: 'negative_slope'"),
+    (lambda x: ops.elu(x, float("nan")), ValueError, r"elu: 'alpha' must be a finite"),
+    (lambda x: ops.softplus(x, beta=0), ValueError, r"softplus: 'beta' must be nonzero"),
+    (lambda x: ops.softplus(x, threshold=None), TypeError, r"softplus: 'threshold'"),
+    (lambda x: ops.gelu(x, approximate="fast"), ValueError,
+     r"gelu: 'approximate' must be one of 'none', 'tanh'; received 'fast'"),
+    (lambda x: ops.softmax(x, axis=2), ValueError,
+     r"softmax: 'axis' must be in \[-2, 2\) for a 2-D input; received 2"),
+    (lambda x: ops.log_softmax(x, axis=1.0), TypeError, r"log_softmax: 'axis' must be an int"),
+    (lambda x: ops.log_softmax(np.ones((3, 0))), ValueError,
+     r"log_softmax: 'x' must have at least one element along axis 1"),
+])
+def test_bad_hyper_parameters(call, error, message):
+    with pytest.raises(error, match=message):
+        call(np.ones((2, 3)))
