@@ -172,7 +172,7 @@ def test_get():
         (lambda: init.lecun_normal("3"), TypeError, "lecun_normal: 'shape'"),
         (lambda: init.glorot_normal((3, 4), rng="seed"), TypeError,
          "glorot_normal: 'rng' must be a numpy.random.Generator"),
-        (lambda: init.glorot_normal((3, 4), rng=-1), TypeError, "'rng'"),
+        (lambda: init.glorot_normal((3, 4), rng=-1), ValueError, "'rng'"),
         (lambda: init.zeros(3, rng=np.random.RandomState(0)), TypeError, "zeros: 'rng'"),
         (lambda: init.glorot_uniform(()), ValueError, "fans: 'shape' must have at least 1"),
         (lambda: init.fans(-1), ValueError, "fans: 'shape'"),

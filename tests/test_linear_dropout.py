@@ -225,7 +225,7 @@ def test_dropout_allocates_no_float64_temporary():
     ({"rate": True, "rng": 0}, TypeError, r"dropout: 'rate' must be"),
     ({"rate": 0.5, "rng": None}, TypeError,
      r"dropout: 'rng' must be a numpy.random.Generator or an int seed; received None"),
-    ({"rate": 0.5, "rng": -1}, ValueError, r"dropout: 'rng' seed must be a non-negative int"),
+    ({"rate": 0.5, "rng": -1}, ValueError, r"dropout: 'rng' must be an int seed >= 0; received -1"),
     ({"rate": 0.5, "rng": np.random.RandomState(0)}, TypeError, r"dropout: 'rng' must be"),
     ({"rate": 0.5, "rng": 0, "training": "yes"}, TypeError, r"dropout: 'training' must be a bool"),
 ])

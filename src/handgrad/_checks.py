@@ -116,3 +116,19 @@ def choice(op: str, name: str, value, options) -> str:
         allowed = ", ".join(repr(o) for o in options)
         raise ValueError(f"{op}: '{name}' must be one of {allowed}; received {value!r}")
     return value
+
+
+def as_generator(op: str, name: str, rng, allow_none: bool = True):
+    """A ``numpy.random.Generator`` from a Generator, an int seed >= 0 or (when
+    allowed) ``None`` for a fresh, OS-seeded one. Never touches the global state."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None and allow_none:
+        return np.random.default_rng()
+    if is_int(rng):
+        if rng < 0:
+            raise ValueError(f"{op}: '{name}' must be an int seed >= 0; received {rng!r}")
+        return np.random.default_rng(int(rng))
+    accepted = ("a numpy.random.Generator, an int seed or None" if allow_none
+                else "a numpy.random.Generator or an int seed")
+    raise TypeError(f"{op}: '{name}' must be {accepted}; received {describe(rng)}")

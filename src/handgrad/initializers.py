@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ._checks import FLOAT_DTYPES, describe, is_int
+from ._checks import FLOAT_DTYPES, as_generator, describe, is_int
 from ._hyper import lookup, number
 
 __all__ = [
@@ -60,20 +60,8 @@ def _dtype(op, dtype) -> np.dtype:
     return resolved
 
 
-def _generator(op, rng) -> np.random.Generator:
-    """A Generator from ``None`` (fresh), an int seed >= 0 or a Generator."""
-    if rng is None:
-        return np.random.default_rng()
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if is_int(rng) and rng >= 0:
-        return np.random.default_rng(int(rng))
-    raise TypeError(f"{op}: 'rng' must be a numpy.random.Generator, an int seed >= 0 or None; "
-                    f"received {describe(rng)}")
-
-
 def _args(op, shape, dtype, rng):
-    return _shape(op, shape), _dtype(op, dtype), _generator(op, rng)
+    return _shape(op, shape), _dtype(op, dtype), as_generator(op, "rng", rng)
 
 
 def fans(shape) -> tuple[int, int]:

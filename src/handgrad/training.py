@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from . import losses, optimizers
-from ._checks import describe, is_int
+from ._checks import as_generator, describe, is_int
 from .callbacks import Callback, History
 from .data.batching import batches, num_batches
 from .progress import ProgressBar
@@ -21,15 +21,6 @@ def accuracy(pred, y):
     if pred.shape[-1] == 1:  # binary: logit > 0
         return float(np.mean((pred[..., 0] > 0) == (labels.reshape(pred.shape[:-1]) > 0.5)))
     return float(np.mean(np.argmax(pred, axis=-1) == labels))
-
-
-def _as_generator(rng):
-    if rng is None or isinstance(rng, np.random.Generator):
-        return rng if rng is not None else np.random.default_rng()
-    if is_int(rng):
-        return np.random.default_rng(int(rng))
-    raise TypeError(f"fit: 'rng' must be a numpy.random.Generator, an int seed or None; "
-                    f"received {describe(rng)}")
 
 
 class TrainingMixin:
@@ -112,7 +103,7 @@ class TrainingMixin:
         ):
             raise ValueError("fit: 'validation_data' must be a pair (x_val, y_val); received "
                              f"{describe(validation_data)}")
-        rng = _as_generator(rng)
+        rng = as_generator("fit", "rng", rng)
         history = History()
         callbacks = [history, *callbacks]
         for callback in callbacks:

@@ -10,24 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import array_module, describe, is_int, positive_int
-
-
-def as_generator(op: str, name: str, rng) -> np.random.Generator:
-    """A ``numpy.random.Generator`` from ``rng``: a Generator, an int seed >= 0, or
-    ``None`` (a fresh, OS-seeded generator). Never touches the global state."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None:
-        return np.random.default_rng()
-    if is_int(rng):
-        if rng < 0:
-            raise ValueError(f"{op}: '{name}' must be an int seed >= 0; received {rng!r}")
-        return np.random.default_rng(int(rng))
-    raise TypeError(
-        f"{op}: '{name}' must be a numpy.random.Generator, an int seed or None; "
-        f"received {describe(rng)}"
-    )
+from .._checks import array_module, as_generator, describe, is_int, positive_int
 
 
 def _non_negative_int(op: str, name: str, value) -> int:

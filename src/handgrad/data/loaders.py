@@ -13,8 +13,7 @@ import random
 
 import numpy as np
 
-from .._checks import describe, is_int
-from .batching import as_generator
+from .._checks import as_generator, describe, is_int
 from .dataset import Dataset
 from .idx import load_idx
 

@@ -13,24 +13,9 @@ is the identity and draws nothing.
 
 from __future__ import annotations
 
-import numpy as np
-
-from .._checks import array_module, describe, float_array, is_int
+from .._checks import array_module, as_generator, float_array
 from .._hyper import flag, number
 from ._elementwise import make_cache, open_cache
-
-
-def as_generator(op, rng):
-    """A ``numpy.random.Generator`` from a Generator or a non-negative int seed."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if is_int(rng):
-        if rng < 0:
-            raise ValueError(f"{op}: 'rng' seed must be a non-negative int; received {rng}")
-        return np.random.default_rng(int(rng))
-    raise TypeError(
-        f"{op}: 'rng' must be a numpy.random.Generator or an int seed; received {describe(rng)}"
-    )
 
 
 def dropout(x, rate, rng, *, training=True):
@@ -43,7 +28,7 @@ def dropout(x, rate, rng, *, training=True):
     op = "dropout"
     x = float_array(op, "x", x)
     rate = number(op, "rate", rate, low=0.0, high=1.0, high_open=True)
-    generator = as_generator(op, rng)
+    generator = as_generator(op, "rng", rng, allow_none=False)
     if not flag(op, "training", training) or rate == 0.0:
         return x, make_cache(op, x)
     xp = array_module(x)
