@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import float_array, int_tuple, positive_int, same_dtype
-from ._windows import Axis, check_output_size, conv_axes, parse_padding
+from ._windows import Axis, check_output_size, parse_padding, window_axes
 
 LAYOUTS = {1: "(N, L, C)", 2: "(N, H, W, C)"}
 WEIGHT_LAYOUTS = {
@@ -90,7 +90,7 @@ def prepare_conv(op, nd, x, w, b, stride, padding, dilation, groups) -> ConvCall
     spatial = tuple(x.shape[1:-1])
     strings = ("valid", "same", "causal") if nd == 1 else ("valid", "same")
     pads = parse_padding(op, padding, nd, kernel, stride, dilation, spatial, strings)
-    axes = conv_axes(op, spatial, kernel, stride, dilation, pads)
+    axes = window_axes(op, spatial, kernel, stride, dilation, pads)
     return ConvCall(x, w, b, axes, groups, transposed=False)
 
 

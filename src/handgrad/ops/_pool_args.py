@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .._checks import float_array, int_tuple
 from ._conv_args import LAYOUTS
-from ._windows import Axis, check_output_size, parse_padding
+from ._windows import Axis, parse_padding, window_axes
 
 
 @dataclass(frozen=True)
@@ -16,30 +16,6 @@ class PoolCall:
     x: object
     axes: tuple[Axis, ...]
     pads: tuple[tuple[int, int], ...]
-
-
-def pool_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode):
-    """PyTorch's pooling output size per axis.
-
-    ``out = floor_or_ceil((in + pads - dilation*(k-1) - 1) / stride) + 1``; with
-    ``ceil_mode`` the last window must start inside the input or the leading padding.
-    """
-    axes = []
-    for i, (size, k, s, d, (before, after)) in enumerate(
-        zip(spatial, kernel, stride, dilation, pads)
-    ):
-        span = (k - 1) * d + 1
-        room = size + before + after - span
-        size_out = (room + (s - 1 if ceil_mode else 0)) // s + 1
-        if ceil_mode and (size_out - 1) * s >= size + before:
-            size_out -= 1
-        check_output_size(
-            op, i, size_out,
-            f"input size {size} padded by {(before, after)} is smaller than the dilated "
-            f"kernel span {span}",
-        )
-        axes.append(Axis(size, k, s, d, before, size_out))
-    return tuple(axes)
 
 
 def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -> PoolCall:
@@ -64,4 +40,4 @@ def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -
                     f"{kernel}, so at most {tuple(k // 2 for k in kernel)}); received "
                     f"{padding!r}"
                 )
-    return PoolCall(x, pool_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode), pads)
+    return PoolCall(x, window_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode), pads)

@@ -98,14 +98,23 @@ def check_output_size(op, axis_index, size_out, reason):
         )
 
 
-def conv_axes(op, spatial_in, kernel, stride, dilation, pads):
-    """Axes of a convolution: ``out = floor((in + pads - span) / stride) + 1``."""
+def window_axes(op, spatial_in, kernel, stride, dilation, pads, ceil_mode=False):
+    """Axes of a convolution or pooling (PyTorch's output size)::
+
+        out = floor((in + pads - span) / stride) + 1    (ceil with ``ceil_mode``)
+
+    With ``ceil_mode`` the last window must start inside the input or the leading
+    padding, so no window lies entirely in the trailing padding.
+    """
     axes = []
     for i, (size, k, s, d, (before, after)) in enumerate(
         zip(spatial_in, kernel, stride, dilation, pads)
     ):
         span = (k - 1) * d + 1
-        size_out = (size + before + after - span) // s + 1
+        room = size + before + after - span
+        size_out = (room + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (size_out - 1) * s >= size + before:
+            size_out -= 1
         check_output_size(
             op, i, size_out,
             f"input size {size} padded by {(before, after)} is smaller than the dilated "
