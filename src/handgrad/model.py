@@ -42,6 +42,8 @@ class Sequential(TrainingMixin, Layer):
                              f"model; layer names must be unique")
         if any(other is layer for other in self.layers):
             raise ValueError(f"Sequential.add: {layer.label} is already in the model")
+        if not self.trainable:
+            layer.trainable = False
         self.layers.append(layer)
         self.built = False
         return self

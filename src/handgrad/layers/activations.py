@@ -7,6 +7,7 @@ import typing
 import numpy as np
 
 from .. import ops
+from .._checks import is_int
 from .base import Layer
 
 
@@ -27,7 +28,11 @@ class Activation(Layer):
             raise TypeError(f"{type(self).__name__}: unexpected argument(s) {sorted(unknown)}; "
                             f"valid: {sorted(self.defaults) or 'none'}")
         self.hyper = {**self.defaults, **hyper}
-        getattr(ops, self.op_name)(np.zeros((1, 1)), **self.hyper)
+        checked = {k: v for k, v in self.hyper.items() if k != "axis"}
+        getattr(ops, self.op_name)(np.zeros((1, 1)), **checked)
+        if "axis" in self.hyper and not is_int(self.hyper["axis"]):
+            raise TypeError(f"{type(self).__name__}: 'axis' must be an int; received "
+                            f"{self.hyper['axis']!r}")
 
     def get_config(self):
         return {"name": self.name, **self.hyper}

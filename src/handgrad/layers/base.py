@@ -102,11 +102,12 @@ class Layer:
         self.parameters[key] = init(tuple(shape), dtype=self.dtype, rng=rng)
 
     def output_shape(self, input_shape):
-        """Per-example output shape, found by running the op on an empty batch."""
+        """Per-example output shape, found by running the op in inference mode on one
+        all-zero example (no data is needed)."""
         if not self.built:
             self.build(input_shape)
-        empty = np.zeros((0, *input_shape), dtype=self.dtype)
-        return tuple(self._forward(empty, False)[0].shape[1:])
+        example = np.zeros((1, *input_shape), dtype=self.dtype)
+        return tuple(self._forward(example, False)[0].shape[1:])
 
     # ------------------------------------------------------- forward/backward
     def forward(self, x, training=True):
@@ -181,7 +182,11 @@ class Layer:
 def _check_initializer(owner, name, value):
     if isinstance(value, str):
         if value != "torch_default":
-            initializers.get(value)  # raises a ValueError naming the valid ones
+            try:
+                initializers.get(value)
+            except ValueError as error:
+                raise ValueError(f"{owner}: '{name}' {value!r} is not an initializer "
+                                 f"({error})") from None
     elif not callable(value):
         raise TypeError(f"{owner}: '{name}' must be a name or a callable; received {value!r}")
     return value

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import ops
-from .._checks import describe, is_int, positive_int
+from .._checks import describe, is_int, positive_int, upstream_grad
 from .._hyper import number
 from .base import Layer, WeightedLayer
 
@@ -36,6 +36,12 @@ class Dense(WeightedLayer):
         return dx, self.weight_grads(dw, db)
 
 
+def _reshape_back(owner, dy, cache):
+    """dx = dy reshaped to the forward input's shape, after checking dy."""
+    x_shape, y_shape, dtype = cache
+    return upstream_grad(owner, dy, y_shape, dtype).reshape(x_shape)
+
+
 class Flatten(Layer):
     """(N, d1, d2, ...) -> (N, d1 * d2 * ...); backward reshapes dy back."""
 
@@ -46,10 +52,11 @@ class Flatten(Layer):
         return {"name": self.name}
 
     def _forward(self, x, training):
-        return x.reshape(x.shape[0], math.prod(x.shape[1:])), x.shape
+        y = x.reshape(x.shape[0], math.prod(x.shape[1:]))
+        return y, (x.shape, y.shape, x.dtype)
 
     def _backward(self, dy, cache):
-        return dy.reshape(cache), {}
+        return _reshape_back(self.label, dy, cache), {}
 
 
 class Reshape(Layer):
@@ -76,10 +83,11 @@ class Reshape(Layer):
         if (-1 in self.shape and size % known) or (-1 not in self.shape and known != size):
             raise ValueError(f"{self.label}: cannot reshape per-example shape "
                              f"{tuple(x.shape[1:])} ({size} values) to {self.shape}")
-        return x.reshape(x.shape[0], *self.shape), x.shape
+        y = x.reshape(x.shape[0], *self.shape)
+        return y, (x.shape, y.shape, x.dtype)
 
     def _backward(self, dy, cache):
-        return dy.reshape(cache), {}
+        return _reshape_back(self.label, dy, cache), {}
 
 
 class Dropout(Layer):

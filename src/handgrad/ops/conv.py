@@ -25,33 +25,7 @@ import math
 
 from .._checks import array_module, upstream_grad
 from ._conv_args import ConvCall, prepare_conv, prepare_conv_transpose
-from ._windows import pad_input, padded_zeros, taps
-
-
-def _im2col(xp, x, axes, groups):
-    """Windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O), prod(K)*C//groups)."""
-    n, channels = x.shape[0], x.shape[-1]
-    per_group = channels // groups
-    n_taps = math.prod(a.kernel for a in axes)
-    x_pad = pad_input(xp, x, axes)
-    x_pad = x_pad.reshape(*x_pad.shape[:-1], groups, per_group)
-    cols = xp.empty((groups, n, *(a.size_out for a in axes), n_taps, per_group), x.dtype)
-    for tap, window in taps(axes):
-        cols[..., tap, :] = xp.moveaxis(x_pad[(slice(None), *window)], -2, 0)
-    return cols.reshape(groups, -1, n_taps * per_group)
-
-
-def _col2im(xp, dcols, x_shape, axes, groups):
-    """Adjoint of :func:`_im2col`: scatter-add ``dcols`` back into an (N, *S, C) array."""
-    n, channels = x_shape[0], x_shape[-1]
-    per_group = channels // groups
-    out = tuple(a.size_out for a in axes)
-    dcols = dcols.reshape(groups, n, *out, -1, per_group)
-    buffer, inner = padded_zeros(xp, x_shape, axes, dcols.dtype)
-    grouped = buffer.reshape(*buffer.shape[:-1], groups, per_group)
-    for tap, window in taps(axes):
-        grouped[(slice(None), *window)] += xp.moveaxis(dcols[..., tap, :], 0, -2)
-    return xp.ascontiguousarray(buffer[inner])
+from ._gather import col2im_matmul, im2col
 
 
 def _grouped_weight(w, groups):
@@ -69,7 +43,7 @@ def _grouped_rows(y, groups):
 
 def _conv_forward(xp, x, w, axes, groups):
     """y = conv(x, w) without bias: (N, *S, C_x) -> (N, *O, C_y)."""
-    cols = _im2col(xp, x, axes, groups)
+    cols = im2col(xp, x, axes, groups)
     y = xp.matmul(cols, _grouped_weight(w, groups))
     out = tuple(a.size_out for a in axes)
     return y.transpose(1, 0, 2).reshape(x.shape[0], *out, w.shape[-1])
@@ -77,13 +51,13 @@ def _conv_forward(xp, x, w, axes, groups):
 
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x``."""
-    dcols = xp.matmul(_grouped_rows(dy, groups), _grouped_weight(w, groups).transpose(0, 2, 1))
-    return _col2im(xp, dcols, x_shape, axes, groups)
+    weight_t = _grouped_weight(w, groups).transpose(0, 2, 1)
+    return col2im_matmul(xp, _grouped_rows(dy, groups), weight_t, x_shape, axes, groups)
 
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
-    cols = _im2col(xp, x, axes, groups)
+    cols = im2col(xp, x, axes, groups)
     dw = xp.matmul(cols.transpose(0, 2, 1), _grouped_rows(dy, groups))
     n_taps, per_group_in = math.prod(w_shape[:-2]), w_shape[-2]
     dw = dw.reshape(groups, n_taps, per_group_in, -1).transpose(1, 2, 0, 3)

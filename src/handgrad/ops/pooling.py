@@ -252,7 +252,7 @@ def global_max_pool(x, keepdims=False):
     Returns ``(y, cache)``; the cache keeps the flat index of the first maximum."""
     x = _global_input("global_max_pool", x, keepdims)
     xp = array_module(x)
-    flat = x.reshape(x.shape[0], -1, x.shape[-1])
+    flat = x.reshape(x.shape[0], math.prod(x.shape[1:-1]), x.shape[-1])
     index = xp.argmax(flat, axis=1)
     y = xp.take_along_axis(flat, index[:, None, :], axis=1)[:, 0, :]
     cache = GlobalPoolCache(tuple(x.shape), x.dtype, keepdims, index)

@@ -1,0 +1,99 @@
+"""im2col and its adjoint as row gathers (``take``), with cached index arrays.
+
+An input ``x`` (N, *S, C) split in ``groups`` is viewed as rows of ``Cg = C //
+groups`` values, row ``pixel * groups + g``, plus one zero row for the padding.
+For output position ``m`` and kernel tap ``t`` of group ``g`` the window reads
+row ``index[g, m, t]``; ``cols = rows.take(index)`` is then the im2col matrix
+(groups, N*prod(O), prod(K)*Cg) in one memory pass, without per-tap copies.
+
+The adjoint (col2im) gathers the other way: input row ``p`` receives, for each
+tap ``t``, the single column-matrix row written by the one output position whose
+window puts tap ``t`` on ``p`` (or the zero row), and sums over taps. Both index
+arrays depend only on the geometry, so they are built once (loops over nothing
+but array axes) and kept in a small LRU cache; op caches never hold them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+
+def _positions(axis, out_axis, kernel_axis, ndim):
+    """Input position ``o*s + k*d - pad`` of output ``o`` and tap ``k``, broadcastable."""
+    shape = [1] * ndim
+    shape[out_axis], shape[kernel_axis] = axis.size_out, axis.kernel
+    o = np.arange(axis.size_out).reshape(-1, 1)
+    k = np.arange(axis.kernel).reshape(1, -1)
+    return (o * axis.stride + k * axis.dilation - axis.pad_before).reshape(shape)
+
+
+@functools.lru_cache(maxsize=16)
+def window_index(n, axes, groups):
+    """Row index (groups, N*prod(O)*prod(K)) into the zero-row-extended input rows."""
+    nd = len(axes)
+    ndim = 2 * nd + 2  # (groups, N, *O, *K)
+    pixel = np.arange(n).reshape((1, n) + (1,) * (2 * nd))
+    valid = np.ones((1,) * ndim, dtype=bool)
+    for i, axis in enumerate(axes):
+        position = _positions(axis, 2 + i, 2 + nd + i, ndim)
+        valid = valid & (position >= 0) & (position < axis.size_in)
+        pixel = pixel * axis.size_in + position
+    zero_row = n * math.prod(a.size_in for a in axes) * groups
+    group = np.arange(groups).reshape((groups,) + (1,) * (ndim - 1))
+    index = np.where(valid, pixel * groups + group, zero_row)
+    return np.ascontiguousarray(index.reshape(groups, -1), dtype=np.intp)
+
+
+@functools.lru_cache(maxsize=16)
+def scatter_index(n, axes, groups):
+    """For the adjoint: (groups, prod(K), N*prod(S)) indices into the rows of the
+    column matrix (groups*M*T rows, then one zero row)."""
+    forward = window_index(n, axes, groups)  # (G, M*T) -> input row
+    n_pixels = n * math.prod(a.size_in for a in axes)
+    n_taps = math.prod(a.kernel for a in axes)
+    zero_row = forward.size
+    inverse = np.full((groups, n_taps, n_pixels), zero_row, dtype=np.intp)
+    source = np.arange(forward.size).reshape(forward.shape)
+    tap = np.broadcast_to(np.arange(n_taps), (forward.shape[1] // n_taps, n_taps)).reshape(-1)
+    for g in range(groups):  # groups only; everything else is vectorized
+        valid = forward[g] < n_pixels * groups
+        inverse[g, tap[valid], forward[g][valid] // groups] = source[g][valid]
+    return inverse
+
+
+def _with_zero_row(xp, matrix_rows, width, dtype):
+    """A (rows + 1, width) buffer whose last row is zero; returns (buffer, body view)."""
+    buffer = xp.empty((matrix_rows + 1, width), dtype=dtype)
+    buffer[-1] = 0
+    return buffer, buffer[:-1]
+
+
+def im2col(xp, x, axes, groups):
+    """Windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O), prod(K)*C//groups)."""
+    per_group = x.shape[-1] // groups
+    index = window_index(x.shape[0], axes, groups)
+    rows, body = _with_zero_row(xp, x.size // per_group, per_group, x.dtype)
+    body[...] = x.reshape(-1, per_group)
+    if xp is not np:
+        index = xp.asarray(index)
+    n_taps = math.prod(a.kernel for a in axes)
+    return rows.take(index, axis=0).reshape(groups, -1, n_taps * per_group)
+
+
+def col2im_matmul(xp, a, b, x_shape, axes, groups):
+    """``col2im(a @ b)`` for a (groups, M, k), b (groups, k, T*Cg): the adjoint of
+    :func:`im2col` applied to the product, returned as an array of ``x_shape``."""
+    per_group = x_shape[-1] // groups
+    n_rows = a.shape[0] * a.shape[1] * b.shape[2] // per_group
+    rows, body = _with_zero_row(xp, n_rows, per_group, a.dtype)
+    xp.matmul(a, b, out=body.reshape(a.shape[0], a.shape[1], b.shape[2]))
+    index = scatter_index(x_shape[0], axes, groups)
+    if xp is not np:
+        index = xp.asarray(index)
+    summed = rows.take(index[:, 0], axis=0)  # (groups, N*prod(S), Cg), one tap at a time
+    for tap in range(1, index.shape[1]):
+        summed += rows.take(index[:, tap], axis=0)
+    return summed.transpose(1, 0, 2).reshape(x_shape)

@@ -1,0 +1,368 @@
+"""The layer contract (DESIGN.md, "Layer contract"), checked for every entry of
+``handgrad.layer_cases.LAYER_CASES``: lazy build and shapes, gradients against
+central finite differences, config round trip, frozen layers, evaluation mode,
+shared use (two forwards then two backwards), cache misuse and dtypes.
+
+Independent checks written here (a naive convolution loop, Dense's closed-form
+gradients, a full finite-difference sweep) back up ``handgrad.testing.gradcheck``.
+"""
+
+import ast
+import copy
+import json
+import re
+
+import numpy as np
+import pytest
+
+from handgrad import layers as L
+from handgrad.layer_cases import LAYER_CASES
+from handgrad.model import Sequential
+from handgrad.testing import gradcheck
+
+from optable import assert_close
+
+SEEDS = (0, 1, 2)
+CASES = [(name, seed) for name in sorted(LAYER_CASES) for seed in SEEDS]
+IDS = [f"{name}-{seed}" for name, seed in CASES]
+table = pytest.mark.parametrize(("name", "seed"), CASES, ids=IDS)
+
+
+def make(name, seed):
+    """A fresh layer from the table; the same (name, seed) always gives the same config."""
+    return LAYER_CASES[name](np.random.default_rng(seed))
+
+
+def batch(shape, seed, n=2, dtype=np.float64):
+    return np.random.default_rng(1000 + seed).standard_normal((n, *shape)).astype(dtype)
+
+
+def random_like(y, seed):
+    return np.random.default_rng(2000 + seed).standard_normal(y.shape).astype(y.dtype)
+
+
+def copy_parameters(source, target):
+    assert set(source.parameters) == set(target.parameters)
+    for key, value in source.parameters.items():
+        assert target.parameters[key].shape == value.shape, key
+        target.parameters[key][...] = value
+
+
+def variant(layer, **changes):
+    """The same layer class and config with some entries replaced (or removed if None)."""
+    config = {**layer.get_config(), **changes}
+    config = {k: v for k, v in config.items() if v is not None}
+    return type(layer).from_config(config)
+
+
+def summary_rows(text):
+    """{layer name: (class, output shape, params)} parsed from a summary table."""
+    rows = {}
+    for line in text.splitlines():
+        match = re.fullmatch(r"(\S+) \((\w+)\)\s+(\(None[^)]*\))\s+([\d,]+)", line.strip())
+        if match:
+            name, cls, shape, params = match.groups()
+            rows[name] = (cls, ast.literal_eval(shape), int(params.replace(",", "")))
+    return rows
+
+
+def test_table_covers_every_registered_layer():
+    registered = {name for name in L.REGISTRY if name != "Sequential"}
+    assert registered == set(LAYER_CASES)
+    for name in LAYER_CASES:
+        layer, _ = make(name, 0)
+        assert type(layer) is L.REGISTRY[name]
+
+
+# ------------------------------------------------------------------------- 1. build
+@table
+def test_forward_builds_lazily_and_shapes_agree(name, seed):
+    layer, shape = make(name, seed)
+    assert not layer.built and layer.parameters == {}
+    x = batch(shape, seed)
+    y = layer.forward(x)
+    assert layer.built and layer.input_shape == tuple(shape)
+    assert y.shape[0] == x.shape[0]
+    assert layer.output_shape(shape) == y.shape[1:]
+    assert set(layer.gradients) == set(layer.parameters)
+    for key, grad in layer.gradients.items():
+        assert grad.shape == layer.parameters[key].shape and not np.any(grad)
+    assert layer.count_params() == sum(p.size for p in layer.parameters.values())
+
+
+@table
+def test_summary_reports_the_forward_shape_without_running_data(name, seed):
+    layer, shape = make(name, seed)
+    y = layer.forward(batch(shape, seed))
+    twin, _ = make(name, seed)
+    fresh_state = copy.deepcopy(twin.extra_state())
+    model = Sequential([twin], name="single")
+    printed = []
+    text = model.summary(input_shape=shape, print_fn=printed.append)
+    assert printed == [text]
+    rows = summary_rows(text)
+    assert rows == {twin.name: (name, (None, *y.shape[1:]), layer.count_params())}
+    assert f"Total params: {layer.count_params():,}" in text
+    with pytest.raises(RuntimeError):  # the summary kept no cache
+        twin.backward(random_like(y, seed))
+    assert twin.extra_state() == fresh_state  # and drew no random numbers
+
+
+# ------------------------------------------------------------ 2. finite differences
+@table
+def test_gradients_match_finite_differences(name, seed):
+    layer, shape = make(name, seed)
+    result = gradcheck(layer, batch(shape, seed), rng=seed, tolerance=1e-6)
+    assert set(result.errors) == {"x", *layer.parameters}
+    assert result.passed, result.errors
+
+
+def full_finite_differences(layer, x, dy, eps=1e-6):
+    """Central differences of <layer(x), dy> for x and every parameter, all entries."""
+
+    def loss():
+        y = layer.forward(x, training=False)
+        return float(np.sum(y * dy))
+
+    numeric = {}
+    for key, value in {"x": x, **layer.parameters}.items():
+        grad = np.zeros_like(value)
+        flat, grad_flat = value.reshape(-1), grad.reshape(-1)
+        for j in range(flat.size):
+            saved = flat[j]
+            flat[j] = saved + eps
+            plus = loss()
+            flat[j] = saved - eps
+            minus = loss()
+            flat[j] = saved
+            grad_flat[j] = (plus - minus) / (2 * eps)
+        numeric[key] = grad
+    return numeric
+
+
+def naive_conv2d(x, w, b, stride, padding, dilation, groups):
+    """Loops over output positions on an explicitly zero-padded input."""
+    (ph, pw), (sh, sw), (dh, dw) = padding, stride, dilation
+    kh, kw, c_per_group, c_out = w.shape
+    xp = np.pad(x, ((0, 0), (ph, ph), (pw, pw), (0, 0)))
+    n, hp, wp, _ = xp.shape
+    h_out = (hp - (kh - 1) * dh - 1) // sh + 1
+    w_out = (wp - (kw - 1) * dw - 1) // sw + 1
+    out_per_group = c_out // groups
+    y = np.zeros((n, h_out, w_out, c_out))
+    for i in range(h_out):
+        for j in range(w_out):
+            rows = slice(i * sh, i * sh + (kh - 1) * dh + 1, dh)
+            cols = slice(j * sw, j * sw + (kw - 1) * dw + 1, dw)
+            window = xp[:, rows, cols]
+            for g in range(groups):
+                xs = window[..., g * c_per_group:(g + 1) * c_per_group]
+                ws = w[..., g * out_per_group:(g + 1) * out_per_group]
+                y[:, i, j, g * out_per_group:(g + 1) * out_per_group] = np.tensordot(
+                    xs, ws, axes=([1, 2, 3], [0, 1, 2]))
+    return y if b is None else y + b
+
+
+def test_conv2d_independent_forward_and_full_finite_differences():
+    layer = L.Conv2D(4, (3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2,
+                     dtype="float64", seed=3)
+    x = batch((5, 4, 4), 0)
+    y = layer.forward(x)
+    W, b = layer.parameters["W"], layer.parameters["b"]
+    assert W.shape == (3, 2, 2, 4) and b.shape == (4,)
+    assert_close(y, naive_conv2d(x, W, b, (2, 1), (1, 2), (1, 2), 2), 1e-12, "forward")
+    dy = random_like(y, 0)
+    dx = layer.backward(dy)
+    numeric = full_finite_differences(layer, x, dy)
+    assert_close(dx, numeric["x"], 1e-7, "dx")
+    assert_close(layer.gradients["W"], numeric["W"], 1e-7, "dW")
+    assert_close(layer.gradients["b"], numeric["b"], 1e-7, "db")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_dense_closed_form_and_full_finite_differences(bias):
+    layer = L.Dense(3, bias=bias, dtype="float64", seed=1)
+    x = batch((2, 4), 1)
+    y = layer.forward(x)
+    W = layer.parameters["W"]
+    expected = x @ W + (layer.parameters["b"] if bias else 0.0)
+    assert_close(y, expected, 1e-13, "forward")
+    dy = random_like(y, 1)
+    dx = layer.backward(dy)
+    assert_close(dx, dy @ W.T, 1e-13, "dx closed form")
+    assert_close(layer.gradients["W"], x.reshape(-1, 4).T @ dy.reshape(-1, 3), 1e-13, "dW")
+    numeric = full_finite_differences(layer, x, dy)
+    assert set(numeric) == {"x", "W", "b"} if bias else {"x", "W"}
+    assert_close(dx, numeric["x"], 1e-7, "dx")
+    assert_close(layer.gradients["W"], numeric["W"], 1e-7, "dW")
+    if bias:
+        assert_close(layer.gradients["b"], dy.sum(axis=(0, 1)), 1e-13, "db closed form")
+        assert_close(layer.gradients["b"], numeric["b"], 1e-7, "db")
+
+
+# ------------------------------------------------------------------ 3. config
+@table
+def test_config_round_trip_through_json(name, seed):
+    layer, shape = make(name, seed)
+    config = layer.get_config()
+    clone = type(layer).from_config(json.loads(json.dumps(config)))
+    assert clone.get_config() == config
+    assert variant(layer).get_config() == config
+    x = batch(shape, seed)
+    y = layer.forward(x)
+    clone.build(shape, dtype=x.dtype)
+    copy_parameters(layer, clone)
+    np.testing.assert_array_equal(clone.forward(x), y)
+    np.testing.assert_array_equal(clone.forward(x, training=False),
+                                  layer.forward(x, training=False))
+
+
+# ------------------------------------------------------------------ 4. frozen
+@table
+def test_frozen_layer_returns_dx_and_accumulates_nothing(name, seed):
+    layer, shape = make(name, seed)
+    frozen, _ = make(name, seed)
+    if "trainable" in frozen.get_config():
+        frozen = variant(frozen, trainable=False)
+    else:
+        frozen.trainable = False
+    assert not frozen.trainable
+    x = batch(shape, seed)
+    y = layer.forward(x)
+    frozen.build(shape, dtype=x.dtype)
+    copy_parameters(layer, frozen)
+    np.testing.assert_array_equal(frozen.forward(x), y)
+    dy = random_like(y, seed)
+    np.testing.assert_array_equal(frozen.backward(dy), layer.backward(dy))
+    for key, grad in frozen.gradients.items():
+        assert np.all(grad == 0), f"frozen gradient {key} changed"
+        assert np.any(layer.gradients[key] != 0), f"trainable gradient {key} stayed zero"
+    assert frozen.named_parameters(trainable_only=True) == {}
+    assert set(frozen.named_parameters()) == set(layer.parameters)
+
+
+# ------------------------------------------------------------------ 5. eval mode
+@table
+def test_eval_mode_is_deterministic_and_keeps_no_cache(name, seed):
+    layer, shape = make(name, seed)
+    x = batch(shape, seed)
+    y1 = layer.forward(x, training=False)
+    y2 = layer.forward(x, training=False)
+    np.testing.assert_array_equal(y1, y2)
+    with pytest.raises(RuntimeError, match="backward"):
+        layer.backward(random_like(y1, seed))
+    if name == "Dropout":
+        np.testing.assert_array_equal(y1, x)
+    else:
+        np.testing.assert_array_equal(layer.forward(x, training=True), y1)
+
+
+def test_dropout_training_zeroes_and_rescales():
+    layer = L.Dropout(0.25, seed=5)
+    x = np.abs(batch((40, 50), 0)) + 0.1  # no zeros in x, so zeros come from the mask
+    y = layer.forward(x)
+    kept = y != 0
+    assert 0.2 < 1 - kept.mean() < 0.3
+    np.testing.assert_allclose(y[kept], x[kept] / 0.75, rtol=1e-15)
+    dy = random_like(y, 0)
+    np.testing.assert_allclose(layer.backward(dy), np.where(kept, dy / 0.75, 0.0), rtol=1e-15)
+
+
+# ------------------------------------------- 6. forward, forward, backward, backward
+@table
+def test_two_forwards_then_two_backwards_accumulate(name, seed):
+    layer, shape = make(name, seed)
+    layer.build(shape, dtype=np.float64)
+    state = copy.deepcopy(layer.extra_state())
+    x1, x2 = batch(shape, seed, n=2), batch(shape, seed + 50, n=3)
+    y1, y2 = layer.forward(x1), layer.forward(x2)
+    dy1, dy2 = random_like(y1, seed), random_like(y2, seed + 50)
+    dx2 = layer.backward(dy2)  # latest first
+    dx1 = layer.backward(dy1)
+    accumulated = {k: g.copy() for k, g in layer.gradients.items()}
+    with pytest.raises(RuntimeError):
+        layer.backward(dy1)
+
+    layer.zero_grad()
+    layer.load_extra_state(copy.deepcopy(state))
+    separate = []
+    for x, dy in ((x1, dy1), (x2, dy2)):
+        y = layer.forward(x)
+        dx = layer.backward(dy)
+        separate.append((y, dx, {k: g.copy() for k, g in layer.gradients.items()}))
+        layer.zero_grad()
+    (s1, e1, g1), (s2, e2, g2) = separate
+    np.testing.assert_array_equal(y1, s1)
+    np.testing.assert_array_equal(y2, s2)
+    assert dx1.shape == x1.shape and dx2.shape == x2.shape
+    np.testing.assert_allclose(dx1, e1, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(dx2, e2, rtol=1e-13, atol=0)
+    for key, total in accumulated.items():
+        np.testing.assert_allclose(total, g1[key] + g2[key], rtol=1e-12, atol=1e-14)
+        assert np.any(g1[key] != total), f"{key}: second forward's gradient missing"
+
+
+# --------------------------------------------------------------- 7. cache misuse
+@table
+def test_backward_without_forward_is_a_clear_error(name, seed):
+    layer, shape = make(name, seed)
+    with pytest.raises(RuntimeError, match=r"backward\(\) called without a matching forward"):
+        layer.backward(np.zeros((2, 1)))
+    y = layer.forward(batch(shape, seed))
+    dy = random_like(y, seed)
+    layer.backward(dy)
+    with pytest.raises(RuntimeError, match=rf"{name}.*backward\(\) called without a matching"):
+        layer.backward(dy)
+    layer.forward(batch(shape, seed))
+    layer.clear_caches()
+    with pytest.raises(RuntimeError, match="without a matching forward"):
+        layer.backward(dy)
+
+
+# ------------------------------------------------------------------- 8. dtypes
+@table
+def test_float32_default_keeps_float32(name, seed):
+    layer64, shape = make(name, seed)
+    layer = variant(layer64, dtype=None)
+    x = batch(shape, seed, dtype=np.float32)
+    y = layer.forward(x)
+    assert layer.dtype == np.float32
+    assert y.dtype == np.float32
+    for key, value in layer.parameters.items():
+        assert value.dtype == np.float32, key
+    dy = random_like(y, seed)
+    dx = layer.backward(dy)
+    assert dx.dtype == np.float32
+    for key, grad in layer.gradients.items():
+        assert grad.dtype == np.float32, key
+
+    # the float32 results are the float64 results to float32 accuracy
+    x64 = x.astype(np.float64)
+    layer64.build(shape, dtype=np.float64)
+    copy_parameters(layer, layer64)
+    y64 = layer64.forward(x64)
+    if name == "Dropout":  # the mask is drawn in the input's dtype; compare given the mask
+        kept = y != 0
+        assert_close(y[kept], x64[kept] / (1 - layer.rate), 1e-6, "forward")
+        assert_close(dx, np.where(kept, dy / (1 - layer.rate), 0.0), 1e-6, "dx")
+        return
+    assert_close(y, y64, 1e-4, "forward")
+    assert_close(dx, layer64.backward(dy.astype(np.float64)), 1e-4, "dx")
+    for key, grad in layer.gradients.items():
+        assert_close(grad, layer64.gradients[key], 1e-4, key)
+
+
+@table
+def test_float64_input_into_float32_layer(name, seed):
+    layer = variant(make(name, seed)[0], dtype=None)
+    shape = make(name, seed)[1]
+    layer.forward(batch(shape, seed, dtype=np.float32))
+    x64 = batch(shape, seed)
+    if layer.parameters:
+        with pytest.raises(TypeError) as info:
+            layer.forward(x64)
+        assert "float64" in str(info.value) and "float32" in str(info.value)
+    else:  # no parameters: the output follows the input's dtype
+        y = layer.forward(x64)
+        assert y.dtype == np.float64
+        assert layer.backward(random_like(y, seed)).dtype == np.float64

@@ -1,0 +1,151 @@
+"""Layers against their ``torch.nn`` twins: handgrad's parameters are copied into
+the torch module, then forward and every gradient are compared with a random
+upstream gradient; plus the default initialization against PyTorch's bounds."""
+
+import math
+
+import numpy as np
+import pytest
+
+from handgrad import layers as L
+
+from optable import assert_close
+from torch_twins import from_torch, to_torch, weight_from_torch, weight_to_torch
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+# (handgrad layer, equivalent torch module, per-example input shape (channels-last))
+TWINS = {
+    "Conv1D-groups-stride": (
+        lambda: L.Conv1D(4, 3, stride=2, padding=1, groups=2),
+        lambda: nn.Conv1d(4, 4, 3, stride=2, padding=1, groups=2), (9, 4)),
+    "Conv1D-dilated-nobias": (
+        lambda: L.Conv1D(3, 2, dilation=2, bias=False),
+        lambda: nn.Conv1d(2, 3, 2, dilation=2, bias=False), (8, 2)),
+    "Conv2D-mixed": (
+        lambda: L.Conv2D(6, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=3),
+        lambda: nn.Conv2d(3, 6, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2),
+                          groups=3), (7, 8, 3)),
+    "Conv2D-same": (
+        lambda: L.Conv2D(4, 3, padding="same"),
+        lambda: nn.Conv2d(2, 4, 3, padding="same"), (5, 6, 2)),
+    "ConvTranspose2D-stride-groups": (
+        lambda: L.ConvTranspose2D(4, 3, stride=2, padding=1, output_padding=1, groups=2),
+        lambda: nn.ConvTranspose2d(2, 4, 3, stride=2, padding=1, output_padding=1, groups=2),
+        (4, 5, 2)),
+    "ConvTranspose2D-dilated-nobias": (
+        lambda: L.ConvTranspose2D(3, (2, 3), stride=(1, 2), dilation=(2, 1), bias=False),
+        lambda: nn.ConvTranspose2d(2, 3, (2, 3), stride=(1, 2), dilation=(2, 1), bias=False),
+        (4, 3, 2)),
+    "Dense-3d": (lambda: L.Dense(5), lambda: nn.Linear(4, 5), (3, 4)),
+    "Dense-nobias": (lambda: L.Dense(3, bias=False), lambda: nn.Linear(6, 3, bias=False), (6,)),
+    "MaxPool2D-ceil-padded": (
+        lambda: L.MaxPool2D(3, stride=2, padding=1, ceil_mode=True),
+        lambda: nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), (6, 7, 3)),
+    "MaxPool2D-dilated": (
+        lambda: L.MaxPool2D(2, stride=1, dilation=2),
+        lambda: nn.MaxPool2d(2, stride=1, dilation=2), (5, 6, 2)),
+    "AvgPool2D-exclude-pad": (
+        lambda: L.AvgPool2D(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        (6, 7, 3)),
+    "AvgPool2D-plain": (
+        lambda: L.AvgPool2D(2), lambda: nn.AvgPool2d(2), (6, 5, 2)),
+}
+TOLERANCE = {np.float64: 1e-10, np.float32: 1e-4}
+TORCH_DTYPE = {np.float64: torch.float64, np.float32: torch.float32}
+
+
+def weight_to_torch_layout(layer, W):
+    """handgrad W -> torch weight: conv/conv-transpose (*K, A, B) -> (B, A, *K), dense W.T."""
+    if isinstance(layer, L.Dense):
+        return torch.tensor(np.ascontiguousarray(W.T))
+    return weight_to_torch(W).detach()
+
+
+def weight_grad_from_torch(layer, grad):
+    return grad.numpy().T if isinstance(layer, L.Dense) else weight_from_torch(grad)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("key", list(TWINS))
+def test_layer_matches_torch_module(key, dtype):
+    make_layer, make_module, shape = TWINS[key]
+    layer = make_layer()
+    spatial = not isinstance(layer, L.Dense)
+    rng = np.random.default_rng(len(key))
+    x = rng.standard_normal((2, *shape)).astype(dtype)
+    if dtype is np.float64:
+        layer.build(shape, dtype=np.float64)
+    y = layer.forward(x)  # float32 is the default parameter dtype
+    assert y.dtype == dtype
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dx = layer.backward(dy)
+
+    module = make_module().to(TORCH_DTYPE[dtype])
+    with torch.no_grad():
+        if "W" in layer.parameters:
+            module.weight.copy_(weight_to_torch_layout(layer, layer.parameters["W"]))
+        if "b" in layer.parameters:
+            module.bias.copy_(torch.tensor(layer.parameters["b"]))
+    assert sum(p.numel() for p in module.parameters()) == layer.count_params()
+    tx = to_torch(x) if spatial else torch.tensor(x, requires_grad=True)
+    ty = module(tx)
+    ty.backward(to_torch(dy, False) if spatial else torch.tensor(dy))
+
+    rtol = TOLERANCE[dtype]
+    assert_close(y, from_torch(ty) if spatial else ty.detach().numpy(), rtol, "forward")
+    assert_close(dx, from_torch(tx.grad) if spatial else tx.grad.numpy(), rtol, "dx")
+    if "W" in layer.parameters:
+        assert layer.gradients["W"].dtype == dtype
+        assert_close(layer.gradients["W"], weight_grad_from_torch(layer, module.weight.grad),
+                     rtol, "dW")
+    if "b" in layer.parameters:
+        assert_close(layer.gradients["b"], module.bias.grad.numpy(), rtol, "db")
+    else:
+        assert getattr(module, "bias", None) is None
+
+
+# (handgrad layer, torch module, input shape, fan_in worked out by hand)
+INIT_TWINS = {
+    "Conv1D": (lambda: L.Conv1D(32, 5, groups=2, seed=0),
+               lambda: nn.Conv1d(16, 32, 5, groups=2), (20, 16), 8 * 5),
+    "Conv2D": (lambda: L.Conv2D(32, 3, seed=1),
+               lambda: nn.Conv2d(12, 32, 3), (6, 6, 12), 12 * 9),
+    "ConvTranspose1D": (lambda: L.ConvTranspose1D(24, 3, seed=2),
+                        lambda: nn.ConvTranspose1d(16, 24, 3), (7, 16), 24 * 3),
+    "ConvTranspose2D": (lambda: L.ConvTranspose2D(16, (3, 2), groups=2, seed=3),
+                        lambda: nn.ConvTranspose2d(20, 16, (3, 2), groups=2), (5, 5, 20),
+                        8 * 6),
+    "Dense": (lambda: L.Dense(64, seed=4), lambda: nn.Linear(50, 64), (50,), 50),
+}
+
+
+@pytest.mark.parametrize("key", list(INIT_TWINS))
+def test_default_initialization_matches_torch_bounds(key):
+    make_layer, make_module, shape, fan_in = INIT_TWINS[key]
+    bound = 1 / math.sqrt(fan_in)
+    layer = make_layer().build(shape)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        module = make_module()
+    torch_w = module.weight.detach().numpy()
+    torch_b = module.bias.detach().numpy()
+    # torch's own init spans the same bound: the hand-worked fan_in is torch's
+    assert np.abs(torch_w).max() <= bound * (1 + 1e-6)
+    assert np.abs(torch_w).max() > 0.95 * bound
+    assert np.abs(torch_b).max() <= bound * (1 + 1e-6)
+
+    W, b = layer.parameters["W"], layer.parameters["b"]
+    assert W.dtype == np.float32 and b.dtype == np.float32
+    assert W.size == torch_w.size and b.size == torch_b.size
+    assert np.abs(W).max() <= bound * (1 + 1e-6)
+    assert np.abs(W).max() > 0.95 * bound
+    assert np.abs(b).max() <= bound * (1 + 1e-6)
+    assert np.abs(b).max() > 0.5 * bound  # spans the interval, not a tiny scale
+    # U(-bound, bound): mean 0, standard deviation bound / sqrt(3)
+    assert abs(W.mean()) < 0.1 * bound
+    assert W.std() == pytest.approx(bound / math.sqrt(3), rel=0.1)
+    # a seed makes the initialization reproducible
+    np.testing.assert_array_equal(make_layer().build(shape).parameters["W"], W)
