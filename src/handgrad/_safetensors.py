@@ -27,11 +27,12 @@ def write(path, tensors: dict, metadata: dict | None = None):
     header, chunks, offset = {}, [], 0
     for name, array in tensors.items():
         array = np.asarray(array)
-        if array.dtype not in CODES:
+        native = array.dtype.newbyteorder("=")
+        if native not in CODES:
             raise TypeError(f"safetensors: tensor {name!r} has unsupported dtype {array.dtype}")
         # Contiguous little-endian bytes; transposed views are copied, not mis-written.
-        data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {"dtype": CODES[array.dtype], "shape": list(array.shape),
+        data = np.ascontiguousarray(array, dtype=native.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": CODES[native], "shape": list(array.shape),
                         "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
         offset += len(data)
@@ -49,6 +50,9 @@ def write(path, tensors: dict, metadata: dict | None = None):
                 out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would survive the rename
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -76,7 +80,7 @@ def read(path):
         raise ValueError(f"{where} has a corrupted header: not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
     data = memoryview(blob)[8 + size:]
-    tensors = {}
+    tensors, spans = {}, []
     for name, info in header.items():
         try:
             dtype = np.dtype(DTYPES[info["dtype"]]).newbyteorder("<")
@@ -88,6 +92,16 @@ def read(path):
         if not 0 <= start <= end <= len(data) or end - start != expected:
             raise ValueError(f"{where} is truncated or corrupted: tensor {name!r} needs bytes "
                              f"[{start}, {end}) ({expected} expected) of {len(data)}")
+        spans.append((start, end))
         array = np.frombuffer(data[start:end], dtype=dtype).reshape(shape)
         tensors[name] = array.astype(dtype.newbyteorder("="), copy=True)
+    position = 0
+    for start, end in sorted(spans):
+        if start != position:
+            raise ValueError(f"{where} is corrupted: tensor data overlaps or leaves a gap at "
+                             f"byte {position}")
+        position = end
+    if position != len(data):
+        raise ValueError(f"{where} is corrupted: {len(data) - position} bytes after the last "
+                         f"tensor")
     return tensors, metadata

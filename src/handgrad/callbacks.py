@@ -98,6 +98,8 @@ class EarlyStopping(_Monitor):
     def on_train_begin(self, logs):
         self.wait = 0
         self.best = math.inf if self.mode == "min" else -math.inf
+        self.best_weights = None
+        self.stopped_epoch = None
 
     def on_epoch_end(self, epoch, logs):
         value = self._current(logs)

@@ -83,6 +83,10 @@ def cmd_train(args):
     except (ValueError, TypeError) as error:
         raise UsageError(str(error)) from None
     model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create the output directory {args.out!r}: {error}") from None
     steps = epochs * -(-len(dataset.x_train) // batch_size)
     schedule = schedulers.CosineWarmup(lr, max(steps, 1), warmup_steps=steps // 20)
     if not args.quiet:
@@ -94,7 +98,6 @@ def cmd_train(args):
                         verbose=0 if args.quiet else 1)
     seconds = time.perf_counter() - start
     result = model.evaluate(dataset.x_test, dataset.y_test)
-    os.makedirs(args.out, exist_ok=True)
     model_path = os.path.join(args.out, "model.safetensors")
     save(model, model_path)
     metrics = {
@@ -116,7 +119,7 @@ def cmd_train(args):
 def cmd_evaluate(args):
     try:
         checkpoint = load_checkpoint(args.model)
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, TypeError) as error:
         raise UsageError(f"cannot load model {args.model!r}: {error}") from None
     model = checkpoint.model
     dataset = _load_dataset(args.dataset)
@@ -187,8 +190,10 @@ def _check_args(args):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1; received {value}")
-    if getattr(args, "lr", None) is not None and not args.lr > 0:
-        raise UsageError(f"--lr must be > 0; received {args.lr}")
+    for name in ("lr", "tolerance"):
+        value = getattr(args, name, None)
+        if value is not None and not value > 0:
+            raise UsageError(f"--{name} must be > 0; received {value}")
 
 
 def main(argv=None):

@@ -108,9 +108,12 @@ def load_checkpoint(path) -> Checkpoint:
     spec = document["model"]
     if spec["class"] not in REGISTRY:
         raise ValueError(f"{str(path)!r}: unknown model class {spec['class']!r}")
-    model = REGISTRY[spec["class"]].from_config(spec["config"])
-    if not model.built:
-        model.build(tuple(spec["input_shape"]))
+    try:
+        model = REGISTRY[spec["class"]].from_config(spec["config"])
+        if not model.built:
+            model.build(tuple(spec["input_shape"]))
+    except (TypeError, ValueError, KeyError) as error:
+        raise ValueError(f"{str(path)!r}: the stored model config is invalid: {error}") from None
     assign_arrays(f"load_checkpoint({str(path)!r})", model.named_parameters(),
                   _split(tensors, "param/"), "parameters")
     assign_arrays(f"load_checkpoint({str(path)!r})", model.named_buffers(),

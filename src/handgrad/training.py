@@ -17,10 +17,22 @@ METRICS = ("accuracy",)
 
 def accuracy(pred, y):
     """Fraction of rows whose arg-max matches the integer label (or one-hot arg-max)."""
+    if pred.shape[-1] == 1:  # one logit: class 1 when the logit is > 0
+        return float(np.mean((pred[..., 0] > 0) == (y.reshape(pred.shape[:-1]) > 0.5)))
     labels = y if y.ndim == pred.ndim - 1 else np.argmax(y, axis=-1)
-    if pred.shape[-1] == 1:  # binary: logit > 0
-        return float(np.mean((pred[..., 0] > 0) == (labels.reshape(pred.shape[:-1]) > 0.5)))
     return float(np.mean(np.argmax(pred, axis=-1) == labels))
+
+
+def _check_validation_data(validation_data):
+    if validation_data is None:
+        return
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+        raise ValueError("fit: 'validation_data' must be a pair (x_val, y_val); received "
+                         f"{describe(validation_data)}")
+    x_val, y_val = validation_data
+    if not (hasattr(x_val, "shape") and hasattr(y_val, "shape")) or len(x_val) != len(y_val):
+        raise ValueError("fit: 'validation_data' must be two arrays of the same length; "
+                         f"received {describe(x_val)} and {describe(y_val)}")
 
 
 class TrainingMixin:
@@ -98,11 +110,10 @@ class TrainingMixin:
                                  ("initial_epoch", initial_epoch, 0)):
             if not is_int(value) or value < low:
                 raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
-        if validation_data is not None and (
-            not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2
-        ):
-            raise ValueError("fit: 'validation_data' must be a pair (x_val, y_val); received "
-                             f"{describe(validation_data)}")
+        _check_validation_data(validation_data)
+        if not isinstance(callbacks, (list, tuple)):
+            raise TypeError(f"fit: 'callbacks' must be a list of Callback objects; received "
+                            f"{describe(callbacks)}")
         rng = as_generator("fit", "rng", rng)
         history = History()
         callbacks = [history, *callbacks]

@@ -1,0 +1,1 @@
+"""handgrad's benchmark harness (run ``python -m benchmarks``)."""

@@ -1,0 +1,180 @@
+"""The benchmark harness: ``python -m benchmarks [--quick] [--rounds N] [--out FILE]``.
+
+Both libraries run in this process with 2 threads. Each case is timed round by
+round, alternating handgrad and torch, and the medians after warm-up are
+compared. ``--quick`` (CI's smoke test) runs every case once on small inputs
+and checks that handgrad and torch agree numerically; it asserts no timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_inputs
+from .e2e import EpochRunner
+
+THREADS = 2
+COMMAND = "python -m benchmarks"
+
+
+def _rel_err(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def _channels_first(array):
+    return np.moveaxis(array, -1, 1) if array.ndim > 2 else array
+
+
+def check_against_torch(case, dtype, quick):
+    """Max relative error of y and every gradient, handgrad vs torch."""
+    x, w, b = make_inputs(case, dtype, quick)
+    runner = HandgradRunner(case, x, w, b)
+    y, grads = runner()
+    theirs = TorchRunner(case, x, w, b, runner.dy).results()
+    ours = [_channels_first(y), _channels_first(grads[0])]
+    if case.is_conv:
+        nd = x.ndim - 2
+        ours += [grads[1].transpose(nd + 1, nd, *range(nd)), grads[2]]
+    return max(_rel_err(a, t) for a, t in zip(ours, theirs))
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def time_pair(first, second, rounds, warmup=2):
+    """Medians (seconds) of two callables timed alternately, round by round."""
+    for _ in range(warmup):
+        first()
+        second()
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(_timed(first))
+        b.append(_timed(second))
+    return statistics.median(a), statistics.median(b)
+
+
+def matmul_ceiling(gemm, dtype, rounds):
+    """Seconds for 3 bare (batched) matmuls of the conv's GEMM shape."""
+    m, k, n, groups = gemm
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((groups, m, k)).astype(dtype)
+    b = rng.standard_normal((groups, k, n)).astype(dtype)
+    np.matmul(a, b)
+    return 3 * statistics.median(_timed(lambda: np.matmul(a, b)) for _ in range(rounds))
+
+
+def bench_case(case, dtype, rounds):
+    x, w, b = make_inputs(case, dtype, quick=False)
+    ours = HandgradRunner(case, x, w, b)
+    formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
+    best = None
+    for memory_format in formats:
+        theirs = TorchRunner(case, x, w, b, ours.dy, memory_format)
+        t_ours, t_theirs = time_pair(ours, theirs, rounds)
+        if best is None or t_theirs < best[1]:
+            best = (t_ours, t_theirs, str(memory_format).split(".")[-1])
+    t_ours, t_theirs, layout = best
+    row = {"case": case.name, "dtype": np.dtype(dtype).name, "ours_ms": t_ours * 1e3,
+           "torch_ms": t_theirs * 1e3, "ratio": t_ours / t_theirs, "torch_layout": layout}
+    if case.is_conv:
+        gemm = gemm_shape(case, x.shape, ours.dy.shape)
+        ceiling = matmul_ceiling(gemm, dtype, rounds)
+        row["matmul_pct"] = 100 * ceiling / t_ours
+        row["gflops"] = flops(gemm) / t_ours / 1e9
+    row["peak_mb"], row["cache_mb"] = ours.memory()
+    return row
+
+
+def bench_epochs(rounds, quick):
+    from handgrad.data import load_digits, load_mnist1d
+
+    rows = []
+    for name, loader, batch in (("10a epoch MNIST-1D CNN", load_mnist1d, 64),
+                                ("10b epoch digits CNN", load_digits, 32)):
+        runner = EpochRunner(loader(), batch, max_examples=256 if quick else None)
+        model, twin, optimizer = runner.fresh_models()
+        ours, theirs = runner.handgrad_epoch(model), runner.torch_epoch(twin, optimizer)
+        first_loss_err = abs(ours[0] - theirs[0]) / abs(theirs[0])
+        row = {"case": name, "dtype": "float32", "first_loss_rel_err": first_loss_err,
+               "first_losses": (ours[0], theirs[0])}
+        if not quick:
+            t_ours, t_theirs = time_pair(lambda: runner.handgrad_epoch(model),
+                                         lambda: runner.torch_epoch(twin, optimizer),
+                                         max(3, rounds // 2), warmup=1)
+            row.update(ours_ms=t_ours * 1e3, torch_ms=t_theirs * 1e3, ratio=t_ours / t_theirs)
+        rows.append(row)
+    return rows
+
+
+def quick(args):
+    failures = 0
+    for case in CASES:
+        for dtype, tol in ((np.float32, 1e-4), (np.float64, 1e-10)):
+            err = check_against_torch(case, dtype, quick=True)
+            status = "ok" if err <= tol else "MISMATCH"
+            failures += status != "ok"
+            print(f"{case.name:<38} {np.dtype(dtype).name:<8} max rel err {err:.2e}  {status}")
+    for row in bench_epochs(0, quick=True):
+        ok = row["first_loss_rel_err"] <= 1e-4
+        failures += not ok
+        print(f"{row['case']:<38} first losses {row['first_losses'][0]:.6f} vs "
+              f"{row['first_losses'][1]:.6f}  {'ok' if ok else 'MISMATCH'}")
+    print(f"{'quick benchmark check:'} {len(CASES) * 2 + 2 - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, NumPy "
+            f"{np.__version__}, torch {torch.__version__}, {THREADS} threads each")
+
+
+def full(args):
+    from .report import write_report
+
+    rows = []
+    for case in CASES:
+        for dtype in (np.float32, np.float64):
+            row = bench_case(case, dtype, args.rounds)
+            rows.append(row)
+            print(f"{row['case']:<38} {row['dtype']:<8} {row['ours_ms']:8.2f} ms  torch "
+                  f"{row['torch_ms']:8.2f} ms  ratio {row['ratio']:.2f}", flush=True)
+    for row in bench_epochs(args.rounds, quick=False):
+        rows.append(row)
+        print(f"{row['case']:<38} {row['ours_ms']:8.1f} ms  torch {row['torch_ms']:8.1f} ms  "
+              f"ratio {row['ratio']:.2f}  first-loss rel err {row['first_loss_rel_err']:.1e}",
+              flush=True)
+    write_report(args.out, rows, machine(), f"{COMMAND} --rounds {args.rounds}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke test: numerics only")
+    parser.add_argument("--rounds", type=int, default=9, help="timed rounds per case (>= 7)")
+    parser.add_argument("--out", default="BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(THREADS)
+    return quick(args) if args.quick else full(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
