@@ -14,6 +14,7 @@ import platform
 import statistics
 import sys
 import time
+from functools import partial
 
 import numpy as np
 import torch
@@ -110,8 +111,8 @@ def bench_epochs(rounds, quick):
         row = {"case": name, "dtype": "float32", "first_loss_rel_err": first_loss_err,
                "first_losses": (ours[0], theirs[0])}
         if not quick:
-            t_ours, t_theirs = time_pair(lambda: runner.handgrad_epoch(model),
-                                         lambda: runner.torch_epoch(twin, optimizer),
+            t_ours, t_theirs = time_pair(partial(runner.handgrad_epoch, model),
+                                         partial(runner.torch_epoch, twin, optimizer),
                                          max(3, rounds // 2), warmup=1)
             row.update(ours_ms=t_ours * 1e3, torch_ms=t_theirs * 1e3, ratio=t_ours / t_theirs)
         rows.append(row)
