@@ -1,6 +1,9 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from handgrad.ops import _accel
 
 settings.register_profile(
     "ci",
@@ -13,3 +16,12 @@ settings.register_profile(
     "dev", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(scope="module", params=["numpy", "compiled"])
+def kernel_path(request):
+    """Run a module's op tests on the pure-NumPy kernels and on the compiled ones."""
+    if request.param == "compiled" and not _accel.available():
+        pytest.skip("numba is not installed: the compiled kernels are not available")
+    with _accel.use_compiled(request.param == "compiled"):
+        yield request.param

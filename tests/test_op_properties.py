@@ -13,6 +13,8 @@ from optable import OpCase, assert_close, loops, vectorized
 twins = pytest.importorskip("torch_twins")
 torch = twins.torch
 
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
 sizes = st.integers(1, 7)
 small = st.integers(1, 3)
 

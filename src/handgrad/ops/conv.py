@@ -25,6 +25,7 @@ import math
 
 from .._checks import array_module, upstream_grad
 from ._conv_args import ConvCall, prepare_conv, prepare_conv_transpose
+from ._depthwise import depthwise_forward, depthwise_input_grad, depthwise_weight_grad
 from ._gather import col2im_matmul, im2col
 
 
@@ -64,16 +65,25 @@ def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     return dw.reshape(w_shape)
 
 
+def _kernels(w, groups):
+    """(forward, input_grad, weight_grad) for this weight: taps-only multiply-adds for
+    depthwise convolutions (one input channel per group), else im2col + GEMM."""
+    if groups > 1 and w.shape[-2] == 1:
+        return depthwise_forward, depthwise_input_grad, depthwise_weight_grad
+    return _conv_forward, _conv_input_grad, _conv_weight_grad
+
+
 def _bias_grad(dy):
     return dy.sum(axis=tuple(range(dy.ndim - 1)))
 
 
 def _forward(call: ConvCall):
     xp = array_module(call.x, call.w)
+    forward, input_grad, _ = _kernels(call.w, call.groups)
     if call.transposed:
-        y = _conv_input_grad(xp, call.x, call.w, call.axes, call.groups, call.conv_input_shape)
+        y = input_grad(xp, call.x, call.w, call.axes, call.groups, call.conv_input_shape)
     else:
-        y = _conv_forward(xp, call.x, call.w, call.axes, call.groups)
+        y = forward(xp, call.x, call.w, call.axes, call.groups)
     if call.b is not None:
         y += call.b
     return y, call
@@ -81,17 +91,18 @@ def _forward(call: ConvCall):
 
 def _backward(op, dy, call: ConvCall):
     x, w, axes, groups = call.x, call.w, call.axes, call.groups
+    forward, input_grad, weight_grad = _kernels(w, groups)
     if call.transposed:
         dy = upstream_grad(op, dy, call.conv_input_shape, x.dtype)
         xp = array_module(dy, w)
-        dx = _conv_forward(xp, dy, w, axes, groups)
-        dw = _conv_weight_grad(xp, dy, x, axes, groups, w.shape)
+        dx = forward(xp, dy, w, axes, groups)
+        dw = weight_grad(xp, dy, x, axes, groups, w.shape)
     else:
         out = (x.shape[0], *(a.size_out for a in axes), w.shape[-1])
         dy = upstream_grad(op, dy, out, x.dtype)
         xp = array_module(dy, w)
-        dw = _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
-        dx = _conv_input_grad(xp, dy, w, axes, groups, x.shape)
+        dw = weight_grad(xp, x, dy, axes, groups, w.shape)
+        dx = input_grad(xp, dy, w, axes, groups, x.shape)
     db = None if call.b is None else _bias_grad(dy)
     return dx, dw, db
 

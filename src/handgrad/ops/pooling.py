@@ -6,8 +6,9 @@ Max pooling (padding is -inf, so it never wins)::
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
 Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. The cache keeps the winning
-tap per output (uint8/int32), not the input.
+(PyTorch); a NaN in a window wins, as in PyTorch. The forward is a running
+``maximum`` over the taps; the cache keeps the input and the output, and the
+backward finds each window's first maximum by comparison, one tap at a time.
 
 Average pooling::
 
@@ -26,20 +27,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, float_array, upstream_grad
+from . import _accel as accel
 from ._pool_args import PoolCall, prepare_pool
 from ._windows import Axis, pad_input, padded_zeros, taps
 
 
 @dataclass(frozen=True)
 class PoolCache:
-    """What a pooling backward needs: the input's shape and dtype, the geometry,
-    and either the winning taps (max) or the divisors (average)."""
+    """What a pooling backward needs: the input's shape and dtype, the geometry, and
+    the input and output (max) or the divisors (average)."""
 
     x_shape: tuple[int, ...]
     dtype: object
     axes: tuple[Axis, ...]
-    argmax: object = None
+    x: object = None
+    y: object = None
     divisor: object = None
+    index: object = None  # compiled path: flat position of each window's winner
 
     @property
     def y_shape(self):
@@ -47,48 +51,67 @@ class PoolCache:
 
 
 def _max_pool(call: PoolCall):
+    """y = running maximum over the taps of the -inf-padded input (NaN propagates)."""
     x, axes = call.x, call.axes
     xp = array_module(x)
+    y_shape = (x.shape[0], *(a.size_out for a in axes), x.shape[-1])
+    if accel.enabled(x):
+        y, index = np.empty(y_shape, x.dtype), np.empty(y_shape, np.int32)
+        accel.kernels.max_pool(accel.as_2d(x), accel.geometry_2d(axes), accel.as_2d(y),
+                               accel.as_2d(index))
+        return y, PoolCache(tuple(x.shape), x.dtype, axes, index=index)
     x_pad = pad_input(xp, x, axes, fill=-np.inf)
-    n_taps = math.prod(a.kernel for a in axes)
-    index_dtype = xp.uint8 if n_taps < 256 else xp.int32
-    y = argmax = None
-    for tap, window in taps(axes):
+    y = None
+    for _, window in taps(axes):
         values = x_pad[(slice(None), *window)]
         if y is None:
             y = values.copy()
-            argmax = xp.zeros(y.shape, dtype=index_dtype)
-            continue
-        better = (values > y) | xp.isnan(values)
-        xp.copyto(y, values, where=better)
-        argmax[better] = tap
-    nothing_won = y == -np.inf
-    if nothing_won.any():
-        # No input beat -inf: like PyTorch, credit the first tap inside the input.
-        first = xp.broadcast_to(_first_inside_tap(xp, axes), y.shape)
-        argmax[nothing_won] = first[nothing_won]
-    return y, PoolCache(tuple(x.shape), x.dtype, axes, argmax=argmax)
+        else:
+            xp.maximum(y, values, out=y)
+    return y, PoolCache(tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
-def _first_inside_tap(xp, axes):
-    """Row-major index of each window's first tap inside the input, shape (1, *O, 1)."""
-    index = 0
-    shape = [1] * (len(axes) + 2)
-    for i, axis in enumerate(axes):
-        offset = axis.pad_before - xp.arange(axis.size_out) * axis.stride
-        first = xp.clip(-(-offset // axis.dilation), 0, axis.kernel - 1)
-        shape[i + 1] = axis.size_out
-        index = index * axis.kernel + first.reshape(shape)
-        shape[i + 1] = 1
-    return index
+def _route(x_pad, winners_of, pending, buffer, overlapping, order):
+    """Give each window's pending gradient to its first tap (in ``order``) that
+    ``winners_of(values)`` marks; ``pending`` is consumed in place."""
+    last = len(order) - 1
+    for i, (_, window) in enumerate(order):
+        target = buffer[(slice(None), *window)]
+        share = pending * winners_of(x_pad[(slice(None), *window)])
+        if overlapping:
+            target += share
+        else:
+            target[...] = share
+        if i < last:
+            pending -= share
 
 
 def _max_pool_backward(op, dy, cache: PoolCache):
+    """dx: each window's dy goes to the first tap (row-major) equal to its maximum.
+
+    The padding is NaN here, so it never equals a maximum; windows whose maximum is
+    NaN send their gradient to their last NaN, as PyTorch does.
+    """
     xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
-    buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
-    for tap, window in taps(cache.axes):
-        buffer[(slice(None), *window)] += xp.where(cache.argmax == tap, dy, 0)
+    if cache.index is not None:
+        dx = np.zeros(cache.x_shape, cache.dtype)
+        accel.kernels.max_pool_backward(accel.as_2d(dy), accel.as_2d(cache.index),
+                                        cache.x_shape[-2], accel.as_2d(dx))
+        return dx
+    axes, y = cache.axes, cache.y
+    buffer, inner = padded_zeros(xp, cache.x_shape, axes, cache.dtype)
+    overlapping = any(a.stride < (a.kernel - 1) * a.dilation + 1 for a in axes)
+    order = list(taps(axes))
+    nan_windows = xp.isnan(y)
+    has_nan = bool(nan_windows.any())
+    pending = xp.where(nan_windows, 0, dy) if has_nan else dy.copy()
+    x_pad = pad_input(xp, cache.x, axes, fill=np.nan)
+    _route(x_pad, lambda v: v == y, pending, buffer, overlapping or has_nan, order)
+    if has_nan:
+        x_pad = pad_input(xp, cache.x, axes, fill=0.0)
+        pending = xp.where(nan_windows, dy, 0)
+        _route(x_pad, xp.isnan, pending, buffer, True, order[::-1])
     return xp.ascontiguousarray(buffer[inner])
 
 
@@ -110,9 +133,22 @@ def _avg_divisor(xp, call: PoolCall, count_include_pad, divisor_override, dtype)
     return divisor
 
 
+def _divisor_2d(divisor, axes):
+    """The (1, *O, 1) divisor as a full (OH, OW) array (1-D: (1, OW)) for the kernels."""
+    out = tuple(a.size_out for a in axes)
+    full = np.broadcast_to(divisor.reshape(divisor.shape[1:-1]), out)
+    return np.ascontiguousarray(full.reshape(-1, out[-1]))
+
+
 def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     x, axes = call.x, call.axes
     xp = array_module(x)
+    divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
+    if accel.enabled(x):
+        y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), x.dtype)
+        accel.kernels.avg_pool(accel.as_2d(x), accel.geometry_2d(axes), _divisor_2d(divisor, axes),
+                               accel.as_2d(y))
+        return y, PoolCache(tuple(x.shape), x.dtype, axes, divisor=divisor)
     x_pad = pad_input(xp, x, axes, fill=0.0)
     y = None
     for _, window in taps(axes):
@@ -121,7 +157,6 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
             y = values.copy()
         else:
             y += values
-    divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
     y /= divisor
     return y, PoolCache(tuple(x.shape), x.dtype, axes, divisor=divisor)
 
@@ -129,6 +164,11 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
 def _avg_pool_backward(op, dy, cache: PoolCache):
     xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    if accel.enabled(dy, cache.divisor):
+        dx = np.zeros(cache.x_shape, cache.dtype)
+        accel.kernels.avg_pool_backward(accel.as_2d(dy), accel.geometry_2d(cache.axes),
+                                        _divisor_2d(cache.divisor, cache.axes), accel.as_2d(dx))
+        return dx
     share = dy / cache.divisor
     buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
     for _, window in taps(cache.axes):

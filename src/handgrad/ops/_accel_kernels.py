@@ -1,0 +1,197 @@
+"""The loops compiled by :mod:`._accel` (numba). Plain loops over positions, written
+for 2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d``.
+Outer loops use ``prange`` over the batch, so no two threads write the same
+element. Only imported when numba is installed."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+
+def build_kernels(numba):
+    jit = numba.njit(parallel=True, cache=True, nogil=True)
+    prange = numba.prange
+
+    @jit
+    def im2col(x, g, groups, cols):
+        """cols[gr, m, (kh*KW + kw)*Cg + c] = x[n, h, w, gr*Cg + c] (0 in the padding)."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = x.shape[0], x.shape[3]
+        cg = C // groups
+        for row in prange(N * OH):
+            n, oh = row // OH, row % OH
+            for ow in range(OW):
+                m = (n * OH + oh) * OW + ow
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        base = (kh * KW + kw) * cg
+                        inside = 0 <= h < H and 0 <= w < W
+                        for gr in range(groups):
+                            for c in range(cg):
+                                cols[gr, m, base + c] = x[n, h, w, gr * cg + c] if inside else 0
+
+    @jit
+    def col2im(dcols, g, groups, dx):
+        """dx[n, h, w, gr*Cg + c] += dcols[gr, m, t*Cg + c]; dx starts at zero."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = dx.shape[0], dx.shape[3]
+        cg = C // groups
+        for n in prange(N):
+            for oh in range(OH):
+                for ow in range(OW):
+                    m = (n * OH + oh) * OW + ow
+                    for kh in range(KH):
+                        h = oh * SH + kh * DH - PH
+                        if h < 0 or h >= H:
+                            continue
+                        for kw in range(KW):
+                            w = ow * SW + kw * DW - PW
+                            if w < 0 or w >= W:
+                                continue
+                            base = (kh * KW + kw) * cg
+                            for gr in range(groups):
+                                for c in range(cg):
+                                    dx[n, h, w, gr * cg + c] += dcols[gr, m, base + c]
+
+    @jit
+    def max_pool(x, g, y, index):
+        """PyTorch's rule: the first in-bounds position, replaced by any later value
+        that is larger or NaN. ``index`` is the flat h*W + w of the winner (-1: none)."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = x.shape[0], x.shape[3]
+        for row in prange(N * OH):
+            n, oh = row // OH, row % OH
+            for ow in range(OW):
+                for c in range(C):
+                    y[n, oh, ow, c] = -np.inf
+                    index[n, oh, ow, c] = -1
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
+                        continue
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        if w < 0 or w >= W:
+                            continue
+                        for c in range(C):
+                            v = x[n, h, w, c]
+                            # The first in-bounds value always counts (its index is
+                            # PyTorch's starting index even when it is -inf).
+                            if index[n, oh, ow, c] < 0 or v > y[n, oh, ow, c] or math.isnan(v):
+                                y[n, oh, ow, c] = v
+                                index[n, oh, ow, c] = h * W + w
+
+    @jit
+    def max_pool_backward(dy, index, W, dx):
+        """dx[n, winner, c] += dy[n, o, c]; dx starts at zero."""
+        N, OH, OW, C = dy.shape
+        for n in prange(N):
+            for oh in range(OH):
+                for ow in range(OW):
+                    for c in range(C):
+                        p = index[n, oh, ow, c]
+                        if p >= 0:
+                            dx[n, p // W, p % W, c] += dy[n, oh, ow, c]
+
+    @jit
+    def avg_pool(x, g, divisor, y):
+        """y = (sum of the in-bounds window values) / divisor[oh, ow]."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = x.shape[0], x.shape[3]
+        for row in prange(N * OH):
+            n, oh = row // OH, row % OH
+            for ow in range(OW):
+                for c in range(C):
+                    y[n, oh, ow, c] = 0
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
+                        continue
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        if w < 0 or w >= W:
+                            continue
+                        for c in range(C):
+                            y[n, oh, ow, c] += x[n, h, w, c]
+                for c in range(C):
+                    y[n, oh, ow, c] /= divisor[oh, ow]
+
+    @jit
+    def avg_pool_backward(dy, g, divisor, dx):
+        """dx[n, h, w, c] += dy[n, o, c] / divisor[o] over the windows containing (h, w)."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = dy.shape[0], dy.shape[3]
+        for n in prange(N):
+            for oh in range(OH):
+                for ow in range(OW):
+                    for kh in range(KH):
+                        h = oh * SH + kh * DH - PH
+                        if h < 0 or h >= H:
+                            continue
+                        for kw in range(KW):
+                            w = ow * SW + kw * DW - PW
+                            if w < 0 or w >= W:
+                                continue
+                            for c in range(C):
+                                dx[n, h, w, c] += dy[n, oh, ow, c] / divisor[oh, ow]
+
+    @jit
+    def depthwise(x, wt, g, y):
+        """y[n, o, co] = sum_taps x[n, i, co // m] * wt[t, co], m = C_y // C_x."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, CO = x.shape[0], y.shape[3]
+        mult = CO // x.shape[3]
+        for row in prange(N * OH):
+            n, oh = row // OH, row % OH
+            for ow in range(OW):
+                for co in range(CO):
+                    y[n, oh, ow, co] = 0
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
+                        continue
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        if w < 0 or w >= W:
+                            continue
+                        t = kh * KW + kw
+                        for co in range(CO):
+                            y[n, oh, ow, co] += x[n, h, w, co // mult] * wt[t, co]
+
+    @jit
+    def depthwise_backward(x, wt, dy, g, dx, dw_partial, want_dx, want_dw):
+        """dx[n, i, co // m] += dy[n, o, co] * wt[t, co];
+        dw_partial[n, t, co] = sum_o x[n, i, co // m] * dy[n, o, co] (summed over n later).
+        ``x`` only gives the input shape when ``want_dw`` is False."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, CO = dy.shape[0], dy.shape[3]
+        mult = CO // dx.shape[3]
+        for n in prange(N):
+            for oh in range(OH):
+                for ow in range(OW):
+                    for kh in range(KH):
+                        h = oh * SH + kh * DH - PH
+                        if h < 0 or h >= H:
+                            continue
+                        for kw in range(KW):
+                            w = ow * SW + kw * DW - PW
+                            if w < 0 or w >= W:
+                                continue
+                            t = kh * KW + kw
+                            for co in range(CO):
+                                grad = dy[n, oh, ow, co]
+                                if want_dx:
+                                    dx[n, h, w, co // mult] += grad * wt[t, co]
+                                if want_dw:
+                                    dw_partial[n, t, co] += x[n, h, w, co // mult] * grad
+
+    return SimpleNamespace(
+        im2col=im2col, col2im=col2im, max_pool=max_pool, max_pool_backward=max_pool_backward,
+        avg_pool=avg_pool, avg_pool_backward=avg_pool_backward, depthwise=depthwise,
+        depthwise_backward=depthwise_backward,
+    )

@@ -1,0 +1,84 @@
+"""Depthwise convolution (one input channel per group) as multiply-adds over taps.
+
+With ``groups == C_x`` every output channel ``c = g*m + j`` (channel multiplier
+``m``) reads only input channel ``g``, so im2col + GEMM would multiply mostly
+zeros. Instead, with ``x_rep`` the input with each channel repeated ``m`` times::
+
+    y  = sum_t  x_rep_pad[window t] * w[t, 0, :]
+    dx_rep_pad[window t] += dy * w[t, 0, :]        (dx sums the m copies back)
+    dw[t, 0, :] = sum over (n, o) of x_rep_pad[window t] * dy
+
+Each line loops over kernel taps only; every pass is elementwise over the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _accel as accel
+from ._windows import pad_input, padded_zeros, taps
+
+
+def _repeated(xp, x, multiplier):
+    return x if multiplier == 1 else xp.repeat(x, multiplier, axis=-1)
+
+
+def depthwise_forward(xp, x, w, axes, groups):
+    """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y)."""
+    multiplier = w.shape[-1] // groups
+    taps_w = w.reshape(-1, w.shape[-1])
+    if accel.enabled(x, w):
+        y = np.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), x.dtype)
+        accel.kernels.depthwise(accel.as_2d(x), taps_w, accel.geometry_2d(axes), accel.as_2d(y))
+        return y
+    x_pad = pad_input(xp, _repeated(xp, x, multiplier), axes)
+    y = None
+    for tap, window in taps(axes):
+        term = x_pad[(slice(None), *window)] * taps_w[tap]
+        if y is None:
+            y = term
+        else:
+            y += term
+    return y
+
+
+def _compiled_backward(x, w, dy, axes, x_shape, want_dx, want_dw):
+    """(dx, dw) from the compiled kernel; ``x`` may be None when only dx is wanted."""
+    taps_w = w.reshape(-1, w.shape[-1])
+    dx = np.zeros(x_shape, dy.dtype)
+    partial = np.zeros((x_shape[0] if want_dw else 1, *taps_w.shape), dy.dtype)
+    source = accel.as_2d(x if x is not None else dx)
+    accel.kernels.depthwise_backward(source, taps_w, accel.as_2d(dy), accel.geometry_2d(axes),
+                                     accel.as_2d(dx), partial, want_dx, want_dw)
+    return dx, partial.sum(axis=0).reshape(w.shape)
+
+
+def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
+    """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`."""
+    if accel.enabled(dy, w):
+        return _compiled_backward(None, w, dy, axes, x_shape, True, False)[0]
+    multiplier = w.shape[-1] // groups
+    rep_shape = (*x_shape[:-1], x_shape[-1] * multiplier)
+    buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
+    taps_w = w.reshape(-1, w.shape[-1])
+    for tap, window in taps(axes):
+        buffer[(slice(None), *window)] += dy * taps_w[tap]
+    dx = buffer[inner]
+    if multiplier > 1:
+        dx = dx.reshape(*x_shape, multiplier).sum(axis=-1)
+    return xp.ascontiguousarray(dx)
+
+
+def depthwise_weight_grad(xp, x, dy, axes, groups, w_shape):
+    """dw (*K, 1, C_y): per tap, the sum over batch and positions of window * dy."""
+    if accel.enabled(x, dy):
+        weight = np.zeros(w_shape, dy.dtype)  # only its shape is read
+        return _compiled_backward(x, weight, dy, axes, x.shape, False, True)[1]
+    multiplier = w_shape[-1] // groups
+    x_pad = pad_input(xp, _repeated(xp, x, multiplier), axes)
+    dw = xp.empty((len(list(taps(axes))), w_shape[-1]), dtype=dy.dtype)
+    flat_dy = dy.reshape(-1, dy.shape[-1])
+    for tap, window in taps(axes):
+        window_values = x_pad[(slice(None), *window)].reshape(-1, dy.shape[-1])
+        xp.einsum("mc,mc->c", window_values, flat_dy, out=dw[tap])
+    return dw.reshape(w_shape)
