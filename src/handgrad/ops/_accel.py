@@ -19,6 +19,8 @@ import os
 
 import numpy as np
 
+from ._windows import Axis
+
 try:  # pragma: no cover - exercised when the optional dependency is present
     import numba
 except ImportError:  # pragma: no cover
@@ -49,8 +51,6 @@ def use_compiled(flag: bool):
 
 def geometry_2d(axes):
     """Flat int tuple (H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW) for 1-D or 2-D axes."""
-    from ._windows import Axis
-
     if len(axes) == 1:
         axes = (Axis(1, 1, 1, 1, 0, 1), axes[0])
     a, b = axes
