@@ -13,6 +13,9 @@ import torch.nn.functional as F
 
 from handgrad import ops
 
+from .attention import ATTENTION_CASES
+from .recurrent import RECURRENT_CASES
+
 
 @dataclass
 class Case:
@@ -52,6 +55,8 @@ CASES = [
     Case("9a avg_pool2d 2x2/2", "avg_pool2d", (32, 32, 32, 32), None,
          {"kernel_size": 2}, (2, 8, 8, 4)),
     Case("9b global_avg_pool", "global_avg_pool", (32, 32, 32, 32), None, {}, (2, 8, 8, 4)),
+    *ATTENTION_CASES,  # cases with their own runners: case.runners(dtype, quick)
+    *RECURRENT_CASES,
 ]
 
 

@@ -37,6 +37,9 @@ def _channels_first(array):
 
 def check_against_torch(case, dtype, quick):
     """Max relative error of y and every gradient, handgrad vs torch."""
+    if hasattr(case, "runners"):
+        ours, theirs = case.runners(dtype, quick)
+        return max(_rel_err(a, t) for a, t in zip(ours.results(), theirs.results(), strict=True))
     x, w, b = make_inputs(case, dtype, quick)
     runner = HandgradRunner(case, x, w, b)
     y, grads = runner()
@@ -76,7 +79,17 @@ def matmul_ceiling(gemm, dtype, rounds):
     return 3 * statistics.median(_timed(lambda: np.matmul(a, b)) for _ in range(rounds))
 
 
+def _timing_row(case, dtype, t_ours, t_theirs, layout):
+    return {"case": case.name, "dtype": np.dtype(dtype).name, "ours_ms": t_ours * 1e3,
+            "torch_ms": t_theirs * 1e3, "ratio": t_ours / t_theirs, "torch_layout": layout}
+
+
 def bench_case(case, dtype, rounds):
+    if hasattr(case, "runners"):
+        ours, theirs = case.runners(dtype, quick=False)
+        row = _timing_row(case, dtype, *time_pair(ours, theirs, rounds), "")
+        row["peak_mb"], row["cache_mb"] = ours.memory()
+        return row
     x, w, b = make_inputs(case, dtype, quick=False)
     ours = HandgradRunner(case, x, w, b)
     formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
@@ -87,8 +100,7 @@ def bench_case(case, dtype, rounds):
         if best is None or t_theirs < best[1]:
             best = (t_ours, t_theirs, str(memory_format).split(".")[-1])
     t_ours, t_theirs, layout = best
-    row = {"case": case.name, "dtype": np.dtype(dtype).name, "ours_ms": t_ours * 1e3,
-           "torch_ms": t_theirs * 1e3, "ratio": t_ours / t_theirs, "torch_layout": layout}
+    row = _timing_row(case, dtype, t_ours, t_theirs, layout)
     if case.is_conv:
         gemm = gemm_shape(case, x.shape, ours.dy.shape)
         ceiling = matmul_ceiling(gemm, dtype, rounds)

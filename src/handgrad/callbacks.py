@@ -1,4 +1,4 @@
-"""Callbacks for ``fit``: History, EarlyStopping, ModelCheckpoint,
+"""Callbacks for ``fit``: History, EarlyStopping, ModelCheckpoint, GradientNormLogger,
 LearningRateScheduler and TerminateOnNaN."""
 
 from __future__ import annotations
@@ -182,3 +182,52 @@ class TerminateOnNaN(Callback):
                             f"{self.model.optimizer.iterations}); stopping training")
             print(self.message, file=self.stream or sys.stderr)
             self.model.stop_training = True
+
+
+def layer_gradient_norms(model) -> dict:
+    """{layer path: sqrt(sum of g ** 2 over the layer's trainable gradients)}; the path
+    is the gradient name without its last part ("block.conv.W" -> "block.conv")."""
+    squares: dict[str, float] = {}
+    for key, grad in model.named_gradients(trainable_only=True).items():
+        layer = key.rpartition(".")[0] or key
+        squares[layer] = squares.get(layer, 0.0) + float((grad * grad).sum())
+    return {layer: math.sqrt(value) for layer, value in squares.items()}
+
+
+class GradientNormLogger(Callback):
+    """Per-layer global L2 norm of the gradients (:func:`layer_gradient_norms`) after
+    every train step (``per="step"``) or averaged over each epoch (``per="epoch"``).
+
+    ``norms[layer]`` lists the values and ``steps`` the matching step numbers (1-based,
+    counted across epochs) or epoch numbers; each ``fit`` starts a new record. Plot it
+    with :func:`handgrad.plot.gradient_norms` to spot vanishing or exploding gradients.
+    """
+
+    def __init__(self, per="step"):
+        self.per = choice("GradientNormLogger", "per", per, ("step", "epoch"))
+        self.norms: dict[str, list] = {}
+        self.steps: list[int] = []
+        self._count, self._epoch = 0, {}
+
+    def on_train_begin(self, logs):
+        self.norms, self.steps, self._count = {}, [], 0
+
+    def on_epoch_begin(self, epoch):
+        self._epoch = {}
+
+    def _record(self, x, norms):
+        self.steps.append(x)
+        for layer, value in norms.items():
+            self.norms.setdefault(layer, []).append(value)
+
+    def on_train_batch_end(self, step, logs):
+        self._count += 1
+        norms = layer_gradient_norms(self.model)
+        if self.per == "step":
+            self._record(self._count, norms)
+        for layer, value in norms.items():
+            self._epoch.setdefault(layer, []).append(value)
+
+    def on_epoch_end(self, epoch, logs):
+        if self.per == "epoch" and self._epoch:
+            self._record(epoch + 1, {k: sum(v) / len(v) for k, v in self._epoch.items()})

@@ -1,4 +1,4 @@
-"""``python -m handgrad``: train, evaluate and gradcheck from the command line.
+"""``python -m handgrad``: train, evaluate, inspect and gradcheck from the command line.
 
 Bad options and bad files print one line (``handgrad: error: ...``) and exit
 with status 2; ``gradcheck`` exits with 1 when a check fails.
@@ -16,12 +16,14 @@ import numpy as np
 
 from . import optimizers, schedulers, zoo
 from .callbacks import LearningRateScheduler
+from .inspect import confusion_counts, save_pictures
 from .io import load_checkpoint, save
 from .layer_cases import LAYER_CASES, describe_layer
 from .testing import gradcheck
 
-DEFAULTS = {  # dataset -> (epochs, batch size, learning rate)
+DEFAULTS = {  # dataset or (dataset, model) -> (epochs, batch size, learning rate)
     "mnist1d": (30, 64, 3e-3),
+    ("mnist1d", "gru"): (30, 64, 6e-3),
     "digits": (30, 32, 3e-3),
     "idx": (5, 64, 1e-3),
 }
@@ -43,12 +45,6 @@ def _load_dataset(spec):
         return load_dataset(spec)
     except (ValueError, FileNotFoundError, ImportError) as error:
         raise UsageError(str(error)) from None
-
-
-def _confusion(predicted, labels, num_classes):
-    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
-    np.add.at(matrix, (labels, predicted), 1)
-    return matrix
 
 
 def _format_confusion(matrix):
@@ -73,7 +69,7 @@ def _plot_curves(history, path):
 def cmd_train(args):
     dataset = _load_dataset(args.dataset)
     kind = "idx" if args.dataset.startswith("idx:") else args.dataset
-    epochs, batch_size, lr = DEFAULTS[kind]
+    epochs, batch_size, lr = DEFAULTS.get((kind, args.model), DEFAULTS[kind])
     epochs = args.epochs if args.epochs is not None else epochs
     batch_size = args.batch_size if args.batch_size is not None else batch_size
     lr = args.lr if args.lr is not None else lr
@@ -116,7 +112,8 @@ def cmd_train(args):
     return 0
 
 
-def cmd_evaluate(args):
+def _load_model(args):
+    """(model, dataset) from ``args.model`` and ``args.dataset``, checked to fit."""
     try:
         checkpoint = load_checkpoint(args.model)
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -126,11 +123,36 @@ def cmd_evaluate(args):
     if tuple(model.input_shape) != tuple(dataset.input_shape):
         raise UsageError(f"model expects inputs {tuple(model.input_shape)} but dataset "
                          f"{args.dataset!r} has {tuple(dataset.input_shape)}")
+    return model, dataset
+
+
+def cmd_evaluate(args):
+    model, dataset = _load_model(args)
     logits = model.predict(dataset.x_test)
     predicted = np.argmax(logits, axis=-1)
     accuracy = float(np.mean(predicted == dataset.y_test))
     print(f"test accuracy: {accuracy:.4f}  ({len(predicted)} examples)")
-    print(_format_confusion(_confusion(predicted, dataset.y_test, dataset.num_classes)))
+    print(_format_confusion(confusion_counts(dataset.y_test, predicted, dataset.num_classes)))
+    return 0
+
+
+def cmd_inspect(args):
+    """Summary, then filters/feature maps (conv models), the test confusion matrix and
+    the gradient norms of a short training probe on a copy of the model, as PNGs."""
+    model, dataset = _load_model(args)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError('inspect draws its pictures with matplotlib, which is not '
+                         'installed (pip install "handgrad[data]")') from None
+    out = args.out if args.out is not None else os.path.dirname(os.path.abspath(args.model))
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create the output directory {out!r}: {error}") from None
+    model.summary()
+    paths = save_pictures(model, dataset, out, probe_steps=args.probe_steps, seed=args.seed)
+    print(f"wrote {', '.join(paths)}")
     return 0
 
 
@@ -177,6 +199,19 @@ def _parser():
     evaluate = commands.add_parser("evaluate", help="accuracy and confusion matrix")
     evaluate.add_argument("model", help="a model file written by train")
     evaluate.add_argument("--dataset", default="mnist1d")
+    inspect = commands.add_parser(
+        "inspect", help="summary and PNG pictures of a model",
+        description="Print the summary (with receptive fields and parameter memory) and "
+        "write filters.png and feature_maps.png (models with a convolution), "
+        "confusion_matrix.png (test set) and gradient_norms.png: the per-layer gradient "
+        "norms of --probe-steps training steps on a copy of the model (the file is not "
+        "changed).")
+    inspect.add_argument("model", help="a model file written by train")
+    inspect.add_argument("--dataset", default="mnist1d")
+    inspect.add_argument("--out", help="directory for the PNGs (default: the model file's)")
+    inspect.add_argument("--probe-steps", type=int, default=20,
+                         help="train steps of the gradient-norm probe (on a copy)")
+    inspect.add_argument("--seed", type=int, default=0)
     check = commands.add_parser("gradcheck", help="backward vs finite differences")
     check.add_argument("layers", nargs="*", help=f"layer names (default: all {len(LAYER_CASES)})")
     check.add_argument("--configs", type=int, default=3, help="random configurations per layer")
@@ -186,7 +221,7 @@ def _parser():
 
 
 def _check_args(args):
-    for name in ("epochs", "batch_size", "configs"):
+    for name in ("epochs", "batch_size", "configs", "probe_steps"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1; received {value}")
@@ -200,9 +235,11 @@ def main(argv=None):
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("choose a command: train, evaluate or gradcheck (see --help)")
+            raise UsageError("choose a command: train, evaluate, inspect or gradcheck "
+                             "(see --help)")
         _check_args(args)
-        command = {"train": cmd_train, "evaluate": cmd_evaluate, "gradcheck": cmd_gradcheck}
+        command = {"train": cmd_train, "evaluate": cmd_evaluate, "inspect": cmd_inspect,
+                   "gradcheck": cmd_gradcheck}
         return command[args.command](args)
     except UsageError as error:
         print(f"handgrad: error: {error}", file=sys.stderr)

@@ -4,6 +4,7 @@ and the layer contract tests): layer name -> ``draw(rng) -> (layer, input_shape)
 from __future__ import annotations
 
 from . import layers as L
+from .model import Sequential
 
 F64 = "float64"
 
@@ -90,9 +91,111 @@ LAYER_CASES = {
 }
 
 
+# Attention and structure layers. Dropout stays 0 (the contract compares training and
+# evaluation outputs); WaveNetBlock drops its skip branch (skip_channels=0), whose weights
+# get no gradient through forward/backward alone (its skip path is tested in
+# tests/test_structure.py). Add, Multiply and Concatenate take a list of inputs, so
+# they are tested in tests/test_structure.py instead (MULTI_INPUT_LAYERS).
+def _attention(rng):
+    # The key bias gets an exactly-zero gradient (softmax ignores a per-row shift), which
+    # finite differences cannot check relatively: only the packed form (one b_in) has bias.
+    causal, embed, packed = bool(rng.integers(2)), _pick(rng, [4, 6]), bool(rng.integers(2))
+    layer = L.MultiHeadAttention(embed, _pick(rng, [1, 2]), bias=packed, packed=packed,
+                                 causal=causal, dtype=F64, seed=int(rng.integers(1000)))
+    return layer, (int(rng.integers(3, 6)), embed)
+
+
+def _residual(rng):
+    if rng.integers(2):  # identity shortcut
+        block = [L.Conv2D(3, 3, padding="same"), L.Tanh(), L.Conv2D(3, 3, padding="same")]
+        return L.Residual(Sequential(block), dtype=F64), (5, 4, 3)
+    block = [L.Conv2D(4, 3, stride=2, padding="same"), L.Tanh(), L.Conv2D(4, 3, padding=1)]
+    shortcut = L.Conv2D(4, 1, stride=2, bias=False)
+    return L.Residual(Sequential(block), shortcut, dtype=F64), (5, 4, 3)
+
+
+def _wavenet(rng):
+    channels = int(rng.integers(2, 4))
+    layer = L.WaveNetBlock(channels, int(rng.integers(1, 4)), int(rng.integers(1, 4)),
+                           skip_channels=0, dtype=F64)
+    return layer, (6, channels)
+
+
+LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
+                    "WaveNetBlock": _wavenet})
+MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate")
+
+
+# Normalization layers. The contract checks that training and evaluation agree (outside
+# Dropout), so batch norm runs without running statistics here (batch statistics in both
+# modes, as PyTorch with track_running_stats=False); the running-statistics modes of
+# BatchNorm and InstanceNorm are checked in tests/test_normalization_layers.py. Every
+# statistic covers >= 4 values: with 2, the normalized output barely depends on x and
+# finite differences of it are noise.
+def _norm_case(factory, shapes):
+    def draw(rng):
+        return factory(rng), _pick(rng, shapes)
+
+    return draw
+
+
+def _flag(rng):
+    return bool(rng.integers(2))
+
+
+LAYER_CASES.update({
+    "BatchNorm": _norm_case(lambda rng: L.BatchNorm(affine=_flag(rng), track_running_stats=False,
+                                                    dtype=F64), [(5, 3), (3, 4, 2)]),
+    "LayerNorm": _norm_case(lambda rng: L.LayerNorm(axes=_pick(rng, [1, 2]),
+                                                    elementwise_affine=_flag(rng),
+                                                    bias=_flag(rng), dtype=F64), [(3, 4)]),
+    "GroupNorm": _norm_case(lambda rng: L.GroupNorm(_pick(rng, [1, 2, 4]), affine=_flag(rng),
+                                                    dtype=F64), [(5, 4), (3, 2, 4)]),
+    "InstanceNorm": _norm_case(lambda rng: L.InstanceNorm(affine=_flag(rng), dtype=F64),
+                               [(5, 3), (3, 4, 2)]),
+})
+
+
+def _embedding(rng):
+    vocabulary = int(rng.integers(3, 9))
+    layer = L.Embedding(vocabulary, int(rng.integers(1, 5)),
+                        padding_idx=_pick(rng, [None, 0, -1]), dtype=F64)
+    return layer, _pick(rng, [(4,), (3, 2)])
+
+
+# Layers whose input is integer ids (no float input, no dx): the float-input contract cannot
+# drive them, so tests/test_embedding.py runs the contract for these draws instead.
+INTEGER_INPUT_CASES = {"Embedding": _embedding}
+
+
+# Recurrent layers: small sizes, random depth, direction, bias and output mode.
+def _recurrent(cls):
+    def draw(rng):
+        kwargs = {"num_layers": _pick(rng, [1, 2]), "bias": _flag(rng),
+                  "return_sequences": _flag(rng), "dtype": F64}
+        if cls is L.RNN:
+            kwargs["nonlinearity"] = _pick(rng, ["tanh", "relu"])
+        if cls is not L.BiLSTM:
+            kwargs["bidirectional"] = _flag(rng)
+        return cls(int(rng.integers(2, 4)), **kwargs), (int(rng.integers(3, 6)), 3)
+
+    return draw
+
+
+LAYER_CASES.update({name: _recurrent(getattr(L, name))
+                    for name in ("RNN", "LSTM", "GRU", "BiLSTM")})
+
+
+def _nested(entry) -> str:
+    """A nested layer config ({"class", "config"}) as "Class" or "Sequential[A, B]"."""
+    children = entry["config"].get("layers")
+    return entry["class"] + (f"[{', '.join(map(_nested, children))}]" if children else "")
+
+
 def describe_layer(layer) -> str:
     """The non-default parts of a layer's config, for tables."""
-    config = {k: v for k, v in layer.get_config().items()
+    config = {k: _nested(v) if isinstance(v, dict) and "class" in v else v
+              for k, v in layer.get_config().items()
               if k not in ("name", "trainable", "dtype", "kernel_initializer",
                            "bias_initializer", "seed") and v is not None}
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from ._checks import describe
+from .inspect import summary_table
 from .layers import REGISTRY, Layer, register
+from .layers import base as layer_base
 from .layers.base import snake_case
 from .training import TrainingMixin
 
@@ -130,7 +132,10 @@ class Sequential(TrainingMixin, Layer):
                                 f"received {describe(x)}")
             self.build(shape[1:])
         for layer in self.layers:
-            x = layer.forward(x, training=training)
+            y = layer.forward(x, training=training)
+            if layer_base.anomaly_hook is not None:  # handgrad.debug.detect_anomaly
+                layer_base.anomaly_hook(layer, "forward", x, y)
+            x = y
         return x
 
     def backward(self, dy):
@@ -176,7 +181,8 @@ class Sequential(TrainingMixin, Layer):
 
     # --------------------------------------------------------------- summary
     def summary(self, input_shape=None, print_fn=print):
-        """Print (and return) a table of layer, output shape and parameter count.
+        """Print (and return) a table of layer, output shape, parameter count, parameter
+        memory and (for spatial inputs) receptive field; see :mod:`handgrad.inspect`.
 
         Shapes are inferred without data; ``input_shape`` (per example) is needed
         only if the model is not built yet.
@@ -186,24 +192,7 @@ class Sequential(TrainingMixin, Layer):
                 raise ValueError(f"{self.label}.summary: the model is not built; pass "
                                  f"input_shape (per example, e.g. (40, 1))")
             self.build(input_shape)
-        rows = [("Layer (type)", "Output shape", "Params")]
-        shape = self.input_shape
-        for layer in self.layers:
-            shape = layer.output_shape(shape)
-            rows.append((f"{layer.name} ({type(layer).__name__})", str((None, *shape)),
-                         f"{layer.count_params():,}"))
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        rule = "-" * (sum(widths) + 4)
-        lines = [f"Model: {self.name or 'sequential'}   input {(None, *self.input_shape)}", rule]
-        for i, row in enumerate(rows):
-            lines.append(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}")
-            if i == 0:
-                lines.append(rule)
-        trainable = sum(p.size for p in self.named_parameters(trainable_only=True).values())
-        lines += [rule, f"Total params: {self.count_params():,}",
-                  f"Trainable params: {trainable:,}",
-                  f"Non-trainable params: {self.count_params() - trainable:,}"]
-        text = "\n".join(lines)
+        text = summary_table(self)
         if print_fn is not None:
             print_fn(text)
         return text

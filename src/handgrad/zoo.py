@@ -34,7 +34,14 @@ def mlp(num_classes):
             L.Dense(num_classes)]
 
 
-MODELS = ("cnn", "mlp")
+def sequence_gru(num_classes, input_shape, hidden=64):
+    """GRU classifier for sequences (N, T, F): one GRU layer of ``hidden`` units, its last
+    output into a dense head. Images (N, H, W, C) are read row by row as (N, H, W*C)."""
+    rows = [L.Reshape((input_shape[0], -1))] if len(input_shape) == 3 else []
+    return [*rows, L.GRU(hidden, return_sequences=False), L.Dense(num_classes)]
+
+
+MODELS = ("cnn", "mlp", "gru")
 
 
 def build(model_name, dataset, seed=0):
@@ -46,6 +53,8 @@ def build(model_name, dataset, seed=0):
         layers = mnist1d_cnn()[:-1] + [L.Dense(dataset.num_classes)]
     elif model_name == "cnn" and len(shape) == 3:
         layers = image_cnn(dataset.num_classes, shape[0])
+    elif model_name == "gru" and len(shape) in (2, 3):
+        layers = sequence_gru(dataset.num_classes, shape)
     else:
         raise ValueError(f"unknown model {model_name!r} for inputs of shape {shape}; "
                          f"choose one of {', '.join(MODELS)}")

@@ -15,6 +15,10 @@ import numpy as np
 from .. import initializers
 from .._checks import FLOAT_DTYPES, describe, float_array, is_int
 
+#: ``None``, or while :func:`handgrad.debug.detect_anomaly` is active a checker called
+#: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
+anomaly_hook = None
+
 
 def check_dtype(owner, dtype):
     """``None`` or float32/float64, as a NumPy dtype."""
@@ -123,6 +127,8 @@ class Layer:
                 f"parameters; cast the input or build the layer/model with dtype='{x.dtype}'"
             )
         y, cache = self._forward(x, training)
+        if anomaly_hook is not None:
+            anomaly_hook(self, "forward", x, y)
         if training:
             self._caches.append(cache)
         return y
@@ -136,6 +142,8 @@ class Layer:
                 f"(each forward's cache is consumed by exactly one backward)"
             )
         dx, grads = self._backward(dy, self._caches.pop())
+        if anomaly_hook is not None:
+            anomaly_hook(self, "backward", dy, (dx, grads))
         if self.trainable:
             for key, grad in grads.items():
                 self.gradients[key] += grad

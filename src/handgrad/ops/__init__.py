@@ -54,3 +54,37 @@ from .activations import (
 from .dropout import dropout, dropout_backward
 from .linear import linear, linear_backward
 from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
+
+# isort: split
+# Attention kernels.
+from .attention import (
+    multi_head_attention,
+    multi_head_attention_backward,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
+
+# isort: split
+# Recurrent kernels (one layer, one direction per call).
+from .recurrent import (
+    gru,
+    gru_backward,
+    lstm,
+    lstm_backward,
+    rnn,
+    rnn_backward,
+)
+
+# isort: split
+# Normalization and embedding kernels.
+from .embedding import embedding, embedding_backward
+from .normalization import (
+    batch_norm,
+    batch_norm_backward,
+    group_norm,
+    group_norm_backward,
+    instance_norm,
+    instance_norm_backward,
+    layer_norm,
+    layer_norm_backward,
+)

@@ -160,8 +160,14 @@ def build_kernels(numba):
                         if w < 0 or w >= W:
                             continue
                         t = kh * KW + kw
-                        for co in range(CO):
-                            y[n, oh, ow, co] += x[n, h, w, co // mult] * wt[t, co]
+                        if mult == 1:  # one contiguous, vectorizable loop over channels
+                            for co in range(CO):
+                                y[n, oh, ow, co] += x[n, h, w, co] * wt[t, co]
+                            continue
+                        for gi in range(x.shape[3]):
+                            value = x[n, h, w, gi]
+                            for co in range(gi * mult, (gi + 1) * mult):
+                                y[n, oh, ow, co] += value * wt[t, co]
 
     @jit
     def depthwise_backward(x, wt, dy, g, dx, dw_partial, want_dx, want_dw):
@@ -183,12 +189,23 @@ def build_kernels(numba):
                             if w < 0 or w >= W:
                                 continue
                             t = kh * KW + kw
-                            for co in range(CO):
-                                grad = dy[n, oh, ow, co]
+                            if mult == 1:
+                                for co in range(CO):
+                                    if want_dx:
+                                        dx[n, h, w, co] += dy[n, oh, ow, co] * wt[t, co]
+                                    if want_dw:
+                                        dw_partial[n, t, co] += x[n, h, w, co] * dy[n, oh, ow, co]
+                                continue
+                            for gi in range(dx.shape[3]):
                                 if want_dx:
-                                    dx[n, h, w, co // mult] += grad * wt[t, co]
+                                    total = dx[n, h, w, gi]
+                                    for co in range(gi * mult, (gi + 1) * mult):
+                                        total += dy[n, oh, ow, co] * wt[t, co]
+                                    dx[n, h, w, gi] = total
                                 if want_dw:
-                                    dw_partial[n, t, co] += x[n, h, w, co // mult] * grad
+                                    value = x[n, h, w, gi]
+                                    for co in range(gi * mult, (gi + 1) * mult):
+                                        dw_partial[n, t, co] += value * dy[n, oh, ow, co]
 
     return SimpleNamespace(
         im2col=im2col, col2im=col2im, max_pool=max_pool, max_pool_backward=max_pool_backward,

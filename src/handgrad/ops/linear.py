@@ -51,7 +51,8 @@ def linear(x, w, b=None):
             f"received shape {tuple(b.shape)}"
         )
     xp = array_module(x, w)
-    y = xp.matmul(x, w)
+    # One GEMM over all leading axes (a 3-D matmul would loop over the first one).
+    y = xp.matmul(x.reshape(-1, w.shape[0]), w).reshape(*x.shape[:-1], w.shape[1])
     if b is not None:
         y += b
     return y, LinearCache(x, w, b is not None)
@@ -71,8 +72,8 @@ def linear_backward(dy, cache):
     x, w = cache.x, cache.w
     dy = upstream_grad(op, dy, (*x.shape[:-1], w.shape[1]), x.dtype)
     xp = array_module(dy, w)
-    dx = xp.matmul(dy, w.T)
     rows_dy = dy.reshape(-1, w.shape[1])
+    dx = xp.matmul(rows_dy, w.T).reshape(x.shape)
     dw = xp.matmul(x.reshape(-1, w.shape[0]).T, rows_dy)
     db = xp.sum(rows_dy, axis=0) if cache.has_bias else None
     return dx, dw, db

@@ -28,3 +28,36 @@ from .pooling import (
     max_pool2d,
     max_pool2d_backward,
 )
+
+# isort: split
+from .attention import (
+    multi_head_attention,
+    multi_head_attention_backward,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
+
+# isort: split
+# Normalization and embedding loop twins.
+from .embedding import embedding, embedding_backward
+from .normalization import (
+    batch_norm,
+    batch_norm_backward,
+    group_norm,
+    group_norm_backward,
+    instance_norm,
+    instance_norm_backward,
+    layer_norm,
+    layer_norm_backward,
+)
+
+# isort: split
+# Recurrent loop twins.
+from .recurrent import (
+    gru,
+    gru_backward,
+    lstm,
+    lstm_backward,
+    rnn,
+    rnn_backward,
+)

@@ -1,0 +1,169 @@
+"""Multi-head attention layer (batch-first), the twin of ``torch.nn.MultiheadAttention``.
+
+Parameters (handgrad's (F_in, F_out) layout, see :mod:`handgrad.ops.attention`):
+
+- ``packed=True``: ``W_in`` (E, 3E) with columns q | k | v, ``b_in`` (3E,);
+  from torch: ``W_in = in_proj_weight.T``, ``b_in = in_proj_bias``.
+- ``packed=False``: ``W_q`` (E, E), ``W_k`` (kdim, E), ``W_v`` (vdim, E) and
+  ``b_q``, ``b_k``, ``b_v`` (E,); from torch: ``W_k = k_proj_weight.T`` etc. and
+  ``in_proj_bias`` split in three.
+- ``W_out`` (E, E) = ``out_proj.weight.T``, ``b_out`` (E,) = ``out_proj.bias``.
+
+Initialization follows torch: Glorot-uniform input projections (the packed one as one
+(E, 3E) matrix), PyTorch's default Linear init for ``W_out``, zero biases.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from .._checks import float_array, positive_int
+from .._hyper import flag, number
+from .base import Layer
+
+
+def _optional_dim(owner, name, value):
+    return None if value is None else positive_int(owner, name, value)
+
+
+class MultiHeadAttention(Layer):
+    """Multi-head attention on (N, Tq, E) -> (N, Tq, E).
+
+    ``forward(query, training=True, key=None, value=None, key_padding_mask=None,
+    attn_mask=None, causal=None)``: self-attention when ``key`` and ``value`` are None
+    (so it works inside ``Sequential``), else cross-attention with key (N, Tk, kdim) and
+    value (N, Tk, vdim). Masks follow torch's MHA (bool True = may NOT attend, float =
+    added): ``key_padding_mask`` (N, Tk), ``attn_mask`` (Tq, Tk) or (N*H, Tq, Tk).
+    ``causal=None`` uses the layer's ``causal`` setting. ``dropout`` acts on the
+    attention weights in training, with the layer's own Generator (``seed``).
+
+    ``backward(dy)`` returns dL/dquery; after a cross-attention forward the key and
+    value gradients are in ``key_value_grads`` = (dkey, dvalue) (None for
+    self-attention, whose dL/dquery already holds all three shares).
+    :meth:`backward_all` returns (dquery, dkey, dvalue) at once.
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
+                 packed=True, causal=False, *, name=None, trainable=True, dtype=None,
+                 seed=None):
+        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
+        owner = type(self).__name__
+        self.embed_dim = positive_int(owner, "embed_dim", embed_dim)
+        self.num_heads = positive_int(owner, "num_heads", num_heads)
+        if self.embed_dim % self.num_heads:
+            raise ValueError(f"{owner}: 'embed_dim' ({self.embed_dim}) must be divisible by "
+                             f"'num_heads' ({self.num_heads})")
+        self.dropout = number(owner, "dropout", dropout, low=0.0, high=1.0, high_open=True)
+        self.use_bias = flag(owner, "bias", bias)
+        self.kdim = _optional_dim(owner, "kdim", kdim)
+        self.vdim = _optional_dim(owner, "vdim", vdim)
+        self.packed = flag(owner, "packed", packed)
+        self.causal = flag(owner, "causal", causal)
+        if self.packed and (self.key_dim != self.embed_dim or self.value_dim != self.embed_dim):
+            raise ValueError(f"{owner}: packed=True needs kdim == vdim == embed_dim "
+                             f"({self.embed_dim}); received kdim={kdim}, vdim={vdim} (use "
+                             f"packed=False for separate projections)")
+        self.rng = np.random.default_rng(seed)
+        self.key_value_grads = (None, None)
+
+    @property
+    def key_dim(self):
+        return self.embed_dim if self.kdim is None else self.kdim
+
+    @property
+    def value_dim(self):
+        return self.embed_dim if self.vdim is None else self.vdim
+
+    def get_config(self):
+        return {**super().get_config(), "embed_dim": self.embed_dim,
+                "num_heads": self.num_heads, "dropout": self.dropout, "bias": self.use_bias,
+                "kdim": self.kdim, "vdim": self.vdim, "packed": self.packed,
+                "causal": self.causal}
+
+    # ------------------------------------------------------------------ build
+    def _build(self, input_shape, rng):
+        if len(input_shape) != 2 or input_shape[-1] != self.embed_dim:
+            raise ValueError(f"{self.label}: expects queries (N, Tq, {self.embed_dim}); "
+                             f"received per-example shape {tuple(input_shape)}")
+        e = self.embed_dim
+        if self.packed:
+            self.add_parameter("W_in", (e, 3 * e), "glorot_uniform", rng)
+        else:
+            for key, rows in (("W_q", e), ("W_k", self.key_dim), ("W_v", self.value_dim)):
+                self.add_parameter(key, (rows, e), "glorot_uniform", rng)
+        self.add_parameter("W_out", (e, e), "torch_default", rng)
+        if self.use_bias:
+            for key in (("b_in",) if self.packed else ("b_q", "b_k", "b_v")):
+                self.add_parameter(key, (3 * e if key == "b_in" else e,), "zeros", rng)
+            self.add_parameter("b_out", (e,), "zeros", rng)
+
+    def _in_weights(self):
+        p = self.parameters
+        if self.packed:
+            return p["W_in"], p.get("b_in")
+        biases = (p["b_q"], p["b_k"], p["b_v"]) if self.use_bias else None
+        return (p["W_q"], p["W_k"], p["W_v"]), biases
+
+    # ------------------------------------------------------- forward/backward
+    def forward(self, query, training=True, key=None, value=None, key_padding_mask=None,
+                attn_mask=None, causal=None):
+        """y (N, Tq, E); see the class docstring for the arguments."""
+        query = float_array(self.label, "query", query, 3, "(N, Tq, E)")
+        if not self.built:
+            self.build(query.shape[1:])
+        if query.shape[-1] != self.embed_dim:
+            raise ValueError(f"{self.label}: 'query' must have embed_dim = {self.embed_dim} "
+                             f"features; received shape {tuple(query.shape)}")
+        if query.dtype != self.dtype:
+            raise TypeError(f"{self.label}: input dtype {query.dtype} does not match the "
+                            f"layer's {self.dtype} parameters; cast the input or build the "
+                            f"layer/model with dtype='{query.dtype}'")
+        y, cache = self._attend(query, training, key, value, key_padding_mask, attn_mask,
+                                causal)
+        if training:
+            self._caches.append(cache)
+        return y
+
+    def _attend(self, query, training, key, value, key_padding_mask, attn_mask, causal):
+        in_weight, in_bias = self._in_weights()
+        return ops.multi_head_attention(
+            query, key, value, in_weight, in_bias, self.parameters["W_out"],
+            self.parameters.get("b_out"), num_heads=self.num_heads,
+            key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+            causal=self.causal if causal is None else causal,
+            dropout=self.dropout if training else 0.0, rng=self.rng)
+
+    def _forward(self, x, training):
+        return self._attend(x, training, None, None, None, None, None)
+
+    def _backward(self, dy, cache):
+        dquery, dkey, dvalue, din_w, din_b, dw_out, db_out = ops.multi_head_attention_backward(
+            dy, cache)
+        self.key_value_grads = (dkey, dvalue)
+        if self.packed:
+            grads = {"W_in": din_w}
+            if din_b is not None:
+                grads["b_in"] = din_b
+        else:
+            grads = dict(zip(("W_q", "W_k", "W_v"), din_w))
+            if din_b is not None:
+                grads.update(zip(("b_q", "b_k", "b_v"), din_b))
+        grads["W_out"] = dw_out
+        if db_out is not None:
+            grads["b_out"] = db_out
+        return dquery, grads
+
+    def backward_all(self, dy):
+        """(dquery, dkey, dvalue) for the latest forward; dkey/dvalue are None after a
+        self-attention forward."""
+        dquery = self.backward(dy)
+        return (dquery, *self.key_value_grads)
+
+    # ------------------------------------------------------------- state
+    def extra_state(self):
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_extra_state(self, state):
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,66 @@
+"""``Embedding``: a trainable lookup table for integer ids.
+
+Its input is an integer array, so it overrides :meth:`Layer.forward` (which
+expects floats): ids of any shape (N, ...) give (N, ..., embedding_dim) in the
+table's dtype. There is no gradient for integer ids: :meth:`backward` adds the
+table's gradient into ``gradients["W"]`` and returns ``None``, so an Embedding
+is the first layer of a model.
+"""
+
+from __future__ import annotations
+
+from .. import ops
+from .._checks import positive_int
+from ..ops.embedding import check_ids, check_padding_idx
+from .base import Layer
+
+
+def standard_normal(shape, dtype, rng):
+    """N(0, 1) samples in ``dtype``: PyTorch's default embedding initialization."""
+    return rng.standard_normal(shape, dtype=dtype)
+
+
+class Embedding(Layer):
+    """ids (N, ...) integers in [0, num_embeddings) -> (N, ..., embedding_dim).
+
+    The table ``W`` (num_embeddings, embedding_dim) starts N(0, 1) with the ``padding_idx``
+    row (an int in [-num_embeddings, num_embeddings) or None) set to zero; that row never
+    receives a gradient (PyTorch's ``nn.Embedding``).
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, **kwargs):
+        super().__init__(**kwargs)
+        owner = type(self).__name__
+        self.num_embeddings = positive_int(owner, "num_embeddings", num_embeddings)
+        self.embedding_dim = positive_int(owner, "embedding_dim", embedding_dim)
+        check_padding_idx(owner, padding_idx, self.num_embeddings)
+        self.padding_idx = padding_idx
+
+    def get_config(self):
+        return {**super().get_config(), "num_embeddings": self.num_embeddings,
+                "embedding_dim": self.embedding_dim, "padding_idx": self.padding_idx}
+
+    def _build(self, input_shape, rng):
+        self.add_parameter("W", (self.num_embeddings, self.embedding_dim), standard_normal, rng)
+        if self.padding_idx is not None:
+            self.parameters["W"][self.padding_idx] = 0
+
+    def output_shape(self, input_shape):
+        if not self.built:
+            self.build(input_shape)
+        return (*tuple(input_shape), self.embedding_dim)
+
+    def forward(self, x, training=True):
+        """Rows of ``W`` for the integer ids ``x`` (N, ...); keeps the cache when training."""
+        ids = check_ids(self.label, x, self.num_embeddings)
+        if ids.ndim == 0:
+            raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
+        if not self.built:
+            self.build(ids.shape[1:])
+        y, cache = ops.embedding(ids, self.parameters["W"], self.padding_idx)
+        if training:
+            self._caches.append(cache)
+        return y
+
+    def _backward(self, dy, cache):
+        return None, {"W": ops.embedding_backward(dy, cache)}

@@ -1,0 +1,281 @@
+"""Recurrent layers: multi-layer, optionally bidirectional RNN, LSTM and GRU, the twins
+of ``torch.nn.RNN``/``LSTM``/``GRU`` with ``batch_first=True``.
+
+Parameters per layer ``l`` and direction, named as torch's (``_reverse`` for the
+backward direction): ``W_ih_l{l}`` (F_l, G*H), ``W_hh_l{l}`` (H, G*H), ``b_ih_l{l}``,
+``b_hh_l{l}`` (G*H,), with F_0 = F and F_l = D*H above (D = 2 when bidirectional).
+From torch: ``W_ih_l0 = weight_ih_l0.T``, ``W_hh_l0 = weight_hh_l0.T``, biases as they
+are. Every parameter starts as torch's U(-1/sqrt(H), 1/sqrt(H)).
+
+States use torch's layout (num_layers * D, N, H), index ``l * D + d``. A bidirectional
+layer concatenates [forward, backward] outputs on the feature axis. With ``lengths``
+the padded positions output 0 and the final states are taken at each sequence's end,
+as torch's ``pack_padded_sequence`` gives.
+
+Use: ``forward(x, training=True, initial_state=None, lengths=None)`` returns the output
+sequence (N, T, D*H), or with ``return_sequences=False`` the last valid output
+(N, D*H): the top layer's final states [forward, backward] (the forward direction's
+output at t = length - 1, the backward one's at t = 0), i.e. torch's h_n
+concatenation. The final states are kept in ``final_state`` (an LSTM's is a pair
+(h_n, c_n)); :meth:`~_Recurrent.forward_with_state` returns them with the output.
+``backward(dy, d_final_state=None)`` returns dL/dx; :meth:`~_Recurrent.backward_with_state`
+also returns the gradient of the initial state. torch's inter-layer ``dropout`` and
+``proj_size`` are not implemented.
+"""
+
+from __future__ import annotations
+
+from .. import initializers, ops
+from .._checks import array_module, choice, float_array, positive_int, upstream_grad
+from .._hyper import flag
+from ..ops._recurrent_args import GATES, check_lengths
+from .base import Layer
+
+_OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward),
+        "gru": (ops.gru, ops.gru_backward)}
+
+
+class _Recurrent(Layer):
+    """Shared machinery; subclasses set ``cell``. See the module docstring."""
+
+    cell = ""
+
+    def __init__(self, hidden_size, num_layers=1, *, bidirectional=False, bias=True,
+                 return_sequences=True, nonlinearity="tanh", name=None, trainable=True,
+                 dtype=None, seed=None):
+        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
+        owner = type(self).__name__
+        self.hidden_size = positive_int(owner, "hidden_size", hidden_size)
+        self.num_layers = positive_int(owner, "num_layers", num_layers)
+        self.bidirectional = flag(owner, "bidirectional", bidirectional)
+        self.use_bias = flag(owner, "bias", bias)
+        self.return_sequences = flag(owner, "return_sequences", return_sequences)
+        self.nonlinearity = choice(owner, "nonlinearity", nonlinearity, ("tanh", "relu"))
+        self.final_state = None
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    @property
+    def n_states(self) -> int:
+        return 2 if self.cell == "lstm" else 1
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_layers": self.num_layers, "bidirectional": self.bidirectional,
+                "bias": self.use_bias, "return_sequences": self.return_sequences}
+
+    def _suffix(self, layer, direction):
+        return f"_l{layer}" + ("_reverse" if direction else "")
+
+    # ------------------------------------------------------------------ build
+    def _build(self, input_shape, rng):
+        if len(input_shape) != 2:
+            raise ValueError(f"{self.label}: expects sequences (N, T, F); received per-example "
+                             f"shape {tuple(input_shape)}")
+        hidden, width = self.hidden_size, GATES[self.cell] * self.hidden_size
+        init = initializers.torch_default_bias(hidden)  # U(-1/sqrt(H), 1/sqrt(H))
+        for layer in range(self.num_layers):
+            features = input_shape[-1] if layer == 0 else self.directions * hidden
+            for direction in range(self.directions):
+                s = self._suffix(layer, direction)
+                self.add_parameter(f"W_ih{s}", (features, width), init, rng)
+                self.add_parameter(f"W_hh{s}", (hidden, width), init, rng)
+                if self.use_bias:
+                    self.add_parameter(f"b_ih{s}", (width,), init, rng)
+                    self.add_parameter(f"b_hh{s}", (width,), init, rng)
+
+    # ----------------------------------------------------------------- states
+    def _states(self, name, value, batch, dtype):
+        """An initial state or a final-state gradient as a list of n_states arrays (or
+        None) of shape (num_layers * D, N, H)."""
+        shape = (self.num_layers * self.directions, batch, self.hidden_size)
+        if self.n_states == 2:
+            if value is None:
+                return [None, None]
+            if not (isinstance(value, (tuple, list)) and len(value) == 2):
+                raise TypeError(f"{self.label}: '{name}' must be a pair (h, c) of arrays "
+                                f"{shape} (either may be None); received {type(value).__name__}")
+            values = list(value)
+        else:
+            values = [value]
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            v = float_array(self.label, name, v, 3, "(num_layers * D, N, H)")
+            if tuple(v.shape) != shape:
+                raise ValueError(f"{self.label}: '{name}' must have shape (num_layers * D, N, "
+                                 f"H) = {shape}; received shape {tuple(v.shape)}")
+            if v.dtype != dtype:
+                raise TypeError(f"{self.label}: '{name}' must have dtype {dtype}; received "
+                                f"{v.dtype}")
+            values[i] = v
+        return values
+
+    def _pack(self, values):
+        return tuple(values) if self.n_states == 2 else values[0]
+
+    # ------------------------------------------------------- forward/backward
+    def forward(self, x, training=True, initial_state=None, lengths=None):
+        """(N, T, F) -> (N, T, D*H), or (N, D*H) with ``return_sequences=False``.
+
+        ``initial_state``: (num_layers * D, N, H) (LSTM: a pair (h0, c0)) or None for
+        zeros; ``lengths``: (N,) ints in [1, T] or None. The final states are kept in
+        :attr:`final_state`.
+        """
+        return self.forward_with_state(x, training, initial_state, lengths)[0]
+
+    def forward_with_state(self, x, training=True, initial_state=None, lengths=None):
+        """``(y, h_n)`` (LSTM: ``(y, h_n, c_n)``), states (num_layers * D, N, H)."""
+        x = float_array(self.label, "x", x, 3, "(N, T, F)")
+        if not self.built:
+            self.build(x.shape[1:])
+        if x.dtype != self.dtype:
+            raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
+                            f"{self.dtype} parameters; cast the input or build the "
+                            f"layer/model with dtype='{x.dtype}'")
+        y, finals, cache = self._run(x, initial_state, lengths)
+        if training:
+            self._caches.append(cache)
+        self.final_state = self._pack(finals)
+        return (y, *finals)
+
+    def _forward(self, x, training):
+        y, _, cache = self._run(x, None, None)
+        return y, cache
+
+    def _run(self, x, initial_state, lengths):
+        batch, steps, features = x.shape
+        if features != self.input_shape[-1]:
+            raise ValueError(f"{self.label}: 'x' must have F = {self.input_shape[-1]} features "
+                             f"(N, T, F), as when the layer was built; received shape "
+                             f"{tuple(x.shape)}")
+        initial = self._states("initial_state", initial_state, batch, x.dtype)
+        lengths = check_lengths(self.label, lengths, batch, steps)
+        forward_op = _OPS[self.cell][0]
+        extra = {"nonlinearity": self.nonlinearity} if self.cell == "rnn" else {}
+        p, caches, finals = self.parameters, [], [[] for _ in initial]
+        inputs = x
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(self.directions):
+                s, index = self._suffix(layer, direction), layer * self.directions + direction
+                states = [None if s0 is None else s0[index] for s0 in initial]
+                y, *last, cache = forward_op(
+                    inputs, p[f"W_ih{s}"], p[f"W_hh{s}"], p.get(f"b_ih{s}"), p.get(f"b_hh{s}"),
+                    *states, lengths=lengths, reverse=bool(direction), **extra)
+                outputs.append(y)
+                caches.append(cache)
+                for stack, value in zip(finals, last):
+                    stack.append(value)
+            inputs = outputs[0] if len(outputs) == 1 else _concat(outputs)
+        xp = array_module(x)
+        finals = [xp.stack(stack) for stack in finals]
+        out = inputs if self.return_sequences else _concat(list(finals[0][-self.directions:]))
+        given = [s0 is not None for s0 in initial]
+        return out, finals, (caches, out.shape, given)
+
+    def backward(self, dy, d_final_state=None):
+        """dL/dx for the latest forward; ``d_final_state`` is the gradient of
+        :attr:`final_state` (same structure, entries may be None)."""
+        return self.backward_with_state(dy, d_final_state)[0]
+
+    def backward_with_state(self, dy, d_final_state=None):
+        """``(dx, d_initial_state)``; d_initial_state mirrors the forward's
+        ``initial_state`` (None where none was given)."""
+        return super().backward((dy, d_final_state))
+
+    def _backward(self, dy_and_state, cache):
+        dy, d_final = dy_and_state
+        caches, out_shape, given = cache
+        dtype, batch, hidden, D = self.dtype, out_shape[0], self.hidden_size, self.directions
+        dy = upstream_grad(self.label, dy, out_shape, dtype)
+        d_final = self._states("d_final_state", d_final, batch, dtype)
+        if not self.return_sequences:  # the output is h_n of the top layer's directions
+            top = [dy[:, d * hidden:(d + 1) * hidden] for d in range(D)]
+            d_h = d_final[0]
+            d_h = array_module(dy).zeros((self.num_layers * D, batch, hidden), dtype) \
+                if d_h is None else d_h.copy()
+            for d in range(D):
+                d_h[-D + d] += top[d]
+            d_final[0], dy = d_h, None
+        backward_op = _OPS[self.cell][1]
+        grads, d_initial = {}, [[None] * (self.num_layers * D) for _ in given]
+        for layer in reversed(range(self.num_layers)):
+            d_inputs = None
+            for direction in range(D):
+                s, index = self._suffix(layer, direction), layer * D + direction
+                dy_part = None if dy is None else dy[..., direction * hidden:(direction + 1)
+                                                       * hidden]
+                d_last = [None if g is None else g[index] for g in d_final]
+                dx, *rest = backward_op(dy_part, caches[index], *d_last)
+                d_states, (dW_ih, dW_hh, db_ih, db_hh) = rest[:-4], rest[-4:]
+                for store, value in zip(d_initial, d_states):
+                    store[index] = value
+                grads[f"W_ih{s}"], grads[f"W_hh{s}"] = dW_ih, dW_hh
+                if self.use_bias:
+                    grads[f"b_ih{s}"], grads[f"b_hh{s}"] = db_ih, db_hh
+                d_inputs = dx if d_inputs is None else d_inputs + dx
+            dy = d_inputs
+        xp = array_module(dy)
+        d_initial = [xp.stack(store) if used else None for store, used in zip(d_initial, given)]
+        return (dy, self._pack(d_initial) if any(given) else None), grads
+
+
+def _concat(arrays):
+    return array_module(arrays[0]).concatenate(arrays, axis=-1)
+
+
+class RNN(_Recurrent):
+    """Elman RNN, h_t = tanh or relu(x_t W_ih + b_ih + h_{t-1} W_hh + b_hh), the twin of
+    ``torch.nn.RNN(batch_first=True)``. See the module docstring."""
+
+    cell = "rnn"
+
+    def __init__(self, hidden_size, num_layers=1, nonlinearity="tanh", bidirectional=False,
+                 bias=True, return_sequences=True, **kwargs):
+        super().__init__(hidden_size, num_layers, bidirectional=bidirectional, bias=bias,
+                         return_sequences=return_sequences, nonlinearity=nonlinearity,
+                         **kwargs)
+
+    def get_config(self):
+        return {**super().get_config(), "nonlinearity": self.nonlinearity}
+
+
+class LSTM(_Recurrent):
+    """LSTM (gates i, f, g, o), the twin of ``torch.nn.LSTM(batch_first=True)``; states
+    are pairs (h, c). See the module docstring."""
+
+    cell = "lstm"
+
+    def __init__(self, hidden_size, num_layers=1, bidirectional=False, bias=True,
+                 return_sequences=True, **kwargs):
+        super().__init__(hidden_size, num_layers, bidirectional=bidirectional, bias=bias,
+                         return_sequences=return_sequences, **kwargs)
+
+
+class GRU(_Recurrent):
+    """GRU (gates r, z, n, n = tanh(x W_in + b_in + r (h W_hn + b_hn))), the twin of
+    ``torch.nn.GRU(batch_first=True)``. See the module docstring."""
+
+    cell = "gru"
+
+    def __init__(self, hidden_size, num_layers=1, bidirectional=False, bias=True,
+                 return_sequences=True, **kwargs):
+        super().__init__(hidden_size, num_layers, bidirectional=bidirectional, bias=bias,
+                         return_sequences=return_sequences, **kwargs)
+
+
+class BiLSTM(LSTM):
+    """A bidirectional LSTM block: ``LSTM(hidden_size, bidirectional=True)``, output
+    (N, T, 2H) (or (N, 2H) with ``return_sequences=False``)."""
+
+    def __init__(self, hidden_size, num_layers=1, bias=True, return_sequences=True, **kwargs):
+        super().__init__(hidden_size, num_layers, bidirectional=True, bias=bias,
+                         return_sequences=return_sequences, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        del config["bidirectional"]
+        return config

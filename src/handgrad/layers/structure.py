@@ -1,0 +1,319 @@
+"""Merge layers (several inputs) and the residual connection.
+
+Merge layers take a list of arrays and return one; ``backward(dy)`` returns a list
+of gradients, one per input, in input order::
+
+    Add:          y = x_1 + ... + x_K            dx_i = dy
+    Multiply:     y = x_1 * ... * x_K            dx_i = dy * prod_{j != i} x_j
+    Concatenate:  y = [x_1, ..., x_K] on axis    dx_i = the slice of dy that x_i filled
+
+Multiply's products without x_i come from prefix and suffix products (no
+division, so zeros are fine). ``Residual(block, shortcut)`` is ``y = block(x) +
+shortcut(x)`` (identity shortcut when None): dx = dblock(dy) + dshortcut(dy).
+"""
+
+from __future__ import annotations
+
+from .._checks import array_module, describe, float_array, is_int, upstream_grad
+from .base import Layer
+
+
+def _name(index, per_example):
+    return f"inputs[{index}]" + (" (per example)" if per_example else "")
+
+
+class _Merge(Layer):
+    """Base of the merge layers: checks the list of inputs, keeps (shape, dtype) caches."""
+
+    def __init__(self, *, name=None):
+        super().__init__(name=name)
+
+    def get_config(self):
+        return {"name": self.name}
+
+    def build(self, input_shape, rng=None, dtype=None):
+        """``input_shape`` is the list of per-example input shapes."""
+        if not all(isinstance(shape, (tuple, list)) for shape in input_shape):
+            raise self._not_sequential()
+        shapes = [tuple(int(d) for d in shape) for shape in input_shape]
+        self._merged_shape(shapes, per_example=True)
+        self.input_shape, self.built = shapes, True
+        return self
+
+    def output_shape(self, input_shape):
+        return self._merged_shape([tuple(shape) for shape in input_shape], per_example=True)
+
+    def _merged_shape(self, shapes, per_example):
+        """Shapes must agree (Concatenate relaxes this); the merged shape."""
+        if len(shapes) < 2:
+            raise ValueError(f"{self.label}: needs at least 2 inputs; received {len(shapes)}")
+        for i, shape in enumerate(shapes[1:], 1):
+            if shape != shapes[0]:
+                raise ValueError(f"{self.label}: every input must have the shape of "
+                                 f"{_name(0, per_example)} {shapes[0]}; "
+                                 f"{_name(i, per_example)} has shape {shape}")
+        return shapes[0]
+
+    def _arrays(self, inputs):
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"{self.label}: 'inputs' must be a list of arrays; received "
+                            f"{describe(inputs)}")
+        arrays = [float_array(self.label, f"inputs[{i}]", x) for i, x in enumerate(inputs)]
+        for i, x in enumerate(arrays):
+            if x.ndim == 0:
+                raise ValueError(f"{self.label}: 'inputs[{i}]' must have a batch axis; "
+                                 f"received a scalar")
+            if x.dtype != arrays[0].dtype:
+                raise TypeError(f"{self.label}: 'inputs[{i}]' has dtype {x.dtype} but "
+                                f"'inputs[0]' has dtype {arrays[0].dtype}; cast one of them "
+                                f"explicitly (no silent casts)")
+        self._merged_shape([tuple(x.shape) for x in arrays], per_example=False)
+        return arrays
+
+    def forward(self, inputs, training=True):
+        """y = merge(inputs); ``inputs`` is a list of at least two arrays (N, ...)."""
+        arrays = self._arrays(inputs)
+        if not self.built:
+            self.build([x.shape[1:] for x in arrays])
+        y, saved = self._merge(array_module(*arrays), arrays)
+        if training:
+            self._caches.append((y.shape, y.dtype, saved))
+        return y
+
+    def _not_sequential(self):
+        return TypeError(f"{self.label}: a merge layer takes a list of arrays (and builds "
+                         f"from a list of shapes), so it cannot be a step of Sequential")
+
+    def _forward(self, x, training):
+        raise self._not_sequential()
+
+    def _backward(self, dy, cache):
+        shape, dtype, saved = cache
+        dy = upstream_grad(self.label, dy, shape, dtype)
+        return self._split(array_module(dy), dy, saved), {}
+
+
+class Add(_Merge):
+    """y = sum of the inputs (all of one shape); backward: dy (a copy) for each input."""
+
+    def _merge(self, xp, arrays):
+        y = arrays[0].copy()
+        for x in arrays[1:]:
+            y += x
+        return y, len(arrays)
+
+    def _split(self, xp, dy, count):
+        return [dy.copy() for _ in range(count)]
+
+
+class Multiply(_Merge):
+    """y = elementwise product of the inputs; dx_i = dy * prod_{j != i} x_j."""
+
+    def _merge(self, xp, arrays):
+        y = arrays[0].copy()
+        for x in arrays[1:]:
+            y *= x
+        return y, arrays
+
+    def _split(self, xp, dy, arrays):
+        # before[i] = x_0 * ... * x_{i-1} (times dy); multiplied by x_{i+1} * ... * x_{K-1}
+        grads = [dy]
+        for x in arrays[:-1]:
+            grads.append(grads[-1] * x)
+        after = None
+        for i in range(len(arrays) - 1, -1, -1):
+            if after is not None:
+                grads[i] = grads[i] * after
+            after = arrays[i] if after is None else after * arrays[i]
+        return [g.copy() if g is dy else g for g in grads]
+
+
+class Concatenate(_Merge):
+    """y = the inputs joined along ``axis`` (not the batch axis); dx_i = dy's slice."""
+
+    def __init__(self, axis=-1, *, name=None):
+        super().__init__(name=name)
+        if not is_int(axis):
+            raise TypeError(f"Concatenate: 'axis' must be an int; received {describe(axis)}")
+        if axis == 0:
+            raise ValueError("Concatenate: 'axis' must not be 0, the batch axis; received 0")
+        self.axis = int(axis)
+
+    def get_config(self):
+        return {**super().get_config(), "axis": self.axis}
+
+    def _merged_shape(self, shapes, per_example):
+        if len(shapes) < 2:
+            raise ValueError(f"{self.label}: needs at least 2 inputs; received {len(shapes)}")
+        rank = len(shapes[0]) + (1 if per_example else 0)  # counting the batch axis
+        if not -rank <= self.axis < rank or self.axis % rank == 0:
+            raise ValueError(f"{self.label}: 'axis' {self.axis} is not a non-batch axis of "
+                             f"{rank}-D inputs")
+        axis = self.axis % rank - (1 if per_example else 0)
+        for i, shape in enumerate(shapes):
+            if len(shape) != len(shapes[0]) or any(
+                    a != b for j, (a, b) in enumerate(zip(shape, shapes[0])) if j != axis):
+                raise ValueError(f"{self.label}: inputs must match except along axis "
+                                 f"{self.axis}; {_name(0, per_example)} has shape {shapes[0]} "
+                                 f"and {_name(i, per_example)} has shape {shape}")
+        return (*shapes[0][:axis], sum(s[axis] for s in shapes), *shapes[0][axis + 1:])
+
+    def _merge(self, xp, arrays):
+        return xp.concatenate(arrays, axis=self.axis), [x.shape[self.axis] for x in arrays]
+
+    def _split(self, xp, dy, sizes):
+        axis = self.axis % dy.ndim
+        grads, start = [], 0
+        for size in sizes:
+            index = (slice(None),) * axis + (slice(start, start + size),)
+            grads.append(dy[index].copy())
+            start += size
+        return grads
+
+
+class Residual(Layer):
+    """y = block(x) + shortcut(x); the shortcut is the identity when None.
+
+    ``block`` and ``shortcut`` are layers (a ``Sequential`` for several steps). Their
+    parameters, gradients and buffers appear as ``"block.<key>"`` and
+    ``"shortcut.<key>"`` (the same arrays, so optimizers update the children).
+    backward: dx = block.backward(dy) + shortcut.backward(dy) (or + dy).
+    """
+
+    def __init__(self, block, shortcut=None, *, name=None, trainable=True, dtype=None,
+                 seed=None):
+        for role, child in (("block", block), ("shortcut", shortcut)):
+            if not (isinstance(child, Layer) or (role == "shortcut" and child is None)):
+                expected = "a handgrad Layer" + (" or None" if role == "shortcut" else "")
+                raise TypeError(f"Residual: '{role}' must be {expected}; received "
+                                f"{describe(child)}")
+        if shortcut is block:
+            raise ValueError("Residual: 'block' and 'shortcut' must be different layers")
+        self.block, self.shortcut = block, shortcut
+        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
+
+    def _children(self):
+        return [(role, child) for role, child in (("block", self.block),
+                                                  ("shortcut", self.shortcut))
+                if child is not None]
+
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = value
+        for _, child in self._children():
+            child.trainable = value
+
+    # ----------------------------------------------------------------- config
+    def get_config(self):
+        config = super().get_config()
+        for role, child in (("block", self.block), ("shortcut", self.shortcut)):
+            config[role] = None if child is None else {"class": type(child).__name__,
+                                                       "config": child.get_config()}
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        from .. import model  # noqa: F401  (registers Sequential for nested blocks)
+        from . import REGISTRY
+
+        config = dict(config)
+        for role in ("block", "shortcut"):
+            entry = config.get(role)
+            if entry is None:
+                continue
+            if not isinstance(entry, dict) or entry.get("class") not in REGISTRY:
+                raise ValueError(f"Residual.from_config: '{role}' must be {{'class': <a "
+                                 f"registered layer>, 'config': ...}}; received {entry!r}")
+            config[role] = REGISTRY[entry["class"]].from_config(entry["config"])
+        return cls(**config)
+
+    # ------------------------------------------------------------------ build
+    def build(self, input_shape, rng=None, dtype=None):
+        super().build(input_shape, rng=rng, dtype=dtype)
+        self.gradients = self._prefixed("named_gradients")
+        return self
+
+    def _build(self, input_shape, rng):
+        for _, child in self._children():
+            if not child.built:
+                child.build(input_shape, rng=rng, dtype=self.dtype)
+        self._merged_shape(input_shape)
+        self.parameters = self._prefixed("named_parameters")
+        self.buffers = self._prefixed("named_buffers")
+
+    def output_shape(self, input_shape):
+        if not self.built:
+            self.build(input_shape)
+        return self._merged_shape(input_shape)
+
+    def _merged_shape(self, input_shape):
+        """The block's per-example output shape, checked against the shortcut's."""
+        block = tuple(self.block.output_shape(input_shape))
+        short = tuple(input_shape) if self.shortcut is None else tuple(
+            self.shortcut.output_shape(input_shape))
+        if block != short:
+            raise ValueError(f"{self.label}: the block maps per-example shape "
+                             f"{tuple(input_shape)} to {block} but the shortcut gives {short}; "
+                             f"the two must match (use a shortcut such as a 1x1 convolution)")
+        return block
+
+    # ------------------------------------------------------- forward/backward
+    def _forward(self, x, training):
+        y = self.block.forward(x, training=training)
+        short = x if self.shortcut is None else self.shortcut.forward(x, training=training)
+        if y.shape != short.shape:
+            raise ValueError(f"{self.label}: the block gives shape {tuple(y.shape)} but the "
+                             f"shortcut gives {tuple(short.shape)}; they must match")
+        return y + short, (y.shape, y.dtype)
+
+    def _backward(self, dy, cache):
+        shape, dtype = cache
+        dy = upstream_grad(self.label, dy, shape, dtype)
+        dx = self.block.backward(dy)
+        return dx + (dy if self.shortcut is None else self.shortcut.backward(dy)), {}
+
+    # ------------------------------------------------------------- children
+    def _prefixed(self, method, *args):
+        merged = {}
+        for role, child in self._children():
+            for key, value in getattr(child, method)(*args).items():
+                merged[f"{role}.{key}"] = value
+        return merged
+
+    def named_parameters(self, trainable_only=False):
+        if trainable_only and not self.trainable:
+            return {}
+        return self._prefixed("named_parameters", trainable_only)
+
+    def named_gradients(self, trainable_only=False):
+        if trainable_only and not self.trainable:
+            return {}
+        return self._prefixed("named_gradients", trainable_only)
+
+    def named_buffers(self):
+        return self._prefixed("named_buffers")
+
+    def count_params(self):
+        return sum(child.count_params() for _, child in self._children())
+
+    def zero_grad(self):
+        for _, child in self._children():
+            child.zero_grad()
+
+    def clear_caches(self):
+        super().clear_caches()
+        for _, child in self._children():
+            child.clear_caches()
+
+    def extra_state(self):
+        return {role: state for role, child in self._children()
+                if (state := child.extra_state())}
+
+    def load_extra_state(self, state):
+        for role, child in self._children():
+            if role in state:
+                child.load_extra_state(state[role])

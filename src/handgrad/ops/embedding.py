@@ -1,0 +1,135 @@
+"""Embedding lookup: rows of a table gathered by integer ids, as ``F.embedding``.
+
+With ids of any shape and a table ``weight`` (V, D)::
+
+    y[i...]  = weight[ids[i...]]                       (*ids.shape, D)
+    dweight[v] = sum over positions i with ids[i] == v of dy[i]
+    dweight[padding_idx] = 0                           (the padding row never learns)
+
+There is no gradient for the integer ids. The backward is a scatter-add of the
+M = ids.size rows of ``dy`` into V rows. It is done without ``np.add.at``
+(slow, NumPy-only) and without ``add.reduceat`` along the row axis (measured
+slower than ``add.at`` for (M, D) rows): the ids are sorted once (stable, so the
+result is deterministic), then each round adds the rows of every run of equal
+ids in pairs (ranks 2j and 2j+1), which halves every run; runs of length one
+are written to their row of ``dweight`` and leave. That is ceil(log2(largest
+count)) + 1 vectorized rounds and O(M log M + M D) work, with pairwise (more
+accurate) summation. A one-hot matmul (V x M times M x D) would cost V/log(M)
+times more arithmetic, and is only competitive for tiny vocabularies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import array_module, describe, float_array, is_int, upstream_grad
+
+
+@dataclass(frozen=True)
+class EmbeddingCache:
+    """The ids of an :func:`embedding` call and the table's shape and dtype."""
+
+    ids: object
+    weight_shape: tuple
+    dtype: object
+    padding_idx: object
+
+
+def check_ids(op, ids, num_embeddings):
+    """``ids`` as an integer array with every entry in [0, num_embeddings)."""
+    if not (hasattr(ids, "dtype") and hasattr(ids, "shape")):
+        if not isinstance(ids, (list, tuple)) and not is_int(ids):
+            raise TypeError(f"{op}: 'ids' must be an integer array; received {describe(ids)}")
+        ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{op}: 'ids' must have an integer dtype (int32, int64, ...); received "
+                        f"dtype {ids.dtype}")
+    if ids.size:
+        xp = array_module(ids)
+        bad = xp.flatnonzero((ids < 0) | (ids >= num_embeddings))
+        if bad.size:
+            first = int(bad[0])
+            where = tuple(int(i) for i in np.unravel_index(first, ids.shape))
+            raise ValueError(f"{op}: 'ids' must be in [0, {num_embeddings}) (num_embeddings = "
+                             f"{num_embeddings}); received id {int(ids.reshape(-1)[first])} at "
+                             f"index {where} ({int(bad.size)} out of range)")
+    return ids
+
+
+def check_padding_idx(op, padding_idx, num_embeddings):
+    """None, or an int in [-V, V) (negative counts from the end, as PyTorch) -> [0, V)."""
+    if padding_idx is None:
+        return None
+    if not is_int(padding_idx):
+        raise TypeError(f"{op}: 'padding_idx' must be an int or None; received "
+                        f"{describe(padding_idx)}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{op}: 'padding_idx' must be in [{-num_embeddings}, {num_embeddings}) "
+                         f"(num_embeddings = {num_embeddings}); received {padding_idx}")
+    return int(padding_idx) % num_embeddings
+
+
+def prepare_embedding(op, ids, weight, padding_idx):
+    """Validated ``(ids, weight, padding_idx)``, shared with the loop twin."""
+    weight = float_array(op, "weight", weight, 2, "(num_embeddings, embedding_dim)")
+    ids = check_ids(op, ids, weight.shape[0])
+    return ids, weight, check_padding_idx(op, padding_idx, weight.shape[0])
+
+
+def embedding(ids, weight, padding_idx=None):
+    """y = weight[ids]: ids (...) integers in [0, V), weight (V, D) -> y (..., D).
+
+    ``padding_idx`` (an int in [-V, V) or None) marks a row that gets no gradient; the
+    forward returns its current values, as PyTorch. Returns ``(y, cache)`` for
+    :func:`embedding_backward`.
+    """
+    ids, weight, padding_idx = prepare_embedding("embedding", ids, weight, padding_idx)
+    xp = array_module(weight)
+    y = xp.take(weight, ids, axis=0)
+    return y, EmbeddingCache(ids, tuple(weight.shape), weight.dtype, padding_idx)
+
+
+def _scatter_add_rows(xp, ids, rows, num_rows):
+    """out[v] = sum of rows[i] over ids[i] == v, out (num_rows, D); see the module doc."""
+    out = xp.zeros((num_rows, rows.shape[1]), dtype=rows.dtype)
+    if ids.size == 0:
+        return out
+    order = xp.argsort(ids, kind="stable")
+    keys, values = ids[order], xp.take(rows, order, axis=0)
+    while keys.size:
+        n = keys.size
+        first = xp.ones(n, dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        starts = xp.flatnonzero(first)
+        lengths = xp.diff(xp.append(starts, n))
+        single = starts[lengths == 1]
+        out[keys[single]] = values[single]
+        run = xp.cumsum(first) - 1  # the run of each position
+        run_length, rank = lengths[run], xp.arange(n) - starts[run]
+        left = xp.flatnonzero((run_length > 1) & (rank % 2 == 0))  # ranks 0, 2, 4, ...
+        has_right = rank[left] + 1 < run_length[left]  # the last of an odd run has none
+        summed = values[left]
+        summed[has_right] += values[left[has_right] + 1]
+        keys, values = keys[left], summed
+    return out
+
+
+def embedding_backward(dy, cache):
+    """Gradient of :func:`embedding` for the table: dy (*ids.shape, D) -> dweight (V, D).
+
+    dweight[v] = sum of dy over the positions whose id is v; dweight[padding_idx] = 0.
+    There is no gradient for the ids.
+    """
+    op = "embedding_backward"
+    if not isinstance(cache, EmbeddingCache):
+        raise TypeError(f"{op}: 'cache' must be the cache returned by embedding; received "
+                        f"{describe(cache)}")
+    num_rows, dim = cache.weight_shape
+    dy = upstream_grad(op, dy, (*cache.ids.shape, dim), cache.dtype)
+    xp = array_module(dy)
+    dweight = _scatter_add_rows(xp, cache.ids.reshape(-1), dy.reshape(-1, dim), num_rows)
+    if cache.padding_idx is not None:
+        dweight[cache.padding_idx] = 0
+    return dweight

@@ -1,0 +1,219 @@
+"""Batch, layer, group and instance normalization: one kernel, four sets of axes.
+
+Each op views ``x`` so that one mean and one variance are taken over ``axes`` of
+the view for every index of the other axes (a group of m values)::
+
+    mu   = mean(x),  var = mean((x - mu)^2)            (biased, per group)
+    xhat = (x - mu) / sqrt(var + eps)
+    y    = gamma * xhat + beta                         (gamma, beta on trailing axes)
+
+==============  =====================  ==================  ===================
+op              view of x              statistics over     gamma, beta
+==============  =====================  ==================  ===================
+batch_norm      (N, *S, C)             N and S             (C,)
+instance_norm   (N, *S, C)             S                   (C,)
+group_norm      (N, *S, G, C / G)      S and C / G         (C,)
+layer_norm      (*lead, *normalized)   normalized axes     normalized_shape
+==============  =====================  ==================  ===================
+
+Backward, with g = gamma * dy (g = dy without gamma) and means over the group::
+
+    dbeta  = sum dy,  dgamma = sum dy * xhat           (over the axes gamma lacks)
+    dx     = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps)
+
+When ``mu``/``var`` are running statistics (evaluation) they do not depend on
+``x`` and ``dx = g / sqrt(var + eps)``. In training, batch and instance norm
+update their running statistics in place, per channel c::
+
+    running_mean = (1 - momentum) * running_mean + momentum * mean_c(mu)
+    running_var  = (1 - momentum) * running_var  + momentum * mean_c(var) * m / (m - 1)
+
+(the unbiased variance; ``mean_c`` averages over the groups of channel c: one
+for batch norm, the N examples for instance norm), as PyTorch does. The cache
+holds ``xhat``, ``1 / sqrt(var + eps)`` and ``gamma``. Sums of products
+(the variance, ``dgamma``, ``mean(g * xhat)``) go through ``einsum``, which
+needs no temporary product array; the forward allocates ``xhat`` and ``y``
+only, the backward ``dx`` and one temporary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._checks import array_module, describe, upstream_grad
+from ._norm_args import (
+    prepare_batch_norm,
+    prepare_group_norm,
+    prepare_instance_norm,
+    prepare_layer_norm,
+)
+
+
+@dataclass(frozen=True)
+class NormCache:
+    """What a normalization backward needs: ``xhat`` in the statistics view, the
+    inverse standard deviation (broadcastable to it), and the affine parameters."""
+
+    op: str
+    shape: tuple
+    dtype: object
+    xhat: object
+    inv_std: object
+    axes: tuple
+    input_stats: bool
+    gamma: object
+    has_beta: bool
+    param_ndim: int
+
+
+def _sum_product(xp, a, b, axes, keepdims=True):
+    """sum of a * b over ``axes`` by ``einsum``: no (a * b) temporary, and faster than
+    NumPy's reduction over leading axes."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[:a.ndim]
+    kept = "".join(letter for axis, letter in enumerate(letters) if axis not in axes)
+    total = xp.einsum(f"{letters},{letters}->{kept}", a, b)
+    if keepdims:
+        total = total.reshape([1 if axis in axes else d for axis, d in enumerate(a.shape)])
+    return total
+
+
+def _update_running(xp, call, mean, var):
+    """Running statistics <- (1 - momentum) * running + momentum * batch, per channel."""
+    channels = call.running_mean.shape[0]
+    m = call.group_size
+    batch_mean = xp.mean(mean.reshape(-1, channels), axis=0)
+    batch_var = xp.mean(var.reshape(-1, channels), axis=0) * (m / (m - 1))
+    keep = 1.0 - call.momentum
+    call.running_mean[...] = keep * call.running_mean + call.momentum * batch_mean
+    call.running_var[...] = keep * call.running_var + call.momentum * batch_var
+
+
+def _normalize(call):
+    """xhat and 1 / sqrt(var + eps), from the statistics of ``x`` or the running ones."""
+    xp = array_module(call.x)
+    view = call.x.reshape(call.view_shape)
+    if call.input_stats:
+        mean = xp.mean(view, axis=call.axes, keepdims=True)
+        centered = view - mean
+        var = _sum_product(xp, centered, centered, call.axes) / call.group_size
+        if call.update:
+            _update_running(xp, call, mean, var)
+    else:  # running statistics: (C,) broadcasts over the channels-last view
+        centered = view - call.running_mean
+        var = call.running_var
+    inv_std = 1.0 / xp.sqrt(var + call.eps)
+    centered *= inv_std
+    return centered, inv_std
+
+
+def _forward(call):
+    """y = gamma * xhat + beta; returns ``(y, cache)``. ``y`` is a new array, never the
+    cached ``xhat``."""
+    xhat, inv_std = _normalize(call)
+    y = xhat.reshape(call.x.shape)
+    y = y * call.gamma if call.gamma is not None else y.copy()
+    if call.beta is not None:
+        y += call.beta
+    params = [p for p in (call.gamma, call.beta) if p is not None]
+    cache = NormCache(call.op, tuple(call.x.shape), call.x.dtype, xhat, inv_std, call.axes,
+                      call.input_stats, call.gamma, call.beta is not None,
+                      params[0].ndim if params else 0)
+    return y, cache
+
+
+def _backward(op, forward, dy, cache):
+    """(dx, dgamma, dbeta) of :func:`_forward`; dgamma/dbeta are None where absent."""
+    if not isinstance(cache, NormCache) or cache.op != forward:
+        raise TypeError(f"{op}: 'cache' must be the cache returned by {forward}; received "
+                        f"{describe(cache)}")
+    dy = upstream_grad(op, dy, cache.shape, cache.dtype)
+    xp = array_module(dy)
+    xhat, gamma = cache.xhat, cache.gamma
+    lead = tuple(range(dy.ndim - cache.param_ndim))  # the axes gamma and beta broadcast over
+    dbeta = xp.sum(dy, axis=lead) if cache.has_beta else None
+    dgamma = None
+    if gamma is not None:
+        dgamma = _sum_product(xp, dy, xhat.reshape(cache.shape), lead, keepdims=False)
+    g = (dy * gamma if gamma is not None else dy.copy()).reshape(xhat.shape)  # becomes dx
+    if cache.input_stats:
+        mean_g = xp.mean(g, axis=cache.axes, keepdims=True)
+        mean_gx = _sum_product(xp, g, xhat, cache.axes) / (g.size // mean_g.size)
+        g -= mean_g
+        g -= xhat * mean_gx
+    g *= cache.inv_std
+    return g.reshape(cache.shape), dgamma, dbeta
+
+
+def batch_norm(x, gamma=None, beta=None, running_mean=None, running_var=None, *, training=True,
+               momentum=0.1, eps=1e-5):
+    """Batch normalization over the channels (last axis), as ``F.batch_norm``.
+
+    x (N, C), (N, L, C), (N, H, W, C) or any (N, ..., C); gamma, beta, running_mean,
+    running_var (C,) or None. ``training=True``: statistics of ``x`` over all axes but the
+    last (at least 2 values per channel), and the running statistics, if given, are updated
+    in place (the variance unbiased); ``training=False``: the running statistics.
+    Returns ``(y, cache)`` for :func:`batch_norm_backward`.
+    """
+    return _forward(prepare_batch_norm("batch_norm", x, gamma, beta, running_mean, running_var,
+                                       training, momentum, eps))
+
+
+def batch_norm_backward(dy, cache):
+    """Gradients of :func:`batch_norm`: dy (N, ..., C) -> (dx, dgamma, dbeta).
+
+    Training: dx = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps), g = gamma * dy,
+    means over all axes but the last; evaluation: dx = g / sqrt(running_var + eps).
+    dgamma = sum dy * xhat, dbeta = sum dy (None when the forward had no gamma/beta).
+    """
+    return _backward("batch_norm_backward", "batch_norm", dy, cache)
+
+
+def instance_norm(x, gamma=None, beta=None, running_mean=None, running_var=None, *,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Instance normalization, as ``F.instance_norm`` with the channel axis last.
+
+    x (N, L, C) or (N, H, W, C) (any (N, *S, C)); gamma, beta, running_mean, running_var (C,)
+    or None. ``use_input_stats=True``: statistics per example and channel over S (at least 2
+    spatial elements), and the running statistics, if given, are updated in place with their
+    average over the examples; ``False``: the running statistics.
+    Returns ``(y, cache)`` for :func:`instance_norm_backward`.
+    """
+    return _forward(prepare_instance_norm("instance_norm", x, gamma, beta, running_mean,
+                                          running_var, use_input_stats, momentum, eps))
+
+
+def instance_norm_backward(dy, cache):
+    """Gradients of :func:`instance_norm`: dy (N, *S, C) -> (dx, dgamma, dbeta); the batch-norm
+    formulas with the means over S per example and channel."""
+    return _backward("instance_norm_backward", "instance_norm", dy, cache)
+
+
+def layer_norm(x, normalized_shape, gamma=None, beta=None, *, eps=1e-5):
+    """Layer normalization over the trailing axes, as ``F.layer_norm``.
+
+    x (..., *normalized_shape); normalized_shape an int d (= (d,)) or a tuple; gamma, beta of
+    shape normalized_shape or None. Returns ``(y, cache)`` for :func:`layer_norm_backward`.
+    """
+    return _forward(prepare_layer_norm("layer_norm", x, normalized_shape, gamma, beta, eps))
+
+
+def layer_norm_backward(dy, cache):
+    """Gradients of :func:`layer_norm`: dy (..., *normalized_shape) -> (dx, dgamma, dbeta);
+    the means of dx's formula are over the normalized axes, dgamma/dbeta sum over the others."""
+    return _backward("layer_norm_backward", "layer_norm", dy, cache)
+
+
+def group_norm(x, num_groups, gamma=None, beta=None, *, eps=1e-5):
+    """Group normalization, as ``F.group_norm`` with the channel axis last.
+
+    x (N, C), (N, L, C) or (N, H, W, C); the C channels split into ``num_groups`` contiguous
+    groups; statistics per example and group over the spatial axes and the group's channels;
+    gamma, beta (C,) or None. Returns ``(y, cache)`` for :func:`group_norm_backward`.
+    """
+    return _forward(prepare_group_norm("group_norm", x, num_groups, gamma, beta, eps))
+
+
+def group_norm_backward(dy, cache):
+    """Gradients of :func:`group_norm`: dy (N, *S, C) -> (dx, dgamma, dbeta); the means of
+    dx's formula are per example and group."""
+    return _backward("group_norm_backward", "group_norm", dy, cache)

@@ -1,0 +1,213 @@
+"""``handgrad.debug.detect_anomaly``: the first layer producing NaN/inf, forward and backward."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from handgrad import layers as L
+from handgrad import losses
+from handgrad.debug import AnomalyError, detect_anomaly
+from handgrad.layers import base
+from handgrad.model import Sequential
+
+
+def mlp(seed=0):
+    """dense_a -> tanh -> Sequential 'inner' (dense_a, relu) -> dense_out, float64."""
+    inner = Sequential([L.Dense(5, name="dense_a"), L.ReLU(name="relu")], name="inner")
+    return Sequential([L.Dense(6, name="dense_a"), L.Tanh(name="tanh"), inner,
+                       L.Dense(3, name="dense_out")], input_shape=(4,), dtype="float64",
+                      seed=seed)
+
+
+def data(n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 4)), rng.integers(0, 3, n)
+
+
+def catch(fn, model=None):
+    """The AnomalyError raised by ``fn()`` under detect_anomaly (NumPy's own warnings
+    about inf arithmetic silenced: the check must not rely on them)."""
+    with pytest.raises(AnomalyError) as info, np.errstate(all="ignore"), \
+            detect_anomaly(model):
+        fn()
+    return info.value
+
+
+def test_anomaly_error_is_a_floating_point_error():
+    assert issubclass(AnomalyError, FloatingPointError)
+
+
+def test_nan_weight_in_forward_names_the_layer_and_its_path():
+    model = mlp()
+    model["inner"]["dense_a"].parameters["W"][1, 2] = np.nan
+    x, _ = data()
+    error = catch(lambda: model.forward(x), model)
+    assert error.layer is model["inner"]["dense_a"]
+    assert error.pass_name == "forward" and error.what == "output"
+    assert error.path == "inner.dense_a"
+    message = str(error)
+    assert "forward pass of Dense 'dense_a'" in message
+    assert "'inner.dense_a'" in message and "its input was finite" in message
+    assert f"{len(x)} NaN and 0 inf" in message  # one NaN column: one per example
+    # Without the context manager the NaN passes silently (and nothing is checked).
+    assert np.isnan(model.forward(x)).any()
+
+
+def test_inf_input_names_the_first_layer_and_says_the_input_was_bad():
+    model = mlp()
+    x, _ = data()
+    x[2, 0] = np.inf
+    error = catch(lambda: model.forward(x, training=False))
+    assert error.layer is model["dense_a"] and error.pass_name == "forward"
+    assert "its input already held NaN/inf" in str(error)
+
+
+def test_a_conv_layer_in_inference_mode_is_checked_too():
+    model = Sequential([L.Conv2D(3, 3, padding=1, name="conv"), L.ReLU(), L.Flatten(),
+                        L.Dense(2)], input_shape=(5, 5, 2), seed=0)
+    model["conv"].parameters["b"][1] = np.inf
+    x = np.random.default_rng(0).standard_normal((2, 5, 5, 2)).astype(np.float32)
+    error = catch(lambda: model.forward(x, training=False))
+    assert error.layer is model["conv"]
+    assert "forward pass of Conv2D 'conv'" in str(error) and "inf values" in str(error)
+
+
+def test_nan_upstream_gradient_names_the_layer_that_received_it():
+    model = mlp()
+    x, _ = data()
+    y = model.forward(x)
+    dy = np.random.default_rng(1).standard_normal(y.shape)
+    dy[0, 1] = np.nan
+    error = catch(lambda: model.backward(dy))
+    assert error.layer is model["dense_out"] and error.pass_name == "backward"
+    assert error.what == "dx"
+    assert "backward pass of Dense 'dense_out'" in str(error)
+    assert "the upstream gradient dy already held NaN/inf" in str(error)
+    assert not np.any(model["dense_out"].gradients["W"])  # raised before accumulating
+
+
+def test_nan_upstream_gradient_into_a_single_layer():
+    layer = L.Tanh(name="squash")
+    y = layer.forward(np.linspace(-1.0, 1.0, 6).reshape(2, 3))
+    dy = np.ones_like(y)
+    dy[1, 2] = np.inf
+    error = catch(lambda: layer.backward(dy))
+    assert error.layer is layer and error.pass_name == "backward"
+    assert "Tanh 'squash'" in str(error)
+
+
+def test_backward_names_the_layer_that_creates_the_nan():
+    """A weight poisoned between forward and backward: dx of that layer is the first NaN
+    met on the way back; the layers nearer the loss stay clean."""
+    model = mlp()
+    x, labels = data()
+    _, dlogits = losses.softmax_cross_entropy(model.forward(x), labels)
+    model["inner"]["dense_a"].parameters["W"][0, 0] = np.nan
+    error = catch(lambda: model.backward(dlogits), model)
+    assert error.layer is model["inner"]["dense_a"] and error.pass_name == "backward"
+    assert error.path == "inner.dense_a" and "the upstream gradient dy was finite" in str(error)
+
+
+class PoisonedGradient(L.Dense):
+    """A Dense whose weight gradient is NaN (its dx stays finite)."""
+
+    def _backward(self, dy, cache):
+        dx, grads = super()._backward(dy, cache)
+        grads["W"] = grads["W"] * np.nan
+        return dx, grads
+
+
+def test_a_nan_parameter_gradient_is_reported_with_its_key():
+    model = Sequential([L.Dense(4), PoisonedGradient(3, name="poisoned"), L.Dense(2)],
+                       input_shape=(3,), dtype="float64", seed=0)
+    y = model.forward(np.ones((2, 3)))
+    error = catch(lambda: model.backward(np.full(y.shape, 0.5)))
+    assert error.layer is model["poisoned"] and error.what == "gradient 'W'"
+    assert "gradient 'W'" in str(error)
+
+
+def test_a_frozen_layer_s_discarded_gradients_are_not_checked():
+    model = Sequential([PoisonedGradient(3, name="poisoned")], input_shape=(3,),
+                       dtype="float64", seed=0)
+    model["poisoned"].trainable = False
+    y = model.forward(np.ones((2, 3)))
+    with detect_anomaly():
+        model.backward(np.full(y.shape, 0.5))
+
+
+class OwnForward(L.Layer):
+    """A layer overriding ``forward`` itself (like the recurrent and attention layers)."""
+
+    def _forward(self, x, training):  # used for shape inference only
+        return x, None
+
+    def forward(self, x, training=True):
+        return x * np.nan
+
+
+def test_layers_overriding_forward_are_checked_by_sequential():
+    model = Sequential([L.Dense(3), OwnForward(name="own"), L.Dense(2)], input_shape=(3,),
+                       dtype="float64", seed=0)
+    error = catch(lambda: model.forward(np.ones((2, 3)), training=False))
+    assert error.layer is model["own"] and "OwnForward 'own'" in str(error)
+
+
+def test_finite_values_pass_and_results_are_unchanged():
+    x, labels = data(8)
+    plain, checked = mlp(), mlp()
+    plain.compile("adam", "cross_entropy")
+    checked.compile("adam", "cross_entropy")
+    plain.train_step(x, labels)
+    with detect_anomaly(checked):
+        checked.train_step(x, labels)
+        predictions = checked.predict(x)
+    for key, value in plain.named_parameters().items():
+        np.testing.assert_array_equal(checked.named_parameters()[key], value)
+    np.testing.assert_array_equal(predictions, plain.predict(x))
+
+
+def test_the_hook_is_off_by_default_and_restored_after_errors_and_nesting():
+    assert base.anomaly_hook is None
+    model = mlp()
+    model["dense_out"].parameters["b"][0] = np.nan
+    x, _ = data()
+    with detect_anomaly():
+        outer = base.anomaly_hook
+        assert outer is not None
+        with detect_anomaly(enabled=False):
+            assert base.anomaly_hook is None
+            model.forward(x)  # not checked
+        assert base.anomaly_hook is outer
+        with pytest.raises(AnomalyError), detect_anomaly(model):
+            model.forward(x)
+        assert base.anomaly_hook is outer  # restored after the inner block raised
+        with pytest.raises(AnomalyError):
+            model.forward(x)  # the outer block still checks
+    assert base.anomaly_hook is None
+    model.forward(x)  # unchecked again
+
+
+def test_a_deep_copy_of_a_model_is_checked_independently_of_the_paths_given():
+    model = mlp()
+    twin = copy.deepcopy(model)
+    twin["inner"]["dense_a"].parameters["W"][:] = np.nan
+    x, _ = data()
+    error = catch(lambda: twin.forward(x), model)  # paths of another model: plain names
+    assert error.layer is twin["inner"]["dense_a"] and error.path is None
+    assert "(at " not in str(error)
+
+
+def test_detect_anomaly_works_as_a_decorator():
+    model = mlp()
+    model["dense_a"].parameters["W"][0, 0] = np.inf
+    x, _ = data()
+
+    @detect_anomaly()
+    def run():
+        return model.forward(x)
+
+    with pytest.raises(AnomalyError, match="Dense 'dense_a'"):
+        run()
