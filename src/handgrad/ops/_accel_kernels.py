@@ -1,7 +1,9 @@
 """The loops compiled by :mod:`._accel` (numba). Plain loops over positions, written
 for 2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d``.
-Outer loops use ``prange`` over the batch, so no two threads write the same
-element. Only imported when numba is installed."""
+Kernels are compiled single-threaded: run between multi-threaded BLAS calls, a
+second thread pool only fights BLAS's threads for the same cores (measured: a
+parallel col2im made a training epoch several times slower on 2 cores). Only
+imported when numba is installed."""
 
 from __future__ import annotations
 
@@ -12,28 +14,7 @@ import numpy as np
 
 
 def build_kernels(numba):
-    jit = numba.njit(parallel=True, cache=True, nogil=True)
-    prange = numba.prange
-
-    @jit
-    def im2col(x, g, groups, cols):
-        """cols[gr, m, (kh*KW + kw)*Cg + c] = x[n, h, w, gr*Cg + c] (0 in the padding)."""
-        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, C = x.shape[0], x.shape[3]
-        cg = C // groups
-        for row in prange(N * OH):
-            n, oh = row // OH, row % OH
-            for ow in range(OW):
-                m = (n * OH + oh) * OW + ow
-                for kh in range(KH):
-                    h = oh * SH + kh * DH - PH
-                    for kw in range(KW):
-                        w = ow * SW + kw * DW - PW
-                        base = (kh * KW + kw) * cg
-                        inside = 0 <= h < H and 0 <= w < W
-                        for gr in range(groups):
-                            for c in range(cg):
-                                cols[gr, m, base + c] = x[n, h, w, gr * cg + c] if inside else 0
+    jit = numba.njit(cache=True, nogil=True)
 
     @jit
     def col2im(dcols, g, groups, dx):
@@ -41,7 +22,7 @@ def build_kernels(numba):
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = dx.shape[0], dx.shape[3]
         cg = C // groups
-        for n in prange(N):
+        for n in range(N):
             for oh in range(OH):
                 for ow in range(OW):
                     m = (n * OH + oh) * OW + ow
@@ -64,7 +45,7 @@ def build_kernels(numba):
         that is larger or NaN. ``index`` is the flat h*W + w of the winner (-1: none)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = x.shape[0], x.shape[3]
-        for row in prange(N * OH):
+        for row in range(N * OH):
             n, oh = row // OH, row % OH
             for ow in range(OW):
                 for c in range(C):
@@ -90,7 +71,7 @@ def build_kernels(numba):
     def max_pool_backward(dy, index, W, dx):
         """dx[n, winner, c] += dy[n, o, c]; dx starts at zero."""
         N, OH, OW, C = dy.shape
-        for n in prange(N):
+        for n in range(N):
             for oh in range(OH):
                 for ow in range(OW):
                     for c in range(C):
@@ -103,7 +84,7 @@ def build_kernels(numba):
         """y = (sum of the in-bounds window values) / divisor[oh, ow]."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = x.shape[0], x.shape[3]
-        for row in prange(N * OH):
+        for row in range(N * OH):
             n, oh = row // OH, row % OH
             for ow in range(OW):
                 for c in range(C):
@@ -126,7 +107,7 @@ def build_kernels(numba):
         """dx[n, h, w, c] += dy[n, o, c] / divisor[o] over the windows containing (h, w)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = dy.shape[0], dy.shape[3]
-        for n in prange(N):
+        for n in range(N):
             for oh in range(OH):
                 for ow in range(OW):
                     for kh in range(KH):
@@ -146,7 +127,7 @@ def build_kernels(numba):
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, CO = x.shape[0], y.shape[3]
         mult = CO // x.shape[3]
-        for row in prange(N * OH):
+        for row in range(N * OH):
             n, oh = row // OH, row % OH
             for ow in range(OW):
                 for co in range(CO):
@@ -177,7 +158,7 @@ def build_kernels(numba):
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, CO = dy.shape[0], dy.shape[3]
         mult = CO // dx.shape[3]
-        for n in prange(N):
+        for n in range(N):
             for oh in range(OH):
                 for ow in range(OW):
                     for kh in range(KH):
@@ -208,7 +189,7 @@ def build_kernels(numba):
                                         dw_partial[n, t, co] += value * dy[n, oh, ow, co]
 
     return SimpleNamespace(
-        im2col=im2col, col2im=col2im, max_pool=max_pool, max_pool_backward=max_pool_backward,
+        col2im=col2im, max_pool=max_pool, max_pool_backward=max_pool_backward,
         avg_pool=avg_pool, avg_pool_backward=avg_pool_backward, depthwise=depthwise,
         depthwise_backward=depthwise_backward,
     )

@@ -76,11 +76,6 @@ def _with_zero_row(xp, matrix_rows, width, dtype):
 def im2col(xp, x, axes, groups):
     """Windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O), prod(K)*C//groups)."""
     per_group = x.shape[-1] // groups
-    if accel.enabled(x):
-        m = x.shape[0] * math.prod(a.size_out for a in axes)
-        cols = np.empty((groups, m, math.prod(a.kernel for a in axes) * per_group), x.dtype)
-        accel.kernels.im2col(accel.as_2d(x), accel.geometry_2d(axes), groups, cols)
-        return cols
     index = window_index(x.shape[0], axes, groups)
     rows, body = _with_zero_row(xp, x.size // per_group, per_group, x.dtype)
     body[...] = x.reshape(-1, per_group)
@@ -94,7 +89,7 @@ def col2im_matmul(xp, a, b, x_shape, axes, groups):
     """``col2im(a @ b)`` for a (groups, M, k), b (groups, k, T*Cg): the adjoint of
     :func:`im2col` applied to the product, returned as an array of ``x_shape``."""
     per_group = x_shape[-1] // groups
-    if accel.enabled(a, b):
+    if accel.enabled(a, b) and per_group >= 8:  # short channel rows: the gather is faster
         dx = np.zeros(x_shape, a.dtype)
         accel.kernels.col2im(np.matmul(a, b), accel.geometry_2d(axes), groups, accel.as_2d(dx))
         return dx

@@ -74,7 +74,7 @@ def _kernels(w, groups):
 
 
 def _bias_grad(dy):
-    return dy.sum(axis=tuple(range(dy.ndim - 1)))
+    return dy.reshape(-1, dy.shape[-1]).sum(axis=0)
 
 
 def _forward(call: ConvCall):
