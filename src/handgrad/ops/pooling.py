@@ -273,8 +273,14 @@ def global_avg_pool(x, keepdims=False):
     """Mean over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C)
     ((N, 1, C) / (N, 1, 1, C) with ``keepdims``). Returns ``(y, cache)``."""
     x = _global_input("global_avg_pool", x, keepdims)
-    y = x.mean(axis=tuple(range(1, x.ndim - 1)), keepdims=keepdims)
-    return y, GlobalPoolCache(tuple(x.shape), x.dtype, keepdims)
+    xp = array_module(x)
+    positions = math.prod(x.shape[1:-1])
+    flat = x.reshape(x.shape[0], positions, x.shape[-1])
+    # A batched ones-vector product sums the positions with BLAS (several times faster
+    # than a mean over the middle axes).
+    y = xp.matmul(xp.ones(positions, dtype=x.dtype), flat) / positions
+    cache = GlobalPoolCache(tuple(x.shape), x.dtype, keepdims)
+    return y.reshape(cache.y_shape), cache
 
 
 def global_avg_pool_backward(dy, cache):
