@@ -9,6 +9,7 @@ import numpy as np
 
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.testing import numeric_gradient
 
 
 @dataclass
@@ -97,18 +98,7 @@ def finite_difference(case, arrays, index, dy, eps=1e-6):
     """Central differences of L = <op(arrays), dy> with respect to arrays[index]."""
     fn = getattr(ops, case.op)
     base = [a.copy() if a is not None else None for a in arrays]
-    target = base[index]
-    grad = np.zeros_like(target)
-    flat, grad_flat = target.reshape(-1), grad.reshape(-1)
-    for j in range(flat.size):
-        saved = flat[j]
-        flat[j] = saved + eps
-        plus = np.sum(fn(*base, **case.kwargs)[0] * dy)
-        flat[j] = saved - eps
-        minus = np.sum(fn(*base, **case.kwargs)[0] * dy)
-        flat[j] = saved
-        grad_flat[j] = (plus - minus) / (2 * eps)
-    return grad
+    return numeric_gradient(lambda: np.sum(fn(*base, **case.kwargs)[0] * dy), base[index], eps)
 
 
 CASES = [

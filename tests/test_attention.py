@@ -8,6 +8,7 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.testing import numeric_gradient as numeric_grad
 
 from optable import assert_close
 
@@ -26,19 +27,6 @@ def tt(a, grad=True):
     return torch.tensor(np.ascontiguousarray(a), requires_grad=grad)
 
 
-def numeric_grad(loss, array, eps=1e-6):
-    """Central differences of ``loss()`` with respect to every entry of ``array``."""
-    grad = np.zeros_like(array)
-    flat, out = array.reshape(-1), grad.reshape(-1)
-    for j in range(flat.size):
-        saved = flat[j]
-        flat[j] = saved + eps
-        plus = loss()
-        flat[j] = saved - eps
-        minus = loss()
-        flat[j] = saved
-        out[j] = (plus - minus) / (2 * eps)
-    return grad
 
 
 # ------------------------------------------------------- scaled dot-product attention

@@ -18,7 +18,7 @@ import pytest
 from handgrad import layers as L
 from handgrad.layer_cases import INTEGER_INPUT_CASES, LAYER_CASES, MULTI_INPUT_LAYERS
 from handgrad.model import Sequential
-from handgrad.testing import gradcheck
+from handgrad.testing import gradcheck, numeric_gradient
 
 from optable import assert_close
 
@@ -128,17 +128,7 @@ def full_finite_differences(layer, x, dy, eps=1e-6):
 
     numeric = {}
     for key, value in {"x": x, **layer.parameters}.items():
-        grad = np.zeros_like(value)
-        flat, grad_flat = value.reshape(-1), grad.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss()
-            flat[j] = saved - eps
-            minus = loss()
-            flat[j] = saved
-            grad_flat[j] = (plus - minus) / (2 * eps)
-        numeric[key] = grad
+        numeric[key] = numeric_gradient(loss, value, eps)
     return numeric
 
 

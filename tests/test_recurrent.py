@@ -8,6 +8,7 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.testing import numeric_gradient
 
 from optable import assert_close
 
@@ -206,17 +207,7 @@ def finite_differences(cell, arrays, kwargs, grads_in, eps=1e-6):
         if a is None:
             numeric.append(None)
             continue
-        grad = np.zeros_like(a)
-        flat, grad_flat = a.reshape(-1), grad.reshape(-1)
-        for j in range(flat.size):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss()
-            flat[j] = saved - eps
-            minus = loss()
-            flat[j] = saved
-            grad_flat[j] = (plus - minus) / (2 * eps)
-        numeric.append(grad)
+        numeric.append(numeric_gradient(loss, a, eps))
     return numeric
 
 

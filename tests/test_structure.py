@@ -11,6 +11,7 @@ from handgrad import io
 from handgrad import layers as L
 from handgrad.model import Sequential
 from handgrad.testing import gradcheck
+from handgrad.testing import numeric_gradient as numeric_grad
 
 from optable import assert_close
 from torch_twins import from_torch, to_torch, weight_to_torch
@@ -26,18 +27,6 @@ def randn(seed, *shape, dtype=np.float64):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-def numeric_grad(loss, array, eps=1e-6):
-    grad = np.zeros_like(array)
-    flat, out = array.reshape(-1), grad.reshape(-1)
-    for j in range(flat.size):
-        saved = flat[j]
-        flat[j] = saved + eps
-        plus = loss()
-        flat[j] = saved - eps
-        minus = loss()
-        flat[j] = saved
-        out[j] = (plus - minus) / (2 * eps)
-    return grad
 
 
 # ------------------------------------------------------------------------ merge layers

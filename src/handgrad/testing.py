@@ -34,6 +34,28 @@ class GradcheckResult:
         return self.max_error <= self.tolerance
 
 
+def numeric_gradient(loss, array, eps=1e-6, picks=None):
+    """Central differences ``(loss() at a[j] + eps - loss() at a[j] - eps) / (2 eps)``
+    for every flat entry ``j`` of ``array`` (or only those in ``picks``), perturbing
+    ``array`` in place and restoring it. Returns an array shaped like ``array`` (or
+    like ``picks``)."""
+    flat = array.reshape(-1)
+    if not np.shares_memory(flat, array):
+        raise ValueError("numeric_gradient: 'array' must be contiguous (it is perturbed "
+                         "in place)")
+    picks = np.arange(flat.size) if picks is None else np.asarray(picks)
+    numeric = np.empty(picks.shape, dtype=np.float64)
+    for i, j in enumerate(picks):
+        saved = flat[j]
+        flat[j] = saved + eps
+        plus = loss()
+        flat[j] = saved - eps
+        minus = loss()
+        flat[j] = saved
+        numeric[i] = (plus - minus) / (2 * eps)
+    return numeric.reshape(array.shape) if len(picks) == flat.size else numeric
+
+
 def _relative_error(analytic, numeric):
     scale = max(float(np.max(np.abs(numeric))), float(np.max(np.abs(analytic))), 1e-12)
     return float(np.max(np.abs(analytic - numeric))) / scale
@@ -70,19 +92,10 @@ def gradcheck(layer: Layer, x, *, rng=None, eps=1e-6, tolerance=1e-6, max_entrie
         tensors[key] = (param, layer.named_gradients()[key].copy())
     errors = {}
     for key, (value, analytic) in tensors.items():
-        flat = value.reshape(-1)
-        picks = np.arange(flat.size)
-        if flat.size > max_entries:
-            picks = rng.choice(flat.size, max_entries, replace=False)
-        numeric = np.empty(len(picks))
-        for i, j in enumerate(picks):
-            saved = flat[j]
-            flat[j] = saved + eps
-            plus = loss(x, dy)
-            flat[j] = saved - eps
-            minus = loss(x, dy)
-            flat[j] = saved
-            numeric[i] = (plus - minus) / (2 * eps)
-        errors[key] = _relative_error(analytic.reshape(-1)[picks], numeric)
+        picks = np.arange(value.size)
+        if value.size > max_entries:
+            picks = rng.choice(value.size, max_entries, replace=False)
+        numeric = numeric_gradient(lambda: loss(x, dy), value, eps, picks)
+        errors[key] = _relative_error(analytic.reshape(-1)[picks], numeric.reshape(-1))
     layer.load_extra_state(state)
     return GradcheckResult(errors, tolerance)
