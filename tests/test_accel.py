@@ -1,0 +1,67 @@
+"""The compiled kernels are optional: without numba (or with HANDGRAD_NUMBA=0) the
+pure-NumPy path runs, and both paths give the same numbers."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops import _accel
+
+BLOCK_NUMBA = textwrap.dedent("""
+    import sys
+    sys.modules["numba"] = None  # makes `import numba` raise ImportError
+    import numpy as np
+    from handgrad import ops
+    from handgrad.ops import _accel
+    assert not _accel.available() and not _accel.enabled(np.zeros(1))
+    x = np.arange(2 * 4 * 4 * 3, dtype=np.float64).reshape(2, 4, 4, 3)
+    y, cache = ops.max_pool2d(x, 2)
+    dx = ops.max_pool2d_backward(np.ones_like(y), cache)
+    assert y.shape == (2, 2, 2, 3) and dx.sum() == y.size
+    print("numpy path ok")
+""")
+
+
+def test_handgrad_runs_without_numba():
+    result = subprocess.run([sys.executable, "-c", BLOCK_NUMBA], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "numpy path ok" in result.stdout
+
+
+def test_environment_variable_turns_the_compiled_kernels_off():
+    code = "from handgrad.ops import _accel; print(_accel.enabled())"
+    env = {**os.environ, "HANDGRAD_NUMBA": "0"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, check=False)
+    assert result.stdout.strip() == "False", result.stderr
+
+
+@pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_both_paths_agree_on_a_small_network_step(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 9, 9, 8)).astype(dtype)
+    w = rng.standard_normal((3, 3, 8, 8)).astype(dtype)
+    wd = rng.standard_normal((3, 3, 1, 8)).astype(dtype)
+    results = []
+    for flag in (False, True):
+        with _accel.use_compiled(flag):
+            y, c1 = ops.conv2d(x, w, padding=1)
+            z, c2 = ops.conv2d(y, wd, padding=1, groups=8)
+            p, c3 = ops.max_pool2d(z, 3, stride=2, padding=1)
+            q, c4 = ops.avg_pool2d(p, 2, ceil_mode=True, count_include_pad=False)
+            dq = np.ones_like(q)
+            dp = ops.avg_pool2d_backward(dq, c4)
+            dz = ops.max_pool2d_backward(dp, c3)
+            dy, dwd, _ = ops.conv2d_backward(dz, c2)
+            dx, dw, _ = ops.conv2d_backward(dy, c1)
+            results.append((q, dx, dw, dwd))
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
