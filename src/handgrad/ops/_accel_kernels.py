@@ -7,7 +7,6 @@ imported when numba is installed."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -41,8 +40,8 @@ def build_kernels(numba):
 
     @jit
     def max_pool(x, g, y, index):
-        """PyTorch's rule: the first in-bounds position, replaced by any later value
-        that is larger or NaN. ``index`` is the flat h*W + w of the winner (-1: none)."""
+        """PyTorch's rule: the first in-bounds position (even if -inf), replaced by any
+        later value that is larger or NaN. ``index`` is the winner's h*W + w (-1: none)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = x.shape[0], x.shape[3]
         for row in range(N * OH):
@@ -59,17 +58,16 @@ def build_kernels(numba):
                         w = ow * SW + kw * DW - PW
                         if w < 0 or w >= W:
                             continue
-                        for c in range(C):
+                        p = h * W + w
+                        for c in range(C):  # branch-free, so the channel loop vectorizes
                             v = x[n, h, w, c]
-                            # The first in-bounds value always counts (its index is
-                            # PyTorch's starting index even when it is -inf).
-                            if index[n, oh, ow, c] < 0 or v > y[n, oh, ow, c] or math.isnan(v):
-                                y[n, oh, ow, c] = v
-                                index[n, oh, ow, c] = h * W + w
+                            take = (index[n, oh, ow, c] < 0) | (v > y[n, oh, ow, c]) | (v != v)
+                            y[n, oh, ow, c] = v if take else y[n, oh, ow, c]
+                            index[n, oh, ow, c] = p if take else index[n, oh, ow, c]
 
     @jit
-    def max_pool_backward(dy, index, W, dx):
-        """dx[n, winner, c] += dy[n, o, c]; dx starts at zero."""
+    def max_pool_backward(dy, index, dx):
+        """dx[n, winner, c] += dy[n, o, c]; ``dx`` is (N, H*W*C), starting at zero."""
         N, OH, OW, C = dy.shape
         for n in range(N):
             for oh in range(OH):
@@ -77,49 +75,7 @@ def build_kernels(numba):
                     for c in range(C):
                         p = index[n, oh, ow, c]
                         if p >= 0:
-                            dx[n, p // W, p % W, c] += dy[n, oh, ow, c]
-
-    @jit
-    def avg_pool(x, g, divisor, y):
-        """y = (sum of the in-bounds window values) / divisor[oh, ow]."""
-        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, C = x.shape[0], x.shape[3]
-        for row in range(N * OH):
-            n, oh = row // OH, row % OH
-            for ow in range(OW):
-                for c in range(C):
-                    y[n, oh, ow, c] = 0
-                for kh in range(KH):
-                    h = oh * SH + kh * DH - PH
-                    if h < 0 or h >= H:
-                        continue
-                    for kw in range(KW):
-                        w = ow * SW + kw * DW - PW
-                        if w < 0 or w >= W:
-                            continue
-                        for c in range(C):
-                            y[n, oh, ow, c] += x[n, h, w, c]
-                for c in range(C):
-                    y[n, oh, ow, c] /= divisor[oh, ow]
-
-    @jit
-    def avg_pool_backward(dy, g, divisor, dx):
-        """dx[n, h, w, c] += dy[n, o, c] / divisor[o] over the windows containing (h, w)."""
-        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, C = dy.shape[0], dy.shape[3]
-        for n in range(N):
-            for oh in range(OH):
-                for ow in range(OW):
-                    for kh in range(KH):
-                        h = oh * SH + kh * DH - PH
-                        if h < 0 or h >= H:
-                            continue
-                        for kw in range(KW):
-                            w = ow * SW + kw * DW - PW
-                            if w < 0 or w >= W:
-                                continue
-                            for c in range(C):
-                                dx[n, h, w, c] += dy[n, oh, ow, c] / divisor[oh, ow]
+                            dx[n, p * C + c] += dy[n, oh, ow, c]
 
     @jit
     def depthwise(x, wt, g, y):
@@ -190,6 +146,6 @@ def build_kernels(numba):
 
     return SimpleNamespace(
         col2im=col2im, max_pool=max_pool, max_pool_backward=max_pool_backward,
-        avg_pool=avg_pool, avg_pool_backward=avg_pool_backward, depthwise=depthwise,
+        depthwise=depthwise,
         depthwise_backward=depthwise_backward,
     )
