@@ -181,6 +181,24 @@ def cmd_gradcheck(args):
     return 1 if failures else 0
 
 
+def cmd_export(args):
+    """Write a saved model as an ONNX file (channels-last input and output, like handgrad)."""
+    try:
+        model = load_checkpoint(args.model).model
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"cannot load model {args.model!r}: {error}") from None
+    from .onnx_export import export_onnx
+
+    try:
+        export_onnx(model, args.onnx)
+    except ImportError as error:
+        raise UsageError(str(error)) from None
+    except (OSError, ValueError, TypeError) as error:
+        raise UsageError(f"cannot export {args.model!r}: {error}") from None
+    print(f"wrote {args.onnx}")
+    return 0
+
+
 def _parser():
     parser = _Parser(prog="python -m handgrad", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -217,6 +235,9 @@ def _parser():
     check.add_argument("--configs", type=int, default=3, help="random configurations per layer")
     check.add_argument("--seed", type=int, default=0)
     check.add_argument("--tolerance", type=float, default=1e-6)
+    export = commands.add_parser("export", help="write a saved model as ONNX (opset 17)")
+    export.add_argument("model", help="a model file written by train or save")
+    export.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
     return parser
 
 
@@ -235,11 +256,11 @@ def main(argv=None):
     try:
         args = _parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("choose a command: train, evaluate, inspect or gradcheck "
+            raise UsageError("choose a command: train, evaluate, inspect, gradcheck or export "
                              "(see --help)")
         _check_args(args)
         command = {"train": cmd_train, "evaluate": cmd_evaluate, "inspect": cmd_inspect,
-                   "gradcheck": cmd_gradcheck}
+                   "gradcheck": cmd_gradcheck, "export": cmd_export}
         return command[args.command](args)
     except UsageError as error:
         print(f"handgrad: error: {error}", file=sys.stderr)

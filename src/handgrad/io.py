@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _safetensors, optimizers
+from .interop import from_torch, to_torch_state_dict  # noqa: F401  (PyTorch interop)
 from .layers import REGISTRY
+from .onnx_export import export_onnx  # noqa: F401  (ONNX export)
 
 FORMAT_VERSION = 1
 

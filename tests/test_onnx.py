@@ -1,0 +1,267 @@
+"""ONNX export: every exportable layer type checked by onnx's checker (full shape
+inference) and run by onnx's ReferenceEvaluator (and onnxruntime when installed)
+against ``model.predict``."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx.reference.ops.op_conv_transpose import ConvTranspose as _RefConvTranspose  # noqa: E402
+from onnx.reference.ops.op_rnn import RNN_14  # noqa: E402
+
+from handgrad import cli  # noqa: E402
+from handgrad import layers as L  # noqa: E402
+from handgrad.io import export_onnx, save  # noqa: E402
+from handgrad.model import Sequential  # noqa: E402
+
+try:
+    import onnxruntime
+except ImportError:
+    onnxruntime = None
+
+
+class ConvTranspose(_RefConvTranspose):
+    """onnx's reference ConvTranspose mishandles group > 1 (it slices the weight by
+    output channels); per the spec, each group is an independent ConvTranspose."""
+
+    op_domain = ""
+
+    def _run(self, X, W, B=None, group=None, **kwargs):
+        if not group or group == 1:
+            return super()._run(X, W, B, group=1, **kwargs)
+        biases = [None] * group if B is None else np.split(B, group)
+        parts = [super(ConvTranspose, self)._run(x, w, b, group=1, **kwargs)[0]
+                 for x, w, b in zip(np.split(X, group, 1), np.split(W, group, 0), biases)]
+        return (np.concatenate(parts, axis=1),)
+
+
+class RNN(RNN_14):
+    """onnx's reference RNN knows only Tanh; Relu is one of the spec's activations."""
+
+    op_domain = ""
+
+    def choose_act(self, name, alpha, beta):
+        if name == "Relu":
+            return lambda x: np.maximum(x, 0)
+        return super().choose_act(name, alpha, beta)
+
+
+def run_reference(proto, x):
+    return ReferenceEvaluator(proto, new_ops=[ConvTranspose, RNN]).run(None, {"input": x})[0]
+
+
+def check_export(model, x, tolerance=1e-5):
+    """check_model(full_check) passes; the reference (and onnxruntime) match predict."""
+    proto = export_onnx(model, None)
+    onnx.checker.check_model(proto, full_check=True)
+    expected = model.predict(x)
+    got = run_reference(proto, x)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+    if onnxruntime is not None and expected.dtype == np.float32:
+        session = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(session.run(None, {"input": x})[0], expected,
+                                   rtol=tolerance, atol=tolerance)
+    return proto
+
+
+def _with_random_buffers(model, rng):
+    for buffer in model.named_buffers().values():
+        buffer[...] = rng.uniform(0.5, 1.5, buffer.shape)
+    for key, param in model.named_parameters().items():
+        if key.endswith(("gamma", "beta")):
+            param[...] = rng.uniform(0.5, 1.5, param.shape)
+    return model
+
+
+CASES = {
+    "dense": (lambda: [L.Dense(4), L.ReLU(), L.Dense(3, bias=False)], (5,)),
+    "dense_on_sequences": (lambda: [L.Dense(4)], (3, 5)),
+    "conv1d": (lambda: [L.Conv1D(4, 3, stride=2, padding="same"), L.ReLU(),
+                        L.Conv1D(6, 3, padding=((2, 1),), dilation=2, groups=2)], (9, 2)),
+    "conv1d_causal": (lambda: [L.Conv1D(4, 3, padding="causal", dilation=2, bias=False)],
+                      (9, 2)),
+    "conv2d": (lambda: [L.Conv2D(4, 3, stride=(2, 1), padding="same", groups=2),
+                        L.Conv2D(4, (2, 3), padding=((1, 0), (0, 2)), dilation=(2, 1))],
+               (7, 6, 2)),
+    "conv_transpose1d": (lambda: [L.ConvTranspose1D(4, 3, stride=3, output_padding=2,
+                                                    groups=2),
+                                  L.ConvTranspose1D(3, 3, stride=2, padding=1,
+                                                    output_padding=1)], (5, 2)),
+    "conv_transpose2d": (lambda: [L.ConvTranspose2D(4, (3, 2), stride=2,
+                                                    padding=((1, 0), (0, 1)),
+                                                    output_padding=(1, 0), dilation=(1, 2),
+                                                    groups=2),
+                                  L.ConvTranspose2D(2, 3, stride=2, padding="same")],
+                         (4, 3, 2)),
+    "max_pool": (lambda: [L.MaxPool2D(3, 2, padding=1, ceil_mode=True),
+                          L.MaxPool2D(2, 1, dilation=2)], (7, 8, 2)),
+    "max_pool1d_ceil": (lambda: [L.MaxPool1D(3, 2, padding=1, ceil_mode=True)], (8, 2)),
+    "avg_pool_include_pad": (lambda: [L.AvgPool2D(3, 2, padding=1, ceil_mode=True)],
+                             (6, 7, 2)),
+    "avg_pool_exclude_pad": (lambda: [L.AvgPool2D(3, 2, padding=1, ceil_mode=True,
+                                                  count_include_pad=False)], (6, 7, 2)),
+    "avg_pool1d": (lambda: [L.AvgPool1D(2, ceil_mode=True), L.AvgPool1D(3, 1, "same")],
+                   (7, 2)),
+    "global_pools": (lambda: [L.Conv2D(3, 1), L.GlobalAvgPool2D()], (4, 5, 2)),
+    "global_max_keepdims": (lambda: [L.Conv1D(3, 1), L.GlobalMaxPool1D(keepdims=True),
+                                     L.Flatten()], (4, 2)),
+    "flatten": (lambda: [L.Conv2D(3, 2), L.ReLU(), L.Flatten(), L.Dense(2)], (4, 5, 2)),
+    "reshape_softmax": (lambda: [L.Dense(6), L.Reshape((3, -1)), L.Softmax(axis=1),
+                                 L.LogSoftmax()], (4,)),
+    "batch_norm": (lambda: [L.Conv2D(3, 2), L.BatchNorm(), L.ReLU(), L.Flatten(),
+                            L.BatchNorm(affine=False)], (4, 5, 2)),
+    "batch_norm_batch_stats": (lambda: [L.Conv1D(3, 2),
+                                        L.BatchNorm(track_running_stats=False)], (4, 2)),
+    "instance_norm": (lambda: [L.Conv1D(3, 2), L.InstanceNorm(affine=True),
+                               L.InstanceNorm(track_running_stats=True)], (5, 2)),
+    "group_norm": (lambda: [L.Conv2D(4, 2), L.GroupNorm(2), L.ReLU()], (4, 5, 2)),
+    "layer_norm": (lambda: [L.LayerNorm(), L.LayerNorm(axes=2, bias=False),
+                            L.LayerNorm(elementwise_affine=False)], (4, 6)),
+    "dropout_identity": (lambda: [L.Dropout(0.5), L.Identity()], (4,)),
+    "activations": (lambda: [L.LeakyReLU(negative_slope=0.2), L.ELU(alpha=0.7), L.SELU(),
+                             L.Tanh(), L.Sigmoid(), L.HardSigmoid()], (10,)),
+    "gelu": (lambda: [L.GELU(), L.GELU(approximate="tanh")], (10,)),
+    "softplus": (lambda: [L.Softplus(beta=2.0, threshold=5.0), L.Softplus()], (10,)),
+    "residual": (lambda: [L.Conv2D(4, 1), L.Residual(Sequential([
+        L.Conv2D(4, 3, padding=1), L.BatchNorm(), L.ReLU()])),
+        L.Residual(L.Dense(4), L.Dense(4))], (4, 5, 2)),
+    "lstm": (lambda: [L.LSTM(3, num_layers=2, bidirectional=True)], (5, 2)),
+    "lstm_last": (lambda: [L.LSTM(3, return_sequences=False)], (5, 2)),
+    "bilstm_last": (lambda: [L.BiLSTM(3, num_layers=2, return_sequences=False)], (5, 2)),
+    "gru": (lambda: [L.GRU(3, num_layers=2, bidirectional=True)], (5, 2)),
+    "rnn": (lambda: [L.RNN(3, bias=False), L.RNN(2, nonlinearity="relu",
+                                                 bidirectional=True)], (5, 2)),
+    "attention": (lambda: [L.MultiHeadAttention(4, 2)], (5, 4)),
+    "attention_causal_separate": (lambda: [L.MultiHeadAttention(4, 2, packed=False,
+                                                                causal=True)], (5, 4)),
+    "attention_no_bias": (lambda: [L.MultiHeadAttention(4, 1, bias=False)], (5, 4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_export_matches_predict(case):
+    rng = np.random.default_rng(sorted(CASES).index(case))
+    build, shape = CASES[case]
+    model = _with_random_buffers(Sequential(build(), input_shape=shape, seed=1), rng)
+    x = rng.standard_normal((2, *shape), dtype=np.float32) * 3
+    check_export(model, x)
+
+
+def test_float64_and_symbolic_batch():
+    rng = np.random.default_rng(0)
+    model = _with_random_buffers(Sequential(
+        [L.Conv1D(4, 3), L.BatchNorm(), L.LayerNorm(), L.Tanh(), L.Flatten(), L.Dense(2)],
+        input_shape=(6, 2), seed=0, dtype="float64"), rng)
+    proto = export_onnx(model, None)
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+    for batch in (1, 3):
+        check_export(model, rng.standard_normal((batch, 6, 2)), tolerance=1e-10)
+
+
+def test_embedding_takes_int64_ids():
+    rng = np.random.default_rng(0)
+    model = Sequential([L.Embedding(10, 4), L.GRU(3)], input_shape=(5,), seed=0)
+    ids = rng.integers(0, 10, (2, 5))
+    proto = export_onnx(model, None)
+    onnx.checker.check_model(proto, full_check=True)
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
+    np.testing.assert_allclose(run_reference(proto, ids), model.predict(ids), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_conv_section_runs_channels_first_between_two_transposes(tmp_path):
+    model = Sequential([L.Conv2D(4, 3), L.BatchNorm(), L.ReLU(), L.MaxPool2D(2),
+                        L.Conv2D(4, 1), L.ReLU(), L.Flatten(), L.Dense(3)],
+                       input_shape=(6, 6, 2), seed=0)
+    proto = export_onnx(model, tmp_path / "cnn.onnx")
+    ops = [node.op_type for node in proto.graph.node]
+    assert ops.count("Transpose") == 2
+    assert ops.index("Transpose", 1) == ops.index("Flatten") - 1
+    assert onnx.load(str(tmp_path / "cnn.onnx")) == proto
+
+
+def test_identity_model_and_unbuilt_model_with_input_shape():
+    model = Sequential([L.Dropout(0.3)])
+    proto = export_onnx(model, None, input_shape=(3,))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(run_reference(proto, x), x)
+
+
+def test_unsupported_layer_is_named():
+    model = Sequential([L.WaveNetBlock(2)], input_shape=(5, 2), seed=0)
+    with pytest.raises(ValueError, match=r"export_onnx: WaveNetBlock 'wave_net_block_0'"):
+        export_onnx(model, None)
+
+
+def test_embedding_must_come_first():
+    model = Sequential([L.Dense(2), L.Embedding(4, 2)], input_shape=(3,))
+    with pytest.raises(ValueError, match="Embedding 'embedding_1' must be the model's first"):
+        export_onnx(model, None)
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="export_onnx: 'model' must be a handgrad layer"):
+        export_onnx("model", None)
+    with pytest.raises(ValueError, match="export_onnx: the model is not built"):
+        export_onnx(Sequential([L.Dense(2)]), None)
+    with pytest.raises(TypeError, match="export_onnx: 'input_shape' must be a tuple"):
+        export_onnx(Sequential([L.Dense(2)]), None, input_shape=(0,))
+
+
+def test_missing_onnx_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(ImportError, match=r"pip install \"handgrad\[onnx\]\""):
+        export_onnx(Sequential([L.Dense(2)], input_shape=(3,)), None)
+
+
+def _saved(tmp_path, layers, shape):
+    path = tmp_path / "model.safetensors"
+    save(Sequential(layers, input_shape=shape, seed=0), str(path))
+    return str(path)
+
+
+def test_cli_export(tmp_path, capsys):
+    path = _saved(tmp_path, [L.Conv1D(3, 3), L.ReLU(), L.Flatten(), L.Dense(2)], (6, 1))
+    out = tmp_path / "model.onnx"
+    assert cli.main(["export", path, "--onnx", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    proto = onnx.load(str(out))
+    onnx.checker.check_model(proto, full_check=True)
+    from handgrad.io import load
+
+    x = np.random.default_rng(0).standard_normal((2, 6, 1), dtype=np.float32)
+    np.testing.assert_allclose(run_reference(proto, x), load(path).predict(x), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_cli_export_as_module(tmp_path):
+    path = _saved(tmp_path, [L.Dense(2)], (3,))
+    out = tmp_path / "dense.onnx"
+    done = subprocess.run([sys.executable, "-m", "handgrad", "export", path, "--onnx", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["export"], "the following arguments are required"),
+    (["export", "MODEL"], "--onnx"),
+    (["export", "missing.safetensors", "--onnx", "x.onnx"], "cannot load model"),
+    (["export", "MODEL", "--onnx", "no/such/dir/x.onnx"], "cannot export"),
+    (["export", "WAVENET", "--onnx", "x.onnx"], "has no ONNX export"),
+])
+def test_cli_export_errors(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    replacements = {"MODEL": lambda: _saved(tmp_path, [L.Dense(2)], (3,)),
+                    "WAVENET": lambda: _saved(tmp_path, [L.WaveNetBlock(2)], (4, 2))}
+    argv = [replacements[a]() if a in replacements else a for a in argv]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("handgrad: error:") and message in err[0]
