@@ -1,9 +1,11 @@
 """The loops compiled by :mod:`._accel` (numba). Plain loops over positions, written
 for 2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d``.
-Kernels are compiled single-threaded: run between multi-threaded BLAS calls, a
-second thread pool only fights BLAS's threads for the same cores (measured: a
-parallel col2im made a training epoch several times slower on 2 cores). Only
-imported when numba is installed."""
+Pooling and depthwise kernels run in parallel over the batch (``prange``; no two
+threads write the same element) on numba's "workqueue" threads, which block
+instead of spinning. col2im, which runs between two BLAS calls, stays
+single-threaded: there a second busy thread pool fought BLAS's threads for the
+2 cores and made a training epoch several times slower. Only imported when numba
+is installed."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ import numpy as np
 
 def build_kernels(numba):
     jit = numba.njit(cache=True, nogil=True)
+    numba.config.THREADING_LAYER = "workqueue"  # blocking workers: no spinning threads
+    pjit = numba.njit(parallel=True, cache=True, nogil=True)
+    prange = numba.prange
 
     @jit
     def col2im(dcols, g, groups, dx):
@@ -38,13 +43,13 @@ def build_kernels(numba):
                                 for c in range(cg):
                                     dx[n, h, w, gr * cg + c] += dcols[gr, m, base + c]
 
-    @jit
+    @pjit
     def max_pool(x, g, y, index):
         """PyTorch's rule: the first in-bounds position (even if -inf), replaced by any
         later value that is larger or NaN. ``index`` is the winner's h*W + w (-1: none)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = x.shape[0], x.shape[3]
-        for row in range(N * OH):
+        for row in prange(N * OH):
             n, oh = row // OH, row % OH
             for ow in range(OW):
                 for c in range(C):
@@ -65,11 +70,11 @@ def build_kernels(numba):
                             y[n, oh, ow, c] = v if take else y[n, oh, ow, c]
                             index[n, oh, ow, c] = p if take else index[n, oh, ow, c]
 
-    @jit
+    @pjit
     def max_pool_backward(dy, index, dx):
         """dx[n, winner, c] += dy[n, o, c]; ``dx`` is (N, H*W*C), starting at zero."""
         N, OH, OW, C = dy.shape
-        for n in range(N):
+        for n in prange(N):
             for oh in range(OH):
                 for ow in range(OW):
                     for c in range(C):
@@ -77,13 +82,55 @@ def build_kernels(numba):
                         if p >= 0:
                             dx[n, p * C + c] += dy[n, oh, ow, c]
 
-    @jit
+    @pjit
+    def avg_pool(x, g, scale, y):
+        """y = (sum of the in-bounds window values) * scale[oh, ow] (scale = 1/divisor)."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = x.shape[0], x.shape[3]
+        for row in prange(N * OH):
+            n, oh = row // OH, row % OH
+            for ow in range(OW):
+                for c in range(C):
+                    y[n, oh, ow, c] = 0
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
+                        continue
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        if w < 0 or w >= W:
+                            continue
+                        for c in range(C):
+                            y[n, oh, ow, c] += x[n, h, w, c]
+                for c in range(C):
+                    y[n, oh, ow, c] *= scale[oh, ow]
+
+    @pjit
+    def avg_pool_backward(dy, g, scale, dx):
+        """dx[n, h, w, c] += dy[n, o, c] * scale[o] over the windows containing (h, w)."""
+        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+        N, C = dy.shape[0], dy.shape[3]
+        for n in prange(N):
+            for oh in range(OH):
+                for ow in range(OW):
+                    for kh in range(KH):
+                        h = oh * SH + kh * DH - PH
+                        if h < 0 or h >= H:
+                            continue
+                        for kw in range(KW):
+                            w = ow * SW + kw * DW - PW
+                            if w < 0 or w >= W:
+                                continue
+                            for c in range(C):
+                                dx[n, h, w, c] += dy[n, oh, ow, c] * scale[oh, ow]
+
+    @pjit
     def depthwise(x, wt, g, y):
         """y[n, o, co] = sum_taps x[n, i, co // m] * wt[t, co], m = C_y // C_x."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, CO = x.shape[0], y.shape[3]
         mult = CO // x.shape[3]
-        for row in range(N * OH):
+        for row in prange(N * OH):
             n, oh = row // OH, row % OH
             for ow in range(OW):
                 for co in range(CO):
@@ -106,7 +153,7 @@ def build_kernels(numba):
                             for co in range(gi * mult, (gi + 1) * mult):
                                 y[n, oh, ow, co] += value * wt[t, co]
 
-    @jit
+    @pjit
     def depthwise_backward(x, wt, dy, g, dx, dw_partial, want_dx, want_dw):
         """dx[n, i, co // m] += dy[n, o, co] * wt[t, co];
         dw_partial[n, t, co] = sum_o x[n, i, co // m] * dy[n, o, co] (summed over n later).
@@ -114,7 +161,7 @@ def build_kernels(numba):
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, CO = dy.shape[0], dy.shape[3]
         mult = CO // dx.shape[3]
-        for n in range(N):
+        for n in prange(N):
             for oh in range(OH):
                 for ow in range(OW):
                     for kh in range(KH):
@@ -146,6 +193,6 @@ def build_kernels(numba):
 
     return SimpleNamespace(
         col2im=col2im, max_pool=max_pool, max_pool_backward=max_pool_backward,
-        depthwise=depthwise,
+        avg_pool=avg_pool, avg_pool_backward=avg_pool_backward, depthwise=depthwise,
         depthwise_backward=depthwise_backward,
     )

@@ -133,10 +133,22 @@ def _avg_divisor(xp, call: PoolCall, count_include_pad, divisor_override, dtype)
     return divisor
 
 
+def _reciprocal_2d(divisor, axes):
+    """1 / divisor as a full (OH, OW) array (1-D: (1, OW)) for the compiled kernels."""
+    out = tuple(a.size_out for a in axes)
+    full = np.broadcast_to(1 / divisor.reshape(divisor.shape[1:-1]), out)
+    return np.ascontiguousarray(full.reshape(-1, out[-1]))
+
+
 def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     x, axes = call.x, call.axes
     xp = array_module(x)
     divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
+    if accel.enabled(x):
+        y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), x.dtype)
+        accel.kernels.avg_pool(accel.as_2d(x), accel.geometry_2d(axes),
+                               _reciprocal_2d(divisor, axes), accel.as_2d(y))
+        return y, PoolCache(tuple(x.shape), x.dtype, axes, divisor=divisor)
     x_pad = pad_input(xp, x, axes, fill=0.0)
     y = None
     for _, window in taps(axes):
@@ -152,6 +164,12 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
 def _avg_pool_backward(op, dy, cache: PoolCache):
     xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    if accel.enabled(dy, cache.divisor):
+        dx = np.zeros(cache.x_shape, cache.dtype)
+        accel.kernels.avg_pool_backward(accel.as_2d(dy), accel.geometry_2d(cache.axes),
+                                        _reciprocal_2d(cache.divisor, cache.axes),
+                                        accel.as_2d(dx))
+        return dx
     share = dy / cache.divisor
     buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
     for _, window in taps(cache.axes):
