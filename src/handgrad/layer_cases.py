@@ -126,12 +126,9 @@ LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
 MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate")
 
 
-# Normalization layers. The contract checks that training and evaluation agree (outside
-# Dropout), so batch norm runs without running statistics here (batch statistics in both
-# modes, as PyTorch with track_running_stats=False); the running-statistics modes of
-# BatchNorm and InstanceNorm are checked in tests/test_normalization_layers.py. Every
-# statistic covers >= 4 values: with 2, the normalized output barely depends on x and
-# finite differences of it are noise.
+# Normalization layers, with and without running statistics. Every statistic covers >= 4
+# values: with 2, the normalized output barely depends on x and finite differences of it
+# are noise.
 def _norm_case(factory, shapes):
     def draw(rng):
         return factory(rng), _pick(rng, shapes)
@@ -144,14 +141,17 @@ def _flag(rng):
 
 
 LAYER_CASES.update({
-    "BatchNorm": _norm_case(lambda rng: L.BatchNorm(affine=_flag(rng), track_running_stats=False,
+    "BatchNorm": _norm_case(lambda rng: L.BatchNorm(affine=_flag(rng),
+                                                    track_running_stats=_flag(rng),
                                                     dtype=F64), [(5, 3), (3, 4, 2)]),
     "LayerNorm": _norm_case(lambda rng: L.LayerNorm(axes=_pick(rng, [1, 2]),
                                                     elementwise_affine=_flag(rng),
                                                     bias=_flag(rng), dtype=F64), [(3, 4)]),
     "GroupNorm": _norm_case(lambda rng: L.GroupNorm(_pick(rng, [1, 2, 4]), affine=_flag(rng),
                                                     dtype=F64), [(5, 4), (3, 2, 4)]),
-    "InstanceNorm": _norm_case(lambda rng: L.InstanceNorm(affine=_flag(rng), dtype=F64),
+    "InstanceNorm": _norm_case(lambda rng: L.InstanceNorm(affine=_flag(rng),
+                                                          track_running_stats=_flag(rng),
+                                                          dtype=F64),
                                [(5, 3), (3, 4, 2)]),
 })
 
