@@ -154,10 +154,9 @@ def build_kernels(numba):
                                 y[n, oh, ow, co] += value * wt[t, co]
 
     @pjit
-    def depthwise_backward(x, wt, dy, g, dx, dw_partial, want_dx, want_dw):
-        """dx[n, i, co // m] += dy[n, o, co] * wt[t, co];
-        dw_partial[n, t, co] = sum_o x[n, i, co // m] * dy[n, o, co] (summed over n later).
-        ``x`` only gives the input shape when ``want_dw`` is False."""
+    def depthwise_backward(x, wt, dy, g, dx, dw_partial, want_dw):
+        """dx[n, i, co // m] += dy[n, o, co] * wt[t, co]; with ``want_dw`` also
+        dw_partial[n, t, co] = sum_o x[n, i, co // m] * dy[n, o, co] (summed over n later)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, CO = dy.shape[0], dy.shape[3]
         mult = CO // dx.shape[3]
@@ -175,17 +174,15 @@ def build_kernels(numba):
                             t = kh * KW + kw
                             if mult == 1:
                                 for co in range(CO):
-                                    if want_dx:
-                                        dx[n, h, w, co] += dy[n, oh, ow, co] * wt[t, co]
+                                    dx[n, h, w, co] += dy[n, oh, ow, co] * wt[t, co]
                                     if want_dw:
                                         dw_partial[n, t, co] += x[n, h, w, co] * dy[n, oh, ow, co]
                                 continue
                             for gi in range(dx.shape[3]):
-                                if want_dx:
-                                    total = dx[n, h, w, gi]
-                                    for co in range(gi * mult, (gi + 1) * mult):
-                                        total += dy[n, oh, ow, co] * wt[t, co]
-                                    dx[n, h, w, gi] = total
+                                total = dx[n, h, w, gi]
+                                for co in range(gi * mult, (gi + 1) * mult):
+                                    total += dy[n, oh, ow, co] * wt[t, co]
+                                dx[n, h, w, gi] = total
                                 if want_dw:
                                     value = x[n, h, w, gi]
                                     for co in range(gi * mult, (gi + 1) * mult):

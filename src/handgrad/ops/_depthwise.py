@@ -42,21 +42,30 @@ def depthwise_forward(xp, x, w, axes, groups):
     return y
 
 
-def _compiled_backward(x, w, dy, axes, x_shape, want_dx, want_dw):
-    """(dx, dw) from the compiled kernel; ``x`` may be None when only dx is wanted."""
+def _compiled_gradients(x_shape, w, dy, axes, x=None):
+    """(dx, dw) in one compiled pass; without ``x`` only dx is computed."""
     taps_w = w.reshape(-1, w.shape[-1])
     dx = np.zeros(x_shape, dy.dtype)
+    want_dw = x is not None
     partial = np.zeros((x_shape[0] if want_dw else 1, *taps_w.shape), dy.dtype)
-    source = accel.as_2d(x if x is not None else dx)
-    accel.kernels.depthwise_backward(source, taps_w, accel.as_2d(dy), accel.geometry_2d(axes),
-                                     accel.as_2d(dx), partial, want_dx, want_dw)
+    accel.kernels.depthwise_backward(accel.as_2d(x if want_dw else dx), taps_w,
+                                     accel.as_2d(dy), accel.geometry_2d(axes),
+                                     accel.as_2d(dx), partial, want_dw)
     return dx, partial.sum(axis=0).reshape(w.shape)
+
+
+def depthwise_gradients(xp, x, w, dy, axes, groups):
+    """(dx, dw) of a depthwise conv: one compiled pass when available."""
+    if accel.enabled(x, w, dy):
+        return _compiled_gradients(x.shape, w, dy, axes, x)
+    return (depthwise_input_grad(xp, dy, w, axes, groups, x.shape),
+            depthwise_weight_grad(xp, x, dy, axes, groups, w.shape))
 
 
 def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`."""
     if accel.enabled(dy, w):
-        return _compiled_backward(None, w, dy, axes, x_shape, True, False)[0]
+        return _compiled_gradients(x_shape, w, dy, axes)[0]
     multiplier = w.shape[-1] // groups
     rep_shape = (*x_shape[:-1], x_shape[-1] * multiplier)
     buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
@@ -71,9 +80,6 @@ def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
 
 def depthwise_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw (*K, 1, C_y): per tap, the sum over batch and positions of window * dy."""
-    if accel.enabled(x, dy):
-        weight = np.zeros(w_shape, dy.dtype)  # only its shape is read
-        return _compiled_backward(x, weight, dy, axes, x.shape, False, True)[1]
     multiplier = w_shape[-1] // groups
     x_pad = pad_input(xp, _repeated(xp, x, multiplier), axes)
     dw = xp.empty((len(list(taps(axes))), w_shape[-1]), dtype=dy.dtype)

@@ -25,7 +25,12 @@ import math
 
 from .._checks import array_module, upstream_grad
 from ._conv_args import ConvCall, prepare_conv, prepare_conv_transpose
-from ._depthwise import depthwise_forward, depthwise_input_grad, depthwise_weight_grad
+from ._depthwise import (
+    depthwise_forward,
+    depthwise_gradients,
+    depthwise_input_grad,
+    depthwise_weight_grad,
+)
 from ._gather import col2im_matmul, im2col
 
 
@@ -65,12 +70,20 @@ def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     return dw.reshape(w_shape)
 
 
+def _conv_gradients(xp, x, w, dy, axes, groups):
+    """(dx, dw); dw first, so only one im2col-sized matrix is alive at a time."""
+    dw = _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
+    return _conv_input_grad(xp, dy, w, axes, groups, x.shape), dw
+
+
 def _kernels(w, groups):
-    """(forward, input_grad, weight_grad) for this weight: taps-only multiply-adds for
-    depthwise convolutions (one input channel per group), else im2col + GEMM."""
+    """(forward, input_grad, weight_grad, gradients) for this weight: taps-only
+    multiply-adds for depthwise convolutions (one input channel per group), else
+    im2col + GEMM. ``gradients`` gives (dx, dw) of the convolution together."""
     if groups > 1 and w.shape[-2] == 1:
-        return depthwise_forward, depthwise_input_grad, depthwise_weight_grad
-    return _conv_forward, _conv_input_grad, _conv_weight_grad
+        return (depthwise_forward, depthwise_input_grad, depthwise_weight_grad,
+                depthwise_gradients)
+    return _conv_forward, _conv_input_grad, _conv_weight_grad, _conv_gradients
 
 
 def _bias_grad(dy):
@@ -79,7 +92,7 @@ def _bias_grad(dy):
 
 def _forward(call: ConvCall):
     xp = array_module(call.x, call.w)
-    forward, input_grad, _ = _kernels(call.w, call.groups)
+    forward, input_grad, _, _ = _kernels(call.w, call.groups)
     if call.transposed:
         y = input_grad(xp, call.x, call.w, call.axes, call.groups, call.conv_input_shape)
     else:
@@ -91,7 +104,7 @@ def _forward(call: ConvCall):
 
 def _backward(op, dy, call: ConvCall):
     x, w, axes, groups = call.x, call.w, call.axes, call.groups
-    forward, input_grad, weight_grad = _kernels(w, groups)
+    forward, _, weight_grad, gradients = _kernels(w, groups)
     if call.transposed:
         dy = upstream_grad(op, dy, call.conv_input_shape, x.dtype)
         xp = array_module(dy, w)
@@ -101,8 +114,7 @@ def _backward(op, dy, call: ConvCall):
         out = (x.shape[0], *(a.size_out for a in axes), w.shape[-1])
         dy = upstream_grad(op, dy, out, x.dtype)
         xp = array_module(dy, w)
-        dw = weight_grad(xp, x, dy, axes, groups, w.shape)
-        dx = input_grad(xp, dy, w, axes, groups, x.shape)
+        dx, dw = gradients(xp, x, w, dy, axes, groups)
     db = None if call.b is None else _bias_grad(dy)
     return dx, dw, db
 
