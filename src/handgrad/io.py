@@ -105,8 +105,6 @@ def _document(path, metadata):
 
 def load_checkpoint(path) -> Checkpoint:
     """Rebuild the model (and optimizer) saved by :func:`save_checkpoint`."""
-    from . import model as _model  # noqa: F401  (registers Sequential for loading)
-
     tensors, metadata = _safetensors.read(path)
     document = _document(path, metadata)
     spec = document["model"]
