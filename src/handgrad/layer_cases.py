@@ -3,6 +3,8 @@ and the layer contract tests): layer name -> ``draw(rng) -> (layer, input_shape)
 
 from __future__ import annotations
 
+import inspect
+
 from . import layers as L
 from .model import Sequential
 
@@ -184,6 +186,24 @@ def _recurrent(cls):
 
 LAYER_CASES.update({name: _recurrent(getattr(L, name))
                     for name in ("RNN", "LSTM", "GRU", "BiLSTM")})
+
+
+def _seeded(draw):
+    """The same draw, with a parameter seed taken from ``rng`` too, so that a layer
+    built lazily from its first input gets the same weights for the same ``rng``."""
+
+    def seeded_draw(rng):
+        layer, shape = draw(rng)
+        parameters = inspect.signature(type(layer)).parameters.values()
+        takes_seed = any(p.name == "seed" or p.kind is p.VAR_KEYWORD for p in parameters)
+        if takes_seed and layer.seed is None:
+            layer.seed = int(rng.integers(2**31))
+        return layer, shape
+
+    return seeded_draw
+
+
+LAYER_CASES = {name: _seeded(draw) for name, draw in LAYER_CASES.items()}
 
 
 def _nested(entry) -> str:

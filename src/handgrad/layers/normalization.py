@@ -27,8 +27,9 @@ class _Normalization(Layer):
 
     layout = "(N, ..., C)"
 
-    def __init__(self, eps, use_gamma, use_beta, *, name=None, trainable=True, dtype=None):
-        super().__init__(name=name, trainable=trainable, dtype=dtype)
+    def __init__(self, eps, use_gamma, use_beta, *, name=None, trainable=True, dtype=None,
+                 seed=None):
+        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         self.eps = number(type(self).__name__, "eps", eps, low=0.0)
         self.use_gamma, self.use_beta = use_gamma, use_beta
 
