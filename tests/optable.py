@@ -9,7 +9,10 @@ import numpy as np
 
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.testing import assert_close as assert_within
 from handgrad.testing import numeric_gradient
+
+from tolerances import op_bounds
 
 
 @dataclass
@@ -71,34 +74,28 @@ def loops(case, arrays):
     return run(reference, case, arrays)
 
 
-def rel_err(actual, expected):
-    """Normwise relative error max|a - e| / max|e| over finite entries (absolute when
-    e is all zeros); equal infinities count as equal, any other mismatch as inf."""
-    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
-    if actual.shape != expected.shape:
-        raise AssertionError(f"shape {actual.shape} != expected {expected.shape}")
-    if expected.size == 0:
-        return 0.0
-    same = actual == expected
-    finite = np.isfinite(expected) & np.isfinite(actual)
-    if not np.all(same | finite):
-        return np.inf
-    with np.errstate(invalid="ignore"):
-        diff = np.max(np.abs(np.where(same, 0.0, actual - expected)))
-    scale = np.max(np.abs(np.where(finite, expected, 0.0)))
-    return diff / scale if scale > 0 else diff
+def assert_results_close(case, arrays, dy, ours, reference, dtype, what):
+    """Check ``ours = (y, grads)`` against a ``reference`` (y, grads) of the same case,
+    each within the rounding tolerance of ``dtype`` for its terms and their size."""
+    bounds = op_bounds(case.op, arrays, dy, case.kwargs)
+    assert len(ours[1]) == len(reference[1]) == len(bounds) - 1, f"{what}: gradient count"
+    names = ["y", "dx", "dw", "db"]
+    pairs = zip(names, bounds, [ours[0], *ours[1]], [reference[0], *reference[1]])
+    for name, bound, a, b in pairs:
+        if bound is None:
+            assert a is None and b is None, f"{case.op}: {name} for an absent input"
+            continue
+        terms, scale = bound
+        assert_within(a, b, dtype=dtype, terms=terms, scale=scale, what=f"{what}: {name}")
 
 
-def assert_close(actual, expected, rtol, what=""):
-    err = rel_err(actual, expected)
-    assert err <= rtol, f"{what}: relative error {err:.3e} > {rtol:.0e}"
-
-
-def finite_difference(case, arrays, index, dy, eps=1e-6):
-    """Central differences of L = <op(arrays), dy> with respect to arrays[index]."""
+def finite_difference(case, arrays, index, dy):
+    """Central differences of L = <op(arrays), dy> with respect to arrays[index] and
+    their measured error (``numeric_gradient(..., with_error=True)``)."""
     fn = getattr(ops, case.op)
     base = [a.copy() if a is not None else None for a in arrays]
-    return numeric_gradient(lambda: np.sum(fn(*base, **case.kwargs)[0] * dy), base[index], eps)
+    return numeric_gradient(lambda: np.sum(fn(*base, **case.kwargs)[0] * dy), base[index],
+                            with_error=True)
 
 
 CASES = [

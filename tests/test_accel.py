@@ -1,6 +1,7 @@
 """The compiled kernels are optional: without numba (or with HANDGRAD_NUMBA=0) the
 pure-NumPy path runs, and both paths give the same numbers."""
 
+import math
 import os
 import subprocess
 import sys
@@ -11,6 +12,9 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops import _accel
+from handgrad.testing import assert_close, finite_max
+
+from tolerances import chain_terms
 
 BLOCK_NUMBA = textwrap.dedent("""
     import sys
@@ -42,6 +46,24 @@ def test_environment_variable_turns_the_compiled_kernels_off():
     assert result.stdout.strip() == "False", result.stderr
 
 
+def _step(x, w, wd, pool_cache=None):
+    """conv -> depthwise conv -> max pool -> average pool, then backward from dq = 1:
+    returns (q, dx, dw, dwd) and the max pool's cache. With ``pool_cache``, the
+    backward sends the gradient to that cache's winners instead."""
+    y, c1 = ops.conv2d(x, w, padding=1)
+    z, c2 = ops.conv2d(y, wd, padding=1, groups=8)
+    p, c3 = ops.max_pool2d(z, 3, stride=2, padding=1)
+    q, c4 = ops.avg_pool2d(p, 2, ceil_mode=True, count_include_pad=False)
+    dp = ops.avg_pool2d_backward(np.ones_like(q), c4)
+    if pool_cache is None:
+        dz = ops.max_pool2d_backward(dp, c3)
+    else:
+        dz = ops.max_pool2d_backward(dp.astype(pool_cache.dtype), pool_cache).astype(dp.dtype)
+    dy, dwd, _ = ops.conv2d_backward(dz, c2)
+    dx, dw, _ = ops.conv2d_backward(dy, c1)
+    return (q, dx, dw, dwd), c3
+
+
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_both_paths_agree_on_a_small_network_step(dtype):
@@ -52,16 +74,19 @@ def test_both_paths_agree_on_a_small_network_step(dtype):
     results = []
     for flag in (False, True):
         with _accel.use_compiled(flag):
-            y, c1 = ops.conv2d(x, w, padding=1)
-            z, c2 = ops.conv2d(y, wd, padding=1, groups=8)
-            p, c3 = ops.max_pool2d(z, 3, stride=2, padding=1)
-            q, c4 = ops.avg_pool2d(p, 2, ceil_mode=True, count_include_pad=False)
-            dq = np.ones_like(q)
-            dp = ops.avg_pool2d_backward(dq, c4)
-            dz = ops.max_pool2d_backward(dp, c3)
-            dy, dwd, _ = ops.conv2d_backward(dz, c2)
-            dx, dw, _ = ops.conv2d_backward(dy, c1)
-            results.append((q, dx, dw, dwd))
-    tol = 1e-12 if dtype == np.float64 else 1e-5
-    for a, b in zip(*results):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
+            results.append(_step(x, w, wd))
+    # The size of the terms: the step on absolute values, through the same winners
+    # (a window's max of |z| bounds |z| at the winner).
+    with _accel.use_compiled(False):
+        sizes, _ = _step(*(np.abs(a).astype(np.float64) for a in (x, w, wd)), results[0][1])
+    # Terms summed per stage: KxC (conv), K (depthwise), 1 (max), 2x2 + 1 (average and
+    # its division); backward: 1 (average), <= 2x2 (overlapping 3x3 max windows at
+    # stride 2), K (depthwise dx), then K x C (conv dx) or N x H x W (dwd, dw).
+    kernel, positions = 3 * 3, math.prod(x.shape[:-1])
+    forward, backward = [kernel * x.shape[-1], kernel, 1, 5], [1, 4]
+    stages = {"q": forward, "dx": [*forward, *backward, kernel, kernel * x.shape[-1]],
+              "dw": [*forward, *backward, kernel, positions],
+              "dwd": [*forward, *backward, positions]}  # the order _step returns
+    for name, a, b, size in zip(stages, results[0][0], results[1][0], sizes):
+        assert_close(a, b, dtype=dtype, terms=chain_terms(*stages[name]),
+                     scale=finite_max(size), what=name)

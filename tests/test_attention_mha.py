@@ -9,9 +9,10 @@ from handgrad import layers as L
 from handgrad import ops
 from handgrad.model import Sequential
 from handgrad.ops import reference
-from test_attention import DTYPES, TOL, numeric_grad, randn, tt
+from handgrad.testing import assert_close, assert_gradient_close
+from test_attention import DTYPES, numeric_grad, randn, tt
 
-from optable import assert_close
+from tolerances_composite import mha_bounds, network_bounds
 
 torch = pytest.importorskip("torch")
 
@@ -77,14 +78,16 @@ def torch_param_grads(mha, layer):
     return grads
 
 
-def assert_param_grad(name, actual, expected, tol, scale):
-    """The key bias's gradient is exactly zero in exact arithmetic (softmax ignores a
-    shift of a whole row), so it is compared absolutely, relative to ``scale``."""
-    if name == "b_k":
-        assert np.max(np.abs(actual - expected)) <= tol * scale, name
-        assert np.max(np.abs(actual)) <= tol * scale, name
-    else:
-        assert_close(actual, expected, tol, name)
+def assert_grads_close(ours, expected, bounds, dtype):
+    """Each named result against ``expected`` within the tolerance ``bounds = {name:
+    (terms, scale)}`` (tolerances_composite.mha_bounds). The key bias's gradient is zero
+    in exact arithmetic (softmax ignores a shift of a whole row): both are rounding noise."""
+    for name, actual in ours.items():
+        terms, scale = bounds[name]
+        check = dict(dtype=dtype, terms=terms, scale=scale, what=name)
+        assert_close(actual, expected[name], **check)
+        if name == "b_k":
+            assert_close(actual, np.zeros_like(actual), **check)
 
 
 MHA_CASES = {
@@ -136,6 +139,8 @@ def test_multi_head_attention_layer_matches_torch(name, dtype):
     layer, mha, query, key, value, masks, torch_masks = mha_setup(case, dtype)
     y = layer.forward(query, key=key, value=value, **masks)
     dy = randn(np.random.default_rng(7), *y.shape, dtype=dtype)
+    bounds = mha_bounds(query, key, value, *op_arguments(layer), dy, num_heads=layer.num_heads,
+                        **masks)
     dquery, dkey, dvalue = layer.backward_all(dy)
 
     tq_, tk_, tv_ = tt(query), tt(key if case["cross"] else query), tt(
@@ -145,22 +150,19 @@ def test_multi_head_attention_layer_matches_torch(name, dtype):
     expected, _ = mha(tq_, tk_, tv_, need_weights=False,
                       **{k: torch.tensor(v) for k, v in torch_masks.items()})
     expected.backward(torch.tensor(dy))
-    tol = TOL[dtype]
     assert y.dtype == dtype and dquery.dtype == dtype
-    assert_close(y, expected.detach().numpy(), tol, "y")
-    assert_close(dquery, tq_.grad.numpy(), tol, "dquery")
+    ours = {"y": y, "query": dquery}
+    theirs = {"y": expected.detach().numpy(), "query": tq_.grad.numpy()}
     if case["cross"]:
-        assert_close(dkey, tk_.grad.numpy(), tol, "dkey")
-        assert_close(dvalue, tv_.grad.numpy(), tol, "dvalue")
+        ours.update(key=dkey, value=dvalue)
+        theirs.update(key=tk_.grad.numpy(), value=tv_.grad.numpy())
         assert layer.key_value_grads[0] is dkey
     else:
         assert dkey is None and dvalue is None
     expected_grads = torch_param_grads(mha, layer)
     assert set(expected_grads) == set(layer.gradients)
-    scale = max(np.max(np.abs(g)) for g in expected_grads.values())
-    for key_name, grad in layer.gradients.items():
-        assert grad.dtype == dtype
-        assert_param_grad(key_name, grad, expected_grads[key_name], tol, scale)
+    assert all(grad.dtype == dtype for grad in layer.gradients.values())
+    assert_grads_close({**ours, **layer.gradients}, {**theirs, **expected_grads}, bounds, dtype)
 
 
 def op_arguments(layer):
@@ -181,11 +183,9 @@ def test_multi_head_attention_loop_twin_and_finite_differences(name):
     ref_y, ref_cache = reference.multi_head_attention(query, key, value, *weights, rng=1,
                                                       **kwargs)
     ref_grads = reference.multi_head_attention_backward(dy, ref_cache)
-    assert_close(y, ref_y, 1e-12, "loop twin y")
     ours, theirs = named_op_grads(layer, grads), named_op_grads(layer, ref_grads)
-    scale = max(np.max(np.abs(g)) for g in ours.values())
-    for key_name, grad in ours.items():
-        assert_param_grad(key_name, grad, theirs[key_name], 1e-12, scale)
+    bounds = mha_bounds(query, key, value, *weights, dy, rng=1, **kwargs)
+    assert_grads_close({"y": y, **ours}, {"y": ref_y, **theirs}, bounds, np.float64)
 
     def loss():
         out, _ = ops.multi_head_attention(query, key, value, *weights, rng=1, **kwargs)
@@ -193,7 +193,8 @@ def test_multi_head_attention_loop_twin_and_finite_differences(name):
 
     arrays = {"query": query, "key": key, "value": value, **layer.parameters}
     for key_name, grad in ours.items():
-        assert_param_grad(key_name, grad, numeric_grad(loss, arrays[key_name]), 1e-7, scale)
+        numeric, error = numeric_grad(loss, arrays[key_name], with_error=True)
+        assert_gradient_close(grad, numeric, error, what=key_name)
 
 
 def named_op_grads(layer, grads):
@@ -230,10 +231,15 @@ def test_key_bias_gradient_is_zero_and_padded_keys_get_no_gradient():
     kpm = np.zeros((2, 6), dtype=bool)
     kpm[:, [2, 4]] = True
     layer.forward(query, key=key, value=value, key_padding_mask=kpm)
-    _, dkey, dvalue = layer.backward_all(randn(np.random.default_rng(1), 2, 5, 8))
+    dy = randn(np.random.default_rng(1), 2, 5, 8)
+    _, dkey, dvalue = layer.backward_all(dy)
     assert np.all(dkey[:, [2, 4]] == 0) and np.all(dvalue[:, [2, 4]] == 0)
     assert np.all(dkey[:, [0, 1, 3, 5]] != 0)
-    assert np.max(np.abs(layer.gradients["b_k"])) < 1e-12  # softmax ignores a row shift
+    terms, scale = mha_bounds(query, key, value, *op_arguments(layer), dy,
+                              num_heads=layer.num_heads, key_padding_mask=kpm)["b_k"]
+    b_k = layer.gradients["b_k"]  # softmax ignores a row shift: only rounding is left
+    assert_close(b_k, np.zeros_like(b_k), dtype=np.float64, terms=terms, scale=scale,
+                 what="b_k")
 
 
 def test_multi_head_attention_in_sequential_with_dropout_and_causal_config():
@@ -251,7 +257,9 @@ def test_multi_head_attention_in_sequential_with_dropout_and_causal_config():
     x2 = x.copy()
     x2[:, -1] += 1.0
     changed = model.forward(x2, training=False)
-    np.testing.assert_allclose(changed[:, :-1], eval_y[:, :-1], rtol=1e-13)
+    terms, scale = network_bounds(model, x)  # the projections' matmuls see other rows
+    assert_close(changed[:, :-1], eval_y[:, :-1], dtype=np.float64, terms=terms, scale=scale,
+                 what="earlier steps")
     assert "attn.W_in" in model.named_parameters()
 
 

@@ -28,6 +28,7 @@ from handgrad.inspect import (
     walk,
 )
 from handgrad.model import Sequential
+from handgrad.testing import assert_close
 
 
 def fields(layers, input_shape):
@@ -252,8 +253,11 @@ def test_layer_gradient_norms_are_per_layer_l2_norms():
     grads = model.named_gradients()
     assert set(norms) == {"conv", "fc"}
     for layer in norms:
-        expected = np.sqrt(sum(np.sum(grads[f"{layer}.{k}"] ** 2) for k in ("W", "b")))
-        np.testing.assert_allclose(norms[layer], expected, rtol=1e-12)
+        parts = [grads[f"{layer}.{k}"] for k in ("W", "b")]
+        expected = np.sqrt(sum(np.sum(g**2) for g in parts))
+        # a sum of squares (in any order) of every entry, then its root
+        assert_close(norms[layer], expected, dtype=np.float64, terms=sum(g.size for g in parts),
+                     scale=expected, what=layer)
 
 
 def test_gradient_norm_logger_records_each_step_and_epoch_means():
@@ -268,10 +272,11 @@ def test_gradient_norm_logger_records_each_step_and_epoch_means():
     _, dlogits = losses.softmax_cross_entropy(initial.forward(x[:6]), y[:6])
     initial.backward(dlogits)
     for layer, value in layer_gradient_norms(initial).items():
-        np.testing.assert_allclose(per_step.norms[layer][0], value, rtol=1e-12)
+        # the same model, batch and kernels: the same gradients
+        assert per_step.norms[layer][0] == value
         steps = per_step.norms[layer]
-        np.testing.assert_allclose(per_epoch.norms[layer],
-                                   [(steps[0] + steps[1]) / 2, (steps[2] + steps[3]) / 2])
+        np.testing.assert_array_equal(per_epoch.norms[layer],
+                                      [(steps[0] + steps[1]) / 2, (steps[2] + steps[3]) / 2])
     model.fit(x, y, epochs=1, batch_size=12, callbacks=[per_step], verbose=0)
     assert per_step.steps == [1]  # each fit starts a new record
     with pytest.raises(ValueError, match="GradientNormLogger: 'per' must be one of"):

@@ -16,6 +16,9 @@ from handgrad import _safetensors  # noqa: E402
 from handgrad import layers as L  # noqa: E402
 from handgrad.io import from_torch, to_torch_state_dict  # noqa: E402
 from handgrad.model import Sequential  # noqa: E402
+from handgrad.testing import assert_close  # noqa: E402
+
+from tolerances_composite import network_bounds  # noqa: E402
 
 
 def randomize(module, seed):
@@ -175,6 +178,13 @@ def _torch_output(module, x, to_torch, from_torch_layout):
         return from_torch_layout(module(torch.from_numpy(to_torch(x))).numpy())
 
 
+def assert_matches(actual, expected, model, x, **inputs):
+    """handgrad's ``actual`` output of ``model`` on ``x`` against torch's ``expected``,
+    both rounded in the model's dtype, within the model's rounding tolerance."""
+    terms, scale = network_bounds(model, x, **inputs)
+    assert_close(actual, expected, dtype=actual.dtype, terms=terms, scale=scale, what="output")
+
+
 def _build(case, seed, dtype="float32"):
     torch_model, layers, shape, *_ = CASES[case]
     module = randomize(torch_model(), seed)
@@ -190,8 +200,7 @@ def test_import_matches_torch_and_round_trips(case):
     _, _, _, to_torch, back = CASES[case]
     assert from_torch(module, model) is model
     x = _input(case, shape, np.random.default_rng(seed))
-    np.testing.assert_allclose(model.predict(x), _torch_output(module, x, to_torch, back),
-                               rtol=1e-5, atol=1e-5)
+    assert_matches(model.predict(x), _torch_output(module, x, to_torch, back), model, x)
     # handgrad -> torch state dict: the same values, in torch's order, exactly
     state = to_torch_state_dict(model)
     expected = [v for k, v in module.state_dict().items() if "num_batches" not in k]
@@ -216,8 +225,7 @@ def test_float64_import():
     module, model, shape = _build("conv2d_batch_norm", 3, "float64")
     from_torch(module, model)
     x = _input("conv2d_batch_norm", shape, np.random.default_rng(0), np.float64)
-    np.testing.assert_allclose(model.predict(x), _torch_output(module, x, _cf, _same),
-                               rtol=1e-10, atol=1e-12)
+    assert_matches(model.predict(x), _torch_output(module, x, _cf, _same), model, x)
     assert to_torch_state_dict(model)["0.weight"].dtype == torch.float64
 
 
@@ -230,8 +238,8 @@ def test_separate_projections_cross_attention():
                for t, f in ((4, 8), (3, 5), (3, 6)))
     with torch.no_grad():
         expected = module(*map(torch.from_numpy, (q, k, v)), need_weights=False)[0].numpy()
-    np.testing.assert_allclose(layer.forward(q, training=False, key=k, value=v), expected,
-                               rtol=1e-5, atol=1e-5)
+    assert_matches(layer.forward(q, training=False, key=k, value=v), expected, layer, q, key=k,
+                   value=v)
     state = to_torch_state_dict(layer)
     assert list(state) == list(module.state_dict())
     module.load_state_dict(state, strict=True)
@@ -286,8 +294,7 @@ def test_prefixes_match_by_name(tmp_path):
     for source in (module, path):
         model = from_torch(source, _dense_model(), prefixes={"dense_0": "body",
                                                             "dense_2": "head"})
-        np.testing.assert_allclose(model.predict(x), _torch_output(module, x, _same, _same),
-                                   rtol=1e-5, atol=1e-5)
+        assert_matches(model.predict(x), _torch_output(module, x, _same, _same), model, x)
     with pytest.raises(ValueError, match=r"'prefixes' names \['dense_9'\].*\['dense_0', "
                                          r"'dense_2'\]"):
         from_torch(module, _dense_model(), prefixes={"dense_9": "body"})
@@ -305,7 +312,7 @@ def test_safetensors_file_without_torch(tmp_path, monkeypatch):
     with pytest.raises(ImportError):
         import torch as _  # noqa: F401
     from_torch(str(path), model)
-    np.testing.assert_allclose(model.predict(x), expected, rtol=1e-5, atol=1e-5)
+    assert_matches(model.predict(x), expected, model, x)
     with pytest.raises(ImportError, match="to_torch_state_dict: torch is not installed; "
                                           "pass numpy=True"):
         to_torch_state_dict(model)
@@ -314,7 +321,7 @@ def test_safetensors_file_without_torch(tmp_path, monkeypatch):
     _safetensors.write(tmp_path / "back.safetensors", arrays)
     monkeypatch.undo()
     module.load_state_dict(load_file(str(tmp_path / "back.safetensors")), strict=True)
-    np.testing.assert_allclose(_torch_output(module, x, _cf, _same), expected, rtol=0, atol=0)
+    np.testing.assert_array_equal(_torch_output(module, x, _cf, _same), expected)
 
 
 def test_safetensors_file_in_a_process_without_torch(tmp_path):
@@ -338,8 +345,9 @@ def test_safetensors_file_in_a_process_without_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    expected = _torch_output(module, np.eye(3, dtype=np.float32), _same, _same)
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), expected, rtol=1e-5, atol=1e-5)
+    x = np.eye(3, dtype=np.float32)
+    twin = from_torch(str(path), Sequential([L.Dense(3) for _ in range(11)], input_shape=(3,)))
+    assert_matches(np.load(tmp_path / "y.npy"), _torch_output(module, x, _same, _same), twin, x)
 
 
 def test_layers_without_a_torch_twin_and_bad_arguments():

@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 
 from handgrad import layers as L
+from handgrad.testing import tolerance
 
-from optable import assert_close
+from tolerances import (
+    assert_outputs_close,
+    float64_twin,
+    layer_reference,
+    mean_bound,
+    std_bound,
+    uniform_max_gap,
+)
 from torch_twins import from_torch, to_torch, weight_from_torch, weight_to_torch
 
 torch = pytest.importorskip("torch")
@@ -53,7 +61,6 @@ TWINS = {
     "AvgPool2D-plain": (
         lambda: L.AvgPool2D(2), lambda: nn.AvgPool2d(2), (6, 5, 2)),
 }
-TOLERANCE = {np.float64: 1e-10, np.float32: 1e-4}
 TORCH_DTYPE = {np.float64: torch.float64, np.float32: torch.float32}
 
 
@@ -82,6 +89,8 @@ def test_layer_matches_torch_module(key, dtype):
     assert y.dtype == dtype
     dy = rng.standard_normal(y.shape).astype(dtype)
     dx = layer.backward(dy)
+    ours = {"y": y, "dx": dx, **layer.gradients}
+    assert all(value.dtype == dtype for value in ours.values())
 
     module = make_module().to(TORCH_DTYPE[dtype])
     with torch.no_grad():
@@ -93,18 +102,17 @@ def test_layer_matches_torch_module(key, dtype):
     tx = to_torch(x) if spatial else torch.tensor(x, requires_grad=True)
     ty = module(tx)
     ty.backward(to_torch(dy, False) if spatial else torch.tensor(dy))
-
-    rtol = TOLERANCE[dtype]
-    assert_close(y, from_torch(ty) if spatial else ty.detach().numpy(), rtol, "forward")
-    assert_close(dx, from_torch(tx.grad) if spatial else tx.grad.numpy(), rtol, "dx")
+    theirs = {"y": from_torch(ty) if spatial else ty.detach().numpy(),
+              "dx": from_torch(tx.grad) if spatial else tx.grad.numpy()}
     if "W" in layer.parameters:
-        assert layer.gradients["W"].dtype == dtype
-        assert_close(layer.gradients["W"], weight_grad_from_torch(layer, module.weight.grad),
-                     rtol, "dW")
+        theirs["W"] = weight_grad_from_torch(layer, module.weight.grad)
     if "b" in layer.parameters:
-        assert_close(layer.gradients["b"], module.bias.grad.numpy(), rtol, "db")
+        theirs["b"] = module.bias.grad.numpy()
     else:
         assert getattr(module, "bias", None) is None
+
+    assert set(ours) == set(theirs)  # terms and sizes, measured in float64
+    assert_outputs_close(ours, theirs, layer_reference(float64_twin(layer), x, dy)[1], dtype)
 
 
 # (handgrad layer, torch module, input shape, fan_in worked out by hand)
@@ -133,19 +141,24 @@ def test_default_initialization_matches_torch_bounds(key):
     torch_w = module.weight.detach().numpy()
     torch_b = module.bias.detach().numpy()
     # torch's own init spans the same bound: the hand-worked fan_in is torch's
-    assert np.abs(torch_w).max() <= bound * (1 + 1e-6)
-    assert np.abs(torch_w).max() > 0.95 * bound
-    assert np.abs(torch_b).max() <= bound * (1 + 1e-6)
+    check_uniform(torch_w, torch_b, bound)
 
     W, b = layer.parameters["W"], layer.parameters["b"]
     assert W.dtype == np.float32 and b.dtype == np.float32
     assert W.size == torch_w.size and b.size == torch_b.size
-    assert np.abs(W).max() <= bound * (1 + 1e-6)
-    assert np.abs(W).max() > 0.95 * bound
-    assert np.abs(b).max() <= bound * (1 + 1e-6)
-    assert np.abs(b).max() > 0.5 * bound  # spans the interval, not a tiny scale
-    # U(-bound, bound): mean 0, standard deviation bound / sqrt(3)
-    assert abs(W.mean()) < 0.1 * bound
-    assert W.std() == pytest.approx(bound / math.sqrt(3), rel=0.1)
+    check_uniform(W, b, bound)
+    # U(-bound, bound): mean 0, standard deviation bound / sqrt(3), kurtosis 1.8
+    sigma = bound / math.sqrt(3)
+    assert abs(W.mean()) <= mean_bound(sigma, W.size)
+    assert abs(W.std() - sigma) <= std_bound(sigma, W.size, kurtosis=1.8)
     # a seed makes the initialization reproducible
     np.testing.assert_array_equal(make_layer().build(shape).parameters["W"], W)
+
+
+def check_uniform(W, b, bound):
+    """Draws of U(-bound, bound) in float32: none beyond the bound (as rounded to
+    float32), and each array's largest |value| near it."""
+    for name, values in (("W", W), ("b", b)):
+        top = float(np.abs(values).max())
+        assert top <= bound + tolerance(np.float32, scale=bound), f"{name} beyond the bound"
+        assert top > (1 - uniform_max_gap(values.size)) * bound, f"{name} spans too little"

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from handgrad import ops
+from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
 
-from optable import assert_close
+from tolerances import linear_op_bounds
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-TOLERANCES = [(np.float64, 1e-10), (np.float32, 1e-4)]
+DTYPES = [np.float64, np.float32]
 # (x shape, F_out, bias)
 LINEAR_CASES = [((5, 3), 4, True), ((2, 3, 4, 3), 2, True), ((3,), 5, True), ((6, 4), 3, False),
                 ((1, 1), 1, True)]
@@ -35,22 +36,24 @@ def _linear_torch(x, w, b, dy):
     return ty.detach().numpy(), (tx.grad.numpy(), tw.grad.numpy().T, db)
 
 
-@pytest.mark.parametrize("dtype, rtol", TOLERANCES, ids=["float64", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float64", "float32"])
 @pytest.mark.parametrize("x_shape, f_out, bias", LINEAR_CASES)
-def test_linear_matches_torch(x_shape, f_out, bias, dtype, rtol):
+def test_linear_matches_torch(x_shape, f_out, bias, dtype):
     x, w, b = _linear_inputs(x_shape, f_out, bias, dtype)
     y, cache = ops.linear(x, w, b)
     dy = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)
     grads = ops.linear_backward(dy, cache)
     y_t, grads_t = _linear_torch(x, w, b, dy)
     assert y.shape == (*x_shape[:-1], f_out) and y.dtype == dtype
-    assert_close(y, y_t, rtol, "forward")
-    for name, ours, theirs in zip("x w b".split(), grads, grads_t):
+    bounds = linear_op_bounds("linear", [x, w, b], dy)
+    for name, ours, theirs, bound in zip(["y", "dx", "dw", "db"], [y, *grads],
+                                         [y_t, *grads_t], bounds):
         if theirs is None:
-            assert ours is None, "db must be None without a bias"
+            assert ours is None and bound is None, "db must be None without a bias"
         else:
             assert ours.dtype == dtype and ours.shape == theirs.shape
-            assert_close(ours, theirs, rtol, f"d{name}")
+            terms, scale = bound
+            assert_close(ours, theirs, dtype=dtype, terms=terms, scale=scale, what=name)
 
 
 @pytest.mark.parametrize("x_shape, f_out, bias", LINEAR_CASES)
@@ -59,19 +62,12 @@ def test_linear_backward_matches_finite_differences(x_shape, f_out, bias):
     y, cache = ops.linear(*arrays)
     dy = np.random.default_rng(2).standard_normal(y.shape)
     grads = ops.linear_backward(dy, cache)
-    eps = 1e-6
     for k, (array, grad) in enumerate(zip(arrays, grads)):
         if array is None:
             continue
-        numeric = np.zeros_like(array)
-        for i in np.ndindex(array.shape):
-            shifted = [a.copy() if a is not None else None for a in arrays]
-            shifted[k][i] += eps
-            plus = np.sum(ops.linear(*shifted)[0] * dy)
-            shifted[k][i] -= 2 * eps
-            minus = np.sum(ops.linear(*shifted)[0] * dy)
-            numeric[i] = (plus - minus) / (2 * eps)
-        assert_close(grad, numeric, 1e-7, f"gradient {k}")
+        numeric, fd_error = numeric_gradient(lambda: np.sum(ops.linear(*arrays)[0] * dy),
+                                             array, with_error=True)
+        assert_gradient_close(grad, numeric, fd_error, what=f"gradient {k}")
 
 
 def test_linear_non_contiguous_inputs_give_identical_results():
@@ -181,14 +177,9 @@ def test_dropout_backward_matches_finite_differences():
     dy = np.random.default_rng(1).standard_normal((3, 5))
     _, cache = ops.dropout(x, 0.4, 9)
     dx = ops.dropout_backward(dy, cache)
-    eps = 1e-6
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = np.sum((ops.dropout(plus, 0.4, 9)[0] - ops.dropout(minus, 0.4, 9)[0]) * dy)
-    assert_close(dx, numeric / (2 * eps), 1e-8, "dropout dx")
+    numeric, fd_error = numeric_gradient(lambda: np.sum(ops.dropout(x, 0.4, 9)[0] * dy), x,
+                                         with_error=True)
+    assert_gradient_close(dx, numeric, fd_error, what="dropout dx")
 
 
 def test_dropout_mask_matches_torch_semantics():
@@ -200,8 +191,12 @@ def test_dropout_mask_matches_torch_semantics():
     ty = tx * keep / (1 - 0.3)
     dy = np.random.default_rng(1).standard_normal(x.shape)
     ty.backward(torch.tensor(dy))
-    assert_close(y, ty.detach().numpy(), 1e-15, "forward")
-    assert_close(ops.dropout_backward(dy, cache), tx.grad.numpy(), 1e-15, "dx")
+    # One product with the kept-scale each (torch: a product and a division).
+    scale = 1 / (1 - 0.3)
+    assert_close(y, ty.detach().numpy(), dtype=np.float64, scale=scale * np.abs(x).max(),
+                 what="forward")
+    assert_close(ops.dropout_backward(dy, cache), tx.grad.numpy(), dtype=np.float64,
+                 scale=scale * np.abs(dy).max(), what="dx")
 
 
 def test_dropout_allocates_no_float64_temporary():

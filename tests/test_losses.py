@@ -4,33 +4,42 @@ import numpy as np
 import pytest
 
 from handgrad import losses
+from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
 
-from optable import assert_close
+from tolerances import assert_entries_close, cross_entropy_sizes, loss_bounds, pair_loss_sizes
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-TOLERANCES = [(np.float64, 1e-10), (np.float32, 1e-4)]
+DTYPES = [np.float64, np.float32]
 REDUCTIONS = ["mean", "sum", "none"]
 DTYPE_IDS = ["float64", "float32"]
 
 
-def _check_against(ours, t_input, t_loss, reduction, dtype, rtol, to_ours=lambda g: g):
-    """Compare (loss, dinput) with a torch loss of ``t_input``; for "none", with a random
-    upstream gradient applied to both (ours: the gradient of the sum, times that)."""
+def _check_against(ours, t_input, t_loss, reduction, dtype, sizes, terms=1,
+                   to_ours=lambda g: g):
+    """Compare (loss, dinput) with a torch loss of ``t_input``, within the tolerances
+    from ``sizes`` (the items' and the gradient's term sizes, ``terms`` an item); for
+    "none", with a random upstream gradient applied to both (ours: the gradient of the
+    sum, times that)."""
     loss, grad = ours
+    upstream = None
     if reduction == "none":
         upstream = np.random.default_rng(9).standard_normal(loss.shape).astype(dtype)
         t_loss.backward(torch.tensor(upstream))
         assert loss.dtype == dtype
-        assert_close(loss, t_loss.detach().numpy(), rtol, "loss")
+        expected = t_loss.detach().numpy()
         grad = grad * upstream[..., None] if grad.ndim > upstream.ndim else grad * upstream
     else:
         t_loss.backward()
         assert isinstance(loss, float)
-        assert_close(loss, t_loss.item(), rtol, "loss")
+        expected = t_loss.item()
     assert grad.dtype == dtype
-    assert_close(grad, to_ours(t_input.grad.numpy()), rtol, "dinput")
+    (loss_terms, loss_scale), (grad_terms, grad_scale) = loss_bounds(
+        *sizes, reduction, terms, upstream)
+    assert_close(loss, expected, dtype=dtype, terms=loss_terms, scale=loss_scale, what="loss")
+    assert_close(grad, to_ours(t_input.grad.numpy()), dtype=dtype, terms=grad_terms,
+                 scale=grad_scale, what="dinput")
 
 
 def _channels_first(a):
@@ -48,9 +57,9 @@ CE_SHAPES = [(6, 5), (3, 4, 5), (2, 3, 2, 4)]
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1, 1.0])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("dtype, rtol", TOLERANCES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("shape", CE_SHAPES, ids=str)
-def test_cross_entropy_class_ids_match_torch(shape, dtype, rtol, reduction, label_smoothing):
+def test_cross_entropy_class_ids_match_torch(shape, dtype, reduction, label_smoothing):
     rng = np.random.default_rng(0)
     logits = (3 * rng.standard_normal(shape)).astype(dtype)
     labels = rng.integers(0, shape[-1], shape[:-1])
@@ -59,14 +68,15 @@ def test_cross_entropy_class_ids_match_torch(shape, dtype, rtol, reduction, labe
     t = _channels_first(logits)
     t_loss = F.cross_entropy(t, torch.tensor(labels), label_smoothing=label_smoothing,
                              reduction=reduction)
-    _check_against(ours, t, t_loss, reduction, dtype, rtol, _channels_last)
+    sizes = cross_entropy_sizes(logits, labels, label_smoothing)
+    _check_against(ours, t, t_loss, reduction, dtype, sizes, shape[-1], _channels_last)
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("dtype, rtol", TOLERANCES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("shape", CE_SHAPES, ids=str)
-def test_cross_entropy_probability_targets_match_torch(shape, dtype, rtol, reduction,
+def test_cross_entropy_probability_targets_match_torch(shape, dtype, reduction,
                                                        label_smoothing):
     rng = np.random.default_rng(1)
     logits = (3 * rng.standard_normal(shape)).astype(dtype)
@@ -76,17 +86,14 @@ def test_cross_entropy_probability_targets_match_torch(shape, dtype, rtol, reduc
     t = _channels_first(logits)
     t_targets = torch.tensor(np.ascontiguousarray(np.moveaxis(targets, -1, 1)))
     t_loss = F.cross_entropy(t, t_targets, label_smoothing=label_smoothing, reduction=reduction)
-    _check_against(ours, t, t_loss, reduction, dtype, rtol, _channels_last)
+    sizes = cross_entropy_sizes(logits, targets, label_smoothing)
+    _check_against(ours, t, t_loss, reduction, dtype, sizes, shape[-1], _channels_last)
 
 
-def _finite_difference(loss_fn, x, eps=1e-6):
-    grad = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        grad[i] = (loss_fn(plus)[0] - loss_fn(minus)[0]) / (2 * eps)
-    return grad
+def _assert_matches_finite_differences(loss_fn, x, what):
+    """The gradient ``loss_fn(x)[1]`` against central differences of ``loss_fn(x)[0]``."""
+    numeric, fd_error = numeric_gradient(lambda: loss_fn(x)[0], x, with_error=True)
+    assert_gradient_close(loss_fn(x)[1], numeric, fd_error, what=what)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
@@ -98,7 +105,7 @@ def test_cross_entropy_gradient_matches_finite_differences(reduction):
     for y in (labels, targets):
         def fn(z, y=y):
             return losses.softmax_cross_entropy(z, y, label_smoothing=0.1, reduction=reduction)
-        assert_close(fn(logits)[1], _finite_difference(fn, logits), 1e-7, "dlogits")
+        _assert_matches_finite_differences(fn, logits, "dlogits")
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -107,14 +114,16 @@ def test_cross_entropy_is_stable_at_1000(dtype):
     labels = np.array([1, 0])
     loss, grad = losses.softmax_cross_entropy(logits, labels, reduction="none")
     assert np.all(np.isfinite(loss)) and np.all(np.isfinite(grad))
-    np.testing.assert_allclose(loss, [2000.0, 2000.0 + np.log(2.0)], rtol=1e-7)
-    np.testing.assert_allclose(grad, [[1.0, -1.0, 0.0], [-1.0, 0.5, 0.5]], atol=1e-7)
+    # Full relative accuracy; each row sums its 3 classes.
+    assert_entries_close(loss, [2000.0, 2000.0 + np.log(2.0)], dtype=dtype, terms=3,
+                         what="loss")
+    (_, (terms, scale)) = loss_bounds(*cross_entropy_sizes(logits, labels), "none", 3)
+    assert_close(grad, [[1.0, -1.0, 0.0], [-1.0, 0.5, 0.5]], dtype=dtype, terms=terms,
+                 scale=scale, what="dlogits")
     t = torch.tensor(logits, requires_grad=True)
     t_loss = F.cross_entropy(t, torch.tensor(labels), label_smoothing=0.3)
-    t_loss.backward()
     ours = losses.softmax_cross_entropy(logits, labels, label_smoothing=0.3)
-    assert ours[0] == pytest.approx(t_loss.item(), rel=1e-6)
-    np.testing.assert_allclose(ours[1], t.grad.numpy(), rtol=1e-6, atol=1e-7)
+    _check_against(ours, t, t_loss, "mean", dtype, cross_entropy_sizes(logits, labels, 0.3), 3)
 
 
 def test_cross_entropy_accepts_lists_and_non_contiguous_logits():
@@ -195,15 +204,17 @@ def _loss_fn(name):
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("dtype, rtol", TOLERANCES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("shape", [(7,), (4, 5), (2, 3, 4)], ids=str)
 @pytest.mark.parametrize("name", list(TORCH_PAIRS))
-def test_pair_losses_match_torch(name, shape, dtype, rtol, reduction):
+def test_pair_losses_match_torch(name, shape, dtype, reduction):
     pred, target = _pair_inputs(name, shape, dtype)
     ours = _loss_fn(name)(pred, target, reduction=reduction)
     t = torch.tensor(pred, requires_grad=True)
     t_loss = TORCH_PAIRS[name](t, torch.tensor(target), reduction)
-    _check_against(ours, t, t_loss, reduction, dtype, rtol)
+    base, _, delta = name.partition("-")
+    sizes = pair_loss_sizes(base, pred, target, float(delta or 1.0))
+    _check_against(ours, t, t_loss, reduction, dtype, sizes)
 
 
 @pytest.mark.parametrize("name", list(TORCH_PAIRS))
@@ -215,7 +226,7 @@ def test_pair_losses_match_finite_differences(name):
     for reduction in ("mean", "sum"):
         def fn(p, reduction=reduction):
             return _loss_fn(name)(p, target, reduction=reduction)
-        assert_close(fn(pred)[1], _finite_difference(fn, pred), 1e-7, f"{name} {reduction}")
+        _assert_matches_finite_differences(fn, pred, f"{name} {reduction}")
 
 
 def test_kink_gradients_match_torch_elementwise():
@@ -235,14 +246,14 @@ def test_binary_cross_entropy_is_stable_at_1000(dtype):
     targets = np.array([1.0, 0.0, 0.0, 1.0, 0.5], dtype=dtype)
     loss, grad = losses.binary_cross_entropy(logits, targets, reduction="none")
     assert loss.dtype == dtype and grad.dtype == dtype
-    np.testing.assert_allclose(loss, [0.0, 0.0, 1000.0, 1000.0, np.log(2.0)], rtol=1e-7)
-    np.testing.assert_allclose(grad, [0.0, 0.0, 1.0, -1.0, 0.0], atol=0)
+    assert_entries_close(loss, [0.0, 0.0, 1000.0, 1000.0, np.log(2.0)], dtype=dtype,
+                         what="loss")
+    np.testing.assert_array_equal(grad, [0.0, 0.0, 1.0, -1.0, 0.0])
     t = torch.tensor(logits, requires_grad=True)
     t_loss = F.binary_cross_entropy_with_logits(t, torch.tensor(targets))
-    t_loss.backward()
     ours = losses.binary_cross_entropy(logits, targets)
-    assert ours[0] == pytest.approx(t_loss.item(), rel=1e-7)
-    np.testing.assert_allclose(ours[1], t.grad.numpy(), rtol=1e-7, atol=0)
+    sizes = pair_loss_sizes("binary_cross_entropy", logits, targets)
+    _check_against(ours, t, t_loss, "mean", dtype, sizes)
 
 
 @pytest.mark.parametrize("name", ["binary_cross_entropy", "mse", "mae", "huber"])
@@ -297,7 +308,7 @@ def test_get():
     assert losses.get(custom) is custom
     with pytest.raises(ValueError, match=r"get: unknown loss 'l2'; valid names are "
                                          r"'cross_entropy', 'softmax_cross_entropy', "
-                                         r"'binary_cross_entropy', 'mse', 'mae', 'huber'"):
+                                         r"'sparse_categorical_crossentropy', .*'huber'"):
         losses.get("l2")
     with pytest.raises(TypeError, match=r"get: 'name_or_callable' must be a loss name"):
         losses.get(3)

@@ -7,6 +7,7 @@ and the running statistics are (C,) in both); ``F.layer_norm`` normalizes traili
 axes in both libraries, so nothing moves.
 """
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,14 +15,17 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
 
-from optable import assert_close
+from tolerances import assert_outputs_close, condition_bounds
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-TOLERANCES = [(np.float64, 1e-10), (np.float32, 1e-4)]
+DTYPES = pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
 MOMENTUM = 0.3
+ARGS = ("x", "gamma", "beta", "running_mean", "running_var")
+DEFAULT_EPS = inspect.signature(ops.layer_norm).parameters["eps"].default
 
 
 @dataclass
@@ -76,17 +80,24 @@ IDS = [c.id for c in CASES]
 table = pytest.mark.parametrize("case", CASES, ids=IDS)
 
 
-def inputs(case, dtype=np.float64, seed=0):
-    """x, gamma, beta, running_mean, running_var (None where the case has none)."""
+def draw(case, seed=0):
+    """{x, gamma, beta, running_mean, running_var, dy}: float64, None where absent."""
     rng = np.random.default_rng(seed)
-    x = (1.5 * rng.standard_normal(case.shape) + 0.5).astype(dtype)
-    gamma = rng.standard_normal(case.param_shape).astype(dtype) if case.gamma else None
-    beta = rng.standard_normal(case.param_shape).astype(dtype) if case.beta else None
-    rm = rv = None
+    arrays = dict.fromkeys(ARGS)
+    arrays["x"] = 1.5 * rng.standard_normal(case.shape) + 0.5
+    if case.gamma:
+        arrays["gamma"] = rng.standard_normal(case.param_shape)
+    if case.beta:
+        arrays["beta"] = rng.standard_normal(case.param_shape)
     if case.running:
-        rm = rng.standard_normal(case.shape[-1]).astype(dtype)
-        rv = rng.uniform(0.5, 2.0, case.shape[-1]).astype(dtype)
-    return x, gamma, beta, rm, rv
+        arrays["running_mean"] = rng.standard_normal(case.shape[-1])
+        arrays["running_var"] = rng.uniform(0.5, 2.0, case.shape[-1])
+    arrays["dy"] = rng.standard_normal(case.shape)  # every norm keeps the input's shape
+    return arrays
+
+
+def cast(arrays, dtype):
+    return {k: None if a is None else a.astype(dtype) for k, a in arrays.items()}
 
 
 def forward(module, case, x, gamma, beta, rm, rv):
@@ -103,13 +114,26 @@ def forward(module, case, x, gamma, beta, rm, rv):
     return module.group_norm(x, kw.pop("num_groups"), gamma, beta, **kw)
 
 
-def run(module, case, arrays, dy_seed=1):
-    """(y, dy, (dx, dgamma, dbeta), running_mean, running_var after the call)."""
-    x, gamma, beta, rm, rv = (None if a is None else a.copy() for a in arrays)
-    y, cache = forward(module, case, x, gamma, beta, rm, rv)
-    dy = np.random.default_rng(dy_seed).standard_normal(y.shape).astype(y.dtype)
-    grads = getattr(module, case.op + "_backward")(dy, cache)
-    return y, dy, grads, rm, rv
+def copied(arrays):
+    """The op's arguments, running statistics copied (the op updates them in place)."""
+    return [None if arrays[k] is None else arrays[k].copy() if k.startswith("running")
+            else arrays[k] for k in ARGS]
+
+
+def outputs(module, case, arrays):
+    """{y, dx, dgamma, dbeta, running_mean, running_var (after the call)}."""
+    args = copied(arrays)
+    y, cache = forward(module, case, *args)
+    dx, dgamma, dbeta = getattr(module, case.op + "_backward")(arrays["dy"], cache)
+    return {"y": y, "dx": dx, "dgamma": dgamma, "dbeta": dbeta,
+            "running_mean": args[3], "running_var": args[4]}
+
+
+def bounds(case, arrays):
+    """(terms, scale) of each output, measured on the case in float64."""
+    wide = cast(arrays, np.float64)
+    return condition_bounds(lambda: outputs(ops, case, wide),
+                            [a for a in wide.values() if a is not None])
 
 
 def channels_first(a):
@@ -120,9 +144,9 @@ def channels_last(t):
     return np.moveaxis(t.detach().numpy(), 1, -1)
 
 
-def run_torch(case, arrays, dy):
-    """The case through torch.nn.functional: (y, (dx, dgamma, dbeta), running stats)."""
-    x, gamma, beta, rm, rv = arrays
+def torch_outputs(case, arrays):
+    """The case through torch.nn.functional, in the keys of :func:`outputs`."""
+    x, gamma, beta, rm, rv = (arrays[k] for k in ARGS)
     moved = case.op != "layer_norm"
     tx = (channels_first(x) if moved else torch.tensor(x)).requires_grad_(True)
     tg = None if gamma is None else torch.tensor(gamma, requires_grad=True)
@@ -130,7 +154,7 @@ def run_torch(case, arrays, dy):
     trm = None if rm is None else torch.tensor(rm)
     trv = None if rv is None else torch.tensor(rv)
     kw = dict(case.kwargs)
-    eps = kw.pop("eps", 1e-5)
+    eps = kw.pop("eps", DEFAULT_EPS)
     if case.op == "batch_norm":
         ty = F.batch_norm(tx, trm, trv, tg, tb, case.train, MOMENTUM, eps)
     elif case.op == "instance_norm":
@@ -139,88 +163,63 @@ def run_torch(case, arrays, dy):
         ty = F.layer_norm(tx, tuple(np.atleast_1d(kw["normalized_shape"])), tg, tb, eps)
     else:
         ty = F.group_norm(tx, kw["num_groups"], tg, tb, eps)
+    dy = arrays["dy"]
     ty.backward(channels_first(dy) if moved else torch.tensor(dy))
-    y = channels_last(ty) if moved else ty.detach().numpy()
-    dx = channels_last(tx.grad) if moved else tx.grad.numpy()
-    grads = (dx, None if tg is None else tg.grad.numpy(), None if tb is None else tb.grad.numpy())
-    running = (None, None) if rm is None else (trm.numpy(), trv.numpy())
-    return y, grads, running
-
-
-def check_grads(ours, expected, rtol, dtype=None):
-    for name, a, b in zip(("dx", "dgamma", "dbeta"), ours, expected):
-        if b is None:
-            assert a is None, f"{name} must be None"
-            continue
-        assert a.shape == b.shape, name
-        if dtype is not None:
-            assert a.dtype == dtype, name
-        assert_close(a, b, rtol, name)
+    return {"y": channels_last(ty) if moved else ty.detach().numpy(),
+            "dx": channels_last(tx.grad) if moved else tx.grad.numpy(),
+            "dgamma": None if tg is None else tg.grad.numpy(),
+            "dbeta": None if tb is None else tb.grad.numpy(),
+            "running_mean": None if trm is None else trm.numpy(),
+            "running_var": None if trv is None else trv.numpy()}
 
 
 # ---------------------------------------------------------------------- torch twins
-@pytest.mark.parametrize("dtype, rtol", TOLERANCES, ids=["float64", "float32"])
+@DTYPES
 @table
-def test_matches_torch(case, dtype, rtol):
-    arrays = inputs(case, dtype)
-    y, dy, grads, rm, rv = run(ops, case, arrays)
-    y_t, grads_t, (rm_t, rv_t) = run_torch(case, arrays, dy)
-    assert y.shape == case.shape and y.dtype == dtype
-    assert_close(y, y_t, rtol, "forward")
-    check_grads(grads, grads_t, rtol, dtype)
+def test_matches_torch(case, dtype):
+    arrays = cast(draw(case), dtype)
+    ours = outputs(ops, case, arrays)
+    assert ours["y"].shape == case.shape
+    assert all(a is None or a.dtype == dtype for a in ours.values())
+    assert_outputs_close(ours, torch_outputs(case, arrays), bounds(case, arrays), dtype)
     if case.running:
-        assert rm.dtype == dtype and rv.dtype == dtype
-        assert_close(rm, rm_t, rtol, "running_mean")
-        assert_close(rv, rv_t, rtol, "running_var")
-        changed = not np.array_equal(rm, arrays[3])
+        changed = not np.array_equal(ours["running_mean"], arrays["running_mean"])
         assert changed == case.train, "running statistics change in training only"
 
 
 # ---------------------------------------------------------------------- loop twins
-@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-5)],
-                         ids=["float64", "float32"])
+@DTYPES
 @table
-def test_matches_loop_twin(case, dtype, rtol):
-    arrays = inputs(case, dtype, seed=3)
-    y, _, grads, rm, rv = run(ops, case, arrays)
-    y_r, _, grads_r, rm_r, rv_r = run(reference, case, arrays)
-    assert y_r.dtype == dtype
-    assert_close(y, y_r, rtol, "forward")
-    check_grads(grads, grads_r, rtol)
-    if case.running:
-        assert_close(rm, rm_r, rtol, "running_mean")
-        assert_close(rv, rv_r, rtol, "running_var")
+def test_matches_loop_twin(case, dtype):
+    arrays = cast(draw(case, seed=3), dtype)
+    expected = outputs(reference, case, arrays)
+    assert expected["y"].dtype == dtype
+    assert_outputs_close(outputs(ops, case, arrays), expected, bounds(case, arrays), dtype)
 
 
 # ------------------------------------------------------------- finite differences
 @table
 def test_backward_matches_finite_differences(case):
-    arrays = inputs(case, np.float64, seed=5)
-    _, dy, grads, _, _ = run(ops, case, arrays)
-    eps = 1e-6
-    for index, (name, analytic) in enumerate(zip(("dx", "dgamma", "dbeta"), grads)):
-        if analytic is None:
+    arrays = draw(case, seed=5)
+    analytic = outputs(ops, case, arrays)
+    for name, grad in (("x", "dx"), ("gamma", "dgamma"), ("beta", "dbeta")):
+        if arrays[name] is None:
+            assert analytic[grad] is None
             continue
-        target = arrays[index].copy()
-        numeric = np.zeros_like(target)
-        flat = target.reshape(-1)
-        for j in range(flat.size):
-            values = []
-            for step in (eps, -eps):
-                trial = list(arrays)
-                bumped = flat.copy()
-                bumped[j] += step
-                trial[index] = bumped.reshape(target.shape)
-                values.append(np.sum(run(ops, case, trial)[0] * dy))
-            numeric.reshape(-1)[j] = (values[0] - values[1]) / (2 * eps)
-        assert_close(analytic, numeric, 1e-6, name)
+        trial = {**arrays, name: arrays[name].copy()}  # perturbed in place
+
+        def loss(trial=trial):
+            return float(np.sum(forward(ops, case, *copied(trial))[0] * arrays["dy"]))
+
+        numeric, error = numeric_gradient(loss, trial[name], with_error=True)
+        assert_gradient_close(analytic[grad], numeric, error, what=grad)
 
 
 # ---------------------------------------------------------------- non-contiguous
 @table
 def test_non_contiguous_inputs_give_identical_results(case):
     """x, dy, gamma, beta as strided views; running statistics updated through a view."""
-    x, gamma, beta, rm, rv = inputs(case, np.float64, seed=7)
+    x, gamma, beta, rm, rv = (draw(case, seed=7)[k] for k in ARGS)
     y, cache = forward(ops, case, x, gamma, beta,
                        *(None if a is None else a.copy() for a in (rm, rv)))
     dy = np.random.default_rng(8).standard_normal(y.shape)
@@ -254,43 +253,59 @@ def test_non_contiguous_inputs_give_identical_results(case):
 def test_batch_norm_running_statistics_by_hand():
     """running <- (1 - m) running + m batch, with the unbiased variance n / (n - 1)."""
     x = np.random.default_rng(0).standard_normal((4, 5, 2))
-    rm, rv = np.array([0.5, -1.0]), np.array([2.0, 0.5])
+    old_mean, old_var = np.array([0.5, -1.0]), np.array([2.0, 0.5])
+    rm, rv = old_mean.copy(), old_var.copy()
     ops.batch_norm(x, running_mean=rm, running_var=rv, momentum=0.25)
     flat = x.reshape(-1, 2)
-    np.testing.assert_allclose(rm, 0.75 * np.array([0.5, -1.0]) + 0.25 * flat.mean(0),
-                               rtol=1e-14)
-    np.testing.assert_allclose(rv, 0.75 * np.array([2.0, 0.5]) + 0.25 * flat.var(0, ddof=1),
-                               rtol=1e-14)
+    n = len(flat)  # each statistic sums n terms of the size of |x| (the variance: x^2)
+    assert_close(rm, 0.75 * old_mean + 0.25 * flat.mean(0), terms=n,
+                 scale=0.75 * np.abs(old_mean).max() + 0.25 * np.abs(flat).max(),
+                 what="running_mean")
+    assert_close(rv, 0.75 * old_var + 0.25 * flat.var(0, ddof=1), terms=n,
+                 scale=0.75 * old_var.max() + 0.25 * n / (n - 1) * np.square(flat).max(),
+                 what="running_var")
 
 
 def test_training_output_is_normalized_with_biased_variance():
     x = np.random.default_rng(1).standard_normal((8, 3)) * 3 + 2
-    y, _ = ops.batch_norm(x, eps=0.0)
-    np.testing.assert_allclose(y.mean(0), 0, atol=1e-14)
-    np.testing.assert_allclose(y.var(0), 1, rtol=1e-13)  # ddof=0: the biased variance
+    y, _ = ops.batch_norm(x)
+    var = x.var(0)  # ddof=0: the biased variance
+    # xhat = (x - mean) / std carries the statistics' rounding, eps * sqrt(8) * |x| / std;
+    # its mean and mean square sum 8 more terms of the size of |x| / std (its square).
+    size = np.max(np.abs(x) / np.sqrt(var))
+    assert_close(y.mean(0), np.zeros(3), terms=2 * len(x), scale=size, what="mean")
+    assert_close(y.var(0), var / (var + DEFAULT_EPS), terms=2 * len(x), scale=size**2,
+                 what="variance")
 
 
 def test_eval_backward_is_the_affine_map():
     rng = np.random.default_rng(2)
     x, gamma, rm = rng.standard_normal((3, 4, 2)), rng.standard_normal(2), rng.standard_normal(2)
-    rv = rng.uniform(0.5, 2, 2)
-    _, cache = ops.batch_norm(x, gamma, None, rm, rv, training=False, eps=1e-3)
+    rv, eps = rng.uniform(0.5, 2, 2), 1e-3
+    _, cache = ops.batch_norm(x, gamma, None, rm, rv, training=False, eps=eps)
     dy = rng.standard_normal(x.shape)
     dx, dgamma, dbeta = ops.batch_norm_backward(dy, cache)
-    np.testing.assert_allclose(dx, dy * gamma / np.sqrt(rv + 1e-3), rtol=1e-14)
-    np.testing.assert_allclose(dgamma, np.sum(dy * (x - rm) / np.sqrt(rv + 1e-3), axis=(0, 1)),
-                               rtol=1e-13)
+    inv_std = 1 / np.sqrt(rv + eps)
+    assert_close(dx, dy * gamma * inv_std, terms=1, scale=np.max(np.abs(dy * gamma) * inv_std),
+                 what="dx")
+    terms = np.abs(dy) * (np.abs(x) + np.abs(rm)) * inv_std  # the 12 products per channel
+    assert_close(dgamma, np.sum(dy * (x - rm) * inv_std, axis=(0, 1)), terms=12,
+                 scale=terms.sum(axis=(0, 1)).max(), what="dgamma")
     assert dbeta is None
 
 
 def test_group_norm_with_one_group_per_channel_is_instance_norm():
-    x = np.random.default_rng(3).standard_normal((2, 4, 5, 3))
-    y_g, cache_g = ops.group_norm(x, 3)
-    y_i, cache_i = ops.instance_norm(x)
-    np.testing.assert_allclose(y_g, y_i, rtol=1e-13)
-    dy = np.random.default_rng(4).standard_normal(x.shape)
-    np.testing.assert_allclose(ops.group_norm_backward(dy, cache_g)[0],
-                               ops.instance_norm_backward(dy, cache_i)[0], rtol=1e-12)
+    rng = np.random.default_rng(3)
+    arrays = {"x": rng.standard_normal((2, 4, 5, 3)), "dy": rng.standard_normal((2, 4, 5, 3))}
+
+    def group_norm():
+        y, cache = ops.group_norm(arrays["x"], 3)
+        return {"y": y, "dx": ops.group_norm_backward(arrays["dy"], cache)[0]}
+
+    y, cache = ops.instance_norm(arrays["x"])
+    instance = {"y": y, "dx": ops.instance_norm_backward(arrays["dy"], cache)[0]}
+    assert_outputs_close(group_norm(), instance, condition_bounds(group_norm, arrays.values()),
+                         np.float64)
 
 
 # ----------------------------------------------------------------------- errors
@@ -324,7 +339,7 @@ ERRORS = [
     (lambda: ops.layer_norm(X, 4), ValueError,
      r"trailing axes of 'x' must equal normalized_shape \(4,\)"),
     (lambda: ops.layer_norm(X, (3, 3)), ValueError, "normalized_shape"),
-    (lambda: ops.layer_norm(X, 0), ValueError, "'normalized_shape' must hold ints >= 1"),
+    (lambda: ops.layer_norm(X, -1), ValueError, "'normalized_shape' must hold ints >= 0"),
     (lambda: ops.layer_norm(X, "3"), TypeError, "'normalized_shape' must be an int"),
     (lambda: ops.layer_norm(X, 3, np.ones((1, 3))), ValueError, r"'gamma' must have shape"),
     (lambda: ops.group_norm(np.zeros((2, 6)), 4), ValueError,

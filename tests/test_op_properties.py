@@ -7,8 +7,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from handgrad import ops
+from handgrad.testing import assert_close
 
-from optable import OpCase, assert_close, loops, vectorized
+from optable import OpCase, assert_results_close, loops, vectorized
 
 twins = pytest.importorskip("torch_twins")
 torch = twins.torch
@@ -120,12 +121,10 @@ def _check(case):
         assume(False)
     y_ref, _, grads_ref = loops(case, arrays)
     y_torch, grads_torch = twins.torch_run(case, arrays, dy)
-    assert_close(y, y_ref, 1e-10, "forward vs loops")
-    assert_close(y, y_torch, 1e-10, "forward vs torch")
-    for a, b, c in zip(grads, grads_ref, grads_torch):
-        if a is not None:
-            assert_close(a, b, 1e-10, "gradient vs loops")
-            assert_close(a, c, 1e-10, "gradient vs torch")
+    ours = (y, grads)
+    assert_results_close(case, arrays, dy, ours, (y_ref, grads_ref), np.float64, "vs loops")
+    assert_results_close(case, arrays, dy, ours, (y_torch, grads_torch), np.float64,
+                         "vs torch")
 
 
 @given(conv_cases())
@@ -167,4 +166,8 @@ def test_conv_transpose_is_the_adjoint_of_conv(case, seed):
     back = conv_t(y, w, output_padding=out_padding, **kwargs)[0]
     assert back.shape == x.shape
     lhs, rhs = np.sum(conv_xw * y), np.sum(x * back)
-    assert abs(lhs - rhs) <= 1e-12 * np.abs(conv_xw * y).sum() + 1e-300
+    # Both sides sum every product x w y once: as many terms as conv(1, 1) * 1 adds up,
+    # of total size conv(|x|, |w|) * |y|.
+    terms = np.sum(conv(np.ones_like(x), np.ones_like(w), **kwargs)[0])
+    scale = np.sum(conv(np.abs(x), np.abs(w), **kwargs)[0] * np.abs(y))
+    assert_close(lhs, rhs, dtype=np.float64, terms=terms, scale=scale, what="<x, conv_t(y)>")

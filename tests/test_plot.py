@@ -12,6 +12,7 @@ from handgrad import layers as L
 from handgrad import plot
 from handgrad.callbacks import GradientNormLogger
 from handgrad.model import Sequential
+from handgrad.testing import assert_close
 
 pytest.importorskip("matplotlib")
 
@@ -85,8 +86,8 @@ def test_filters_1d_draws_one_line_per_input_channel(tmp_path):
     curves = [line.get_ydata() for line in ax.lines if len(line.get_ydata()) == 3]
     assert len(curves) == 5 * 3
     # Panel 0 sits at height 0: its lines are the raw taps of output channel 0.
-    for i in range(3):
-        np.testing.assert_allclose(curves[i], w[:, i, 0], rtol=1e-6)
+    for i in range(3):  # drawn at height 0 + the taps: exactly the taps
+        np.testing.assert_array_equal(curves[i], w[:, i, 0])
     save(figure, tmp_path)
 
 
@@ -121,7 +122,10 @@ def test_feature_maps_2d_show_the_input_and_every_conv_output(tmp_path):
     # c1's first channel, scaled to [0, 1], is the first tile of its mosaic.
     c1 = model["c1"].forward(x[None], training=False)[0, :, :, 0]
     expected = (c1 - c1.min()) / (c1.max() - c1.min())
-    np.testing.assert_allclose(images(figure.axes[1])[0][:6, :6], expected, atol=1e-6)
+    # (c - min) / (max - min) rounds three times, with terms of size |c| + |min|
+    scale = (np.abs(c1).max() + abs(c1.min())) / (c1.max() - c1.min())
+    assert_close(images(figure.axes[1])[0][:6, :6], expected, dtype=c1.dtype, terms=3,
+                 scale=scale, what="scaled map")
     with pytest.raises(RuntimeError):  # ran in inference mode: no cache kept
         model["c1"].backward(np.ones((1, 6, 6, 4), np.float32))
     save(figure, tmp_path)
@@ -137,8 +141,8 @@ def test_feature_maps_1d(tmp_path):
     assert len(figure.axes) == 3
     assert [len(ax.lines) for ax in figure.axes] == [3, 0, 2]  # <= 4 channels: lines
     (c1_image,) = images(figure.axes[1])  # 5 channels: an image of channels x positions
-    np.testing.assert_allclose(c1_image, model["c1"].forward(x[None], training=False)[0].T,
-                               rtol=1e-6)
+    # the same layer on the same input
+    np.testing.assert_array_equal(c1_image, model["c1"].forward(x[None], training=False)[0].T)
     save(figure, tmp_path)
 
 
@@ -169,7 +173,7 @@ def test_gradient_norms_from_a_logger(tmp_path):
     assert ax.get_yscale() == "log" and ax.get_xlabel() == "step"
     assert [line.get_label() for line in ax.lines] == ["c1", "c2", "dense_4"]
     np.testing.assert_array_equal(ax.lines[0].get_xdata(), [1, 2, 3, 4])
-    np.testing.assert_allclose(ax.lines[1].get_ydata(), logger.norms["c2"])
+    np.testing.assert_array_equal(ax.lines[1].get_ydata(), logger.norms["c2"])
     save(figure, tmp_path)
 
 
@@ -203,7 +207,9 @@ def test_confusion_matrix_annotates_counts(tmp_path):
     assert "accuracy 0.667" in ax.get_title()
     save(figure, tmp_path)
     normalized = plot.confusion_matrix(y_true, np.eye(3)[y_pred], 3, normalize=True)
-    np.testing.assert_allclose(images(normalized.axes[0])[0].sum(axis=1), 1.0)
+    rows = images(normalized.axes[0])[0]  # each row: counts / their total, then summed
+    assert_close(rows.sum(axis=1), np.ones(3), dtype=rows.dtype, terms=2 * rows.shape[1],
+                 scale=1.0, what="row sums")
     many = plot.confusion_matrix(np.arange(30) % 25, np.arange(30) % 25, 25)
     assert len(many.axes[0].texts) == 0  # too many classes to annotate
     with pytest.raises(ValueError, match="confusion_counts: 'y_pred' labels must lie"):

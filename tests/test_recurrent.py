@@ -8,16 +8,15 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops import reference
-from handgrad.testing import numeric_gradient
+from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
 
-from optable import assert_close
+from tolerances_composite import recurrent_bounds
 
 torch = pytest.importorskip("torch")
 pack = torch.nn.utils.rnn.pack_padded_sequence
 unpack = torch.nn.utils.rnn.pad_packed_sequence
 
 GATES = {"rnn": 1, "lstm": 4, "gru": 3}
-TOLERANCE = {np.float64: 1e-10, np.float32: 1e-4}
 # (op name, keyword arguments): the four cells
 CELLS = [("rnn", {"nonlinearity": "tanh"}), ("rnn", {"nonlinearity": "relu"}), ("lstm", {}),
          ("gru", {})]
@@ -113,14 +112,21 @@ def torch_run(cell, arrays, kwargs, grads_in):
     return outputs, grads
 
 
-def assert_all_close(actual, expected, rtol, names):
-    assert len(actual) == len(expected)
-    for a, e, name in zip(actual, expected, names):
+def assert_all_close(cell, arrays, kwargs, grads_in, actual, expected, dtype):
+    """Outputs and gradients ``actual = (outputs, grads)`` against ``expected`` within
+    the rounding tolerance of the recurrence in ``dtype`` (tolerances_composite)."""
+    (f_terms, f_scale), (b_terms, b_scales) = recurrent_bounds(cell, arrays, kwargs, grads_in)
+    bounds = [(f_terms, f_scale)] * len(output_names(cell))
+    bounds += [(b_terms, b_scales[name]) for name in grad_names(cell)]
+    names = output_names(cell) + grad_names(cell)
+    actual, expected = [*actual[0], *actual[1]], [*expected[0], *expected[1]]
+    assert len(actual) == len(expected) == len(names)
+    for a, e, name, (terms, scale) in zip(actual, expected, names, bounds):
         if e is None:
             assert a is None, name
         else:
-            assert a.dtype == e.dtype, name
-            assert_close(a, e, rtol, name)
+            assert a.dtype == np.dtype(dtype), name
+            assert_close(a, e, dtype=dtype, terms=terms, scale=scale, what=name)
 
 
 def grad_names(cell):
@@ -140,18 +146,16 @@ def test_matches_torch(cell, kwargs, reverse, padded, dtype):
     arrays = inputs(cell, dtype)
     kwargs = {**kwargs, "reverse": reverse, "lengths": LENGTHS if padded else None}
     outputs, grads_in, grads = run(ops, cell, arrays, kwargs)
-    expected_out, expected_grads = torch_run(cell, arrays, kwargs, grads_in)
-    assert_all_close(outputs, expected_out, TOLERANCE[dtype], output_names(cell))
-    assert_all_close(grads, expected_grads, TOLERANCE[dtype], grad_names(cell))
+    expected = torch_run(cell, arrays, kwargs, grads_in)
+    assert_all_close(cell, arrays, kwargs, grads_in, (outputs, grads), expected, dtype)
 
 
 @pytest.mark.parametrize(("cell", "kwargs"), CELLS, ids=CELL_IDS)
 def test_matches_torch_without_bias_or_initial_state(cell, kwargs):
     arrays = inputs(cell, bias=(False, False), states=False)
     outputs, grads_in, grads = run(ops, cell, arrays, kwargs)
-    expected_out, expected_grads = torch_run(cell, arrays, kwargs, grads_in)
-    assert_all_close(outputs, expected_out, 1e-10, output_names(cell))
-    assert_all_close(grads, expected_grads, 1e-10, grad_names(cell))
+    expected = torch_run(cell, arrays, kwargs, grads_in)
+    assert_all_close(cell, arrays, kwargs, grads_in, (outputs, grads), expected, np.float64)
     assert all(g is None for g in grads[1:-4])  # no initial state: no state gradient
     assert grads[-2] is None and grads[-1] is None
 
@@ -161,9 +165,8 @@ def test_long_float32_lstm_matches_torch():
     arrays[1] *= 0.1
     arrays[2] *= 0.1
     outputs, grads_in, grads = run(ops, "lstm", arrays, {})
-    expected_out, expected_grads = torch_run("lstm", arrays, {}, grads_in)
-    assert_all_close(outputs, expected_out, 1e-4, output_names("lstm"))
-    assert_all_close(grads, expected_grads, 1e-4, grad_names("lstm"))
+    expected = torch_run("lstm", arrays, {}, grads_in)
+    assert_all_close("lstm", arrays, {}, grads_in, (outputs, grads), expected, np.float32)
 
 
 # -------------------------------------------------------------------- loop twins
@@ -185,17 +188,17 @@ def test_matches_the_loop_twin(cell, kwargs, options, dtype):
     array_options = {k: options.pop(k) for k in ("bias", "states") if k in options}
     arrays = inputs(cell, dtype, seed=2, **array_options)
     kwargs = {**kwargs, **options}
-    outputs, _, grads = run(ops, cell, arrays, kwargs)
+    outputs, grads_in, grads = run(ops, cell, arrays, kwargs)
     twin_outputs, _, twin_grads = run(reference, cell, arrays, kwargs)
-    rtol = 1e-12 if dtype == np.float64 else 1e-5
-    assert_all_close(outputs, twin_outputs, rtol, output_names(cell))
-    assert_all_close(grads, twin_grads, rtol, grad_names(cell))
+    assert_all_close(cell, arrays, kwargs, grads_in, (outputs, grads), (twin_outputs, twin_grads),
+                     dtype)
 
 
 # ------------------------------------------------------------ finite differences
 def finite_differences(cell, arrays, kwargs, grads_in, eps=1e-6):
     """Central differences of L = <y, dy> + <h_n, dh_n> (+ <c_n, dc_n>) for every
-    entry of every array input."""
+    entry of every array input, with their measured error: ``[(numeric, error)]``.
+    The step 1e-6 balances truncation (~h^2) against rounding (~eps/h) in float64."""
     fn = getattr(ops, cell)
 
     def loss():
@@ -207,7 +210,7 @@ def finite_differences(cell, arrays, kwargs, grads_in, eps=1e-6):
         if a is None:
             numeric.append(None)
             continue
-        numeric.append(numeric_gradient(loss, a, eps))
+        numeric.append(numeric_gradient(loss, a, eps, with_error=True))
     return numeric
 
 
@@ -223,8 +226,8 @@ def test_gradients_match_finite_differences(cell, kwargs, options):
     # x, W_ih, W_hh, b_ih, b_hh, then the states
     n_states = 2 if cell == "lstm" else 1
     reordered = [numeric[0], *numeric[5:5 + n_states], *numeric[1:5]]
-    for analytic, expected, name in zip(grads, reordered, grad_names(cell)):
-        assert_close(analytic, expected, 1e-7, name)
+    for analytic, (expected, error), name in zip(grads, reordered, grad_names(cell)):
+        assert_gradient_close(analytic, expected, error, what=name)
 
 
 # ------------------------------------------------------------- padded batches
@@ -278,8 +281,8 @@ def test_float32_in_float32_out_and_close_to_float64(cell, kwargs):
     wide_grads = getattr(ops, cell + "_backward")(*[g.astype(np.float64) for g in grads_in[:1]],
                                                   cache, *[g.astype(np.float64)
                                                            for g in grads_in[1:]])
-    for a, b in zip([*outputs, *grads], [*wide_out, *wide_grads]):
-        assert_close(a, b, 1e-4)
+    assert_all_close(cell, arrays, kwargs, grads_in, (outputs, grads), (wide_out, wide_grads),
+                     np.float32)
 
 
 @pytest.mark.parametrize(("cell", "kwargs"), CELLS, ids=CELL_IDS)

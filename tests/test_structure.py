@@ -10,23 +10,19 @@ import pytest
 from handgrad import io
 from handgrad import layers as L
 from handgrad.model import Sequential
-from handgrad.testing import gradcheck
-from handgrad.testing import numeric_gradient as numeric_grad
+from handgrad.testing import assert_gradient_close, gradcheck, numeric_gradient
 
-from optable import assert_close
+from tolerances import assert_outputs_close, condition_bounds, float64_twin, layer_reference
 from torch_twins import from_torch, to_torch, weight_to_torch
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-TOL = {np.float64: 1e-10, np.float32: 1e-4}
 DTYPES = [np.float64, np.float32]
 
 
 def randn(seed, *shape, dtype=np.float64):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-
-
 
 
 # ------------------------------------------------------------------------ merge layers
@@ -56,10 +52,18 @@ def test_merge_layers_match_torch(name, dtype):
     expected = twin(tensors)
     expected.backward(torch.tensor(dy))
     assert y.dtype == dtype and isinstance(dxs, list) and len(dxs) == len(xs)
-    assert_close(y, expected.detach().numpy(), TOL[dtype], "y")
-    for i, (dx, t) in enumerate(zip(dxs, tensors)):
-        assert dx.dtype == dtype and dx.shape == xs[i].shape
-        assert_close(dx, t.grad.numpy(), TOL[dtype], f"dx[{i}]")
+    assert all(dx.dtype == dtype for dx in dxs)
+    theirs = {"y": expected.detach().numpy(), **{f"dx{i}": t.grad.numpy()
+                                                 for i, t in enumerate(tensors)}}
+    wide = [x.astype(np.float64) for x in (*xs, dy)]
+
+    def run():
+        twin = factory()
+        out = twin.forward(wide[:-1])
+        return {"y": out, **{f"dx{i}": dx for i, dx in enumerate(twin.backward(wide[-1]))}}
+
+    ours = {"y": y, **{f"dx{i}": dx for i, dx in enumerate(dxs)}}
+    assert_outputs_close(ours, theirs, condition_bounds(run, wide), dtype)
     assert len({id(dx) for dx in dxs}) == len(dxs) and all(dx is not dy for dx in dxs)
 
 
@@ -71,9 +75,10 @@ def test_merge_layers_finite_differences_and_config(name):
     y = layer.forward(xs)
     dy = randn(1, *y.shape)
     dxs = layer.backward(dy)
-    for x, dx in zip(xs, dxs):
+    for i, (x, dx) in enumerate(zip(xs, dxs)):
         loss = lambda: float(np.sum(layer.forward(xs, training=False) * dy))  # noqa: E731
-        assert_close(dx, numeric_grad(loss, x), 1e-8, "finite differences")
+        numeric, error = numeric_gradient(loss, x, with_error=True)
+        assert_gradient_close(dx, numeric, error, what=f"dx{i}")
     clone = type(layer).from_config(json.loads(json.dumps(layer.get_config())))
     np.testing.assert_array_equal(clone.forward(xs), y)
     with pytest.raises(RuntimeError, match="without a matching forward"):
@@ -157,20 +162,20 @@ def test_resnet_basic_block_matches_torch(name, dtype):
     expected, leaves = torch_basic_block(tx, model)
     expected.backward(to_torch(dy, requires_grad=False))
     assert y.dtype == dtype and dx.dtype == dtype
-    assert_close(y, from_torch(expected), TOL[dtype], "y")
-    assert_close(dx, from_torch(tx.grad), TOL[dtype], "dx")
     grads = model.named_gradients()
     assert set(grads) == set(leaves)
+    theirs = {"y": from_torch(expected), "dx": from_torch(tx.grad)}
     for key, leaf in leaves.items():
-        theirs = leaf.grad.numpy()
-        theirs = theirs.transpose(2, 3, 1, 0) if theirs.ndim == 4 else theirs
-        assert_close(grads[key], theirs, TOL[dtype], key)
+        grad = leaf.grad.numpy()
+        theirs[key] = grad.transpose(2, 3, 1, 0) if grad.ndim == 4 else grad
+    assert_outputs_close({"y": y, "dx": dx, **grads}, theirs,
+                         layer_reference(float64_twin(model), x, dy)[1], dtype)
 
 
 @pytest.mark.parametrize("name", list(BLOCKS))
 def test_resnet_basic_block_gradcheck(name):
     model = basic_block(**BLOCKS[name], dtype="float64")
-    result = gradcheck(model, randn(2, 2, 5, 4, 3), rng=0, tolerance=1e-6, max_entries=24)
+    result = gradcheck(model, randn(2, 2, 5, 4, 3), rng=0, max_entries=24)
     assert set(result.errors) == {"x", *model.named_parameters()}
     assert result.passed, result.errors
 
@@ -272,15 +277,27 @@ def test_wavenet_block_matches_torch(kernel, dilation, skip, dtype):
     loss = (ty * torch.tensor(dy)).sum() + (0 if ts is None else (ts * torch.tensor(ds)).sum())
     loss.backward()
     assert y.dtype == dtype and dx.dtype == dtype
-    assert_close(y, ty.detach().numpy(), TOL[dtype], "y")
     if skip == 0:
         assert s is None and layer.last_skip is None and "W_skip" not in layer.parameters
     else:
         assert s.shape == (2, 9, skip or 3) and s is layer.last_skip
-        assert_close(s, ts.detach().numpy(), TOL[dtype], "skip")
-    assert_close(dx, tx.grad.numpy(), TOL[dtype], "dx")
-    for key, leaf in leaves.items():
-        assert_close(layer.gradients[key], leaf.grad.numpy(), TOL[dtype], key)
+    ours = {"y": y, "skip": s, "dx": dx, **layer.gradients}
+    theirs = {"y": ty.detach().numpy(), "skip": None if ts is None else ts.detach().numpy(),
+              "dx": tx.grad.numpy(), **{k: leaf.grad.numpy() for k, leaf in leaves.items()}}
+    twin = float64_twin(layer)
+    wide = {k: None if a is None else a.astype(np.float64) for k, a in
+            {"x": x, "dy": dy, "ds": ds}.items()}
+    assert_outputs_close(ours, theirs, condition_bounds(
+        lambda: wavenet_outputs(twin, **wide),
+        [a for a in (*wide.values(), *twin.parameters.values()) if a is not None]), dtype)
+
+
+def wavenet_outputs(layer, x, dy, ds):
+    """{y, skip, dx, gradients} of one training step of a WaveNetBlock."""
+    layer.zero_grad()
+    y, skip = layer.forward_with_skip(x)
+    dx = layer.backward(dy, ds)
+    return {"y": y, "skip": skip, "dx": dx, **{k: g.copy() for k, g in layer.gradients.items()}}
 
 
 def test_wavenet_block_finite_differences_with_skip_gradient():
@@ -294,9 +311,10 @@ def test_wavenet_block_finite_differences_with_skip_gradient():
         out, skip = layer.forward_with_skip(x, training=False)
         return float(np.sum(out * dy) + np.sum(skip * ds))
 
-    assert_close(dx, numeric_grad(loss, x), 1e-7, "dx")
-    for key, param in layer.parameters.items():
-        assert_close(layer.gradients[key], numeric_grad(loss, param), 1e-7, key)
+    for key, (value, analytic) in {"dx": (x, dx), **{k: (p, layer.gradients[k]) for k, p in
+                                                     layer.parameters.items()}}.items():
+        numeric, error = numeric_gradient(loss, value, with_error=True)
+        assert_gradient_close(analytic, numeric, error, what=key)
     # without dskip, the skip weights receive nothing and dx is the residual path's only
     layer.zero_grad()
     layer.forward(x)

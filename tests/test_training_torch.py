@@ -10,11 +10,16 @@ from handgrad import layers as L
 from handgrad import optimizers
 from handgrad.callbacks import Callback
 from handgrad.model import Sequential
+from handgrad.testing import assert_close
+
+from tolerances_composite import UPDATE_ROUNDINGS, Trajectory, network_bounds
 
 torch = pytest.importorskip("torch")
 
 N, H, W, C_IN, C_OUT, CLASSES, BATCH = 24, 6, 6, 2, 4, 3, 8
-TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
+# Each step's update rounds UPDATE_ROUNDINGS times after a gradient that sums up to
+# BATCH * H * W terms (the convolution's, over a batch's positions).
+STEP_TERMS = UPDATE_ROUNDINGS + BATCH * H * W
 
 
 class LossLog(Callback):
@@ -51,10 +56,6 @@ def twin_models(dtype):
     return model, net
 
 
-def relative_error(a, b):
-    return float(np.max(np.abs(a - b))) / max(float(np.max(np.abs(b))), 1e-30)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", ["sgd_momentum", "adam"])
 def test_cnn_training_matches_torch(dtype, name):
@@ -62,6 +63,11 @@ def test_cnn_training_matches_torch(dtype, name):
     x = rng.standard_normal((N, H, W, C_IN)).astype(dtype)
     y = rng.integers(0, CLASSES, N)
     model, net = twin_models(dtype)
+    # The weights carry STEP_TERMS per step, of the size of the updates (Trajectory); a
+    # loss carries its forward's rounding (the logits' condition on a batch) and that of
+    # the weights it was computed from.
+    forward_terms, forward_scale = network_bounds(model, x[:BATCH])
+    trajectory = Trajectory([p.detach().numpy() for p in net.parameters()])
     if name == "adam":
         optimizer = optimizers.Adam(lr=0.01)
         torch_opt = torch.optim.Adam(net.parameters(), lr=0.01)
@@ -83,10 +89,12 @@ def test_cnn_training_matches_torch(dtype, name):
             loss.backward()
             torch_opt.step()
             torch_losses.append(loss.item())
+            trajectory.step([p.detach().numpy() for p in net.parameters()])
 
-    tol = TOLERANCE[dtype]
     assert len(log.losses) == len(torch_losses) == 9
-    np.testing.assert_allclose(log.losses, torch_losses, rtol=tol, atol=0)
+    for step, (ours, theirs) in enumerate(zip(log.losses, torch_losses)):
+        assert_close(ours, theirs, dtype=dtype, terms=forward_terms + step * STEP_TERMS,
+                     scale=max(forward_scale, theirs), what=f"loss at step {step + 1}")
     assert torch_losses[-1] < torch_losses[0]  # it did train
     p = model.named_parameters()
     final = {
@@ -97,4 +105,6 @@ def test_cnn_training_matches_torch(dtype, name):
     }
     for key, expected in final.items():
         assert p[key].dtype == np.dtype(dtype)
-        assert relative_error(p[key], expected) <= tol, key
+        assert_close(p[key], expected, dtype=dtype, terms=len(torch_losses) * STEP_TERMS,
+                     scale=trajectory.scale,
+                     what=key)

@@ -17,6 +17,11 @@ class Callback:
     def set_model(self, model):
         self.model = model
 
+    def check_logs(self, keys):
+        """Called by ``fit`` before training with the keys its epoch logs will have
+        ("loss", the metrics, "val_*" with validation data, "lr", "seconds"); raise a
+        ValueError for a need that cannot be met. Callbacks may add keys of their own."""
+
     def on_train_begin(self, logs):
         pass
 
@@ -67,10 +72,23 @@ class _Monitor(Callback):
         self.min_delta = abs(float(min_delta))
         self.best = math.inf if self.mode == "min" else -math.inf
 
+    def check_logs(self, keys):
+        """A ``val_*`` monitor needs validation data and a logged quantity (other names
+        may come from another callback, so they are checked at the end of an epoch)."""
+        owner, monitor = type(self).__name__, self.monitor
+        if not monitor.startswith("val_") or monitor in keys:
+            return
+        if not any(key.startswith("val_") for key in keys):
+            raise ValueError(f"{owner}: monitor {monitor!r} needs validation data, but fit "
+                             f"has none; pass validation_data=(x_val, y_val) or "
+                             f"validation_split=0.2 to fit, or monitor {monitor[4:]!r}")
+        raise ValueError(f"{owner}: monitor {monitor!r} will not be in the epoch logs; fit "
+                         f"logs {sorted(keys)}")
+
     def _current(self, logs):
         if self.monitor not in logs:
-            raise KeyError(f"{type(self).__name__}: '{self.monitor}' is not in the epoch logs "
-                           f"({sorted(logs)}); pass validation_data to monitor val_*")
+            raise ValueError(f"{type(self).__name__}: monitor {self.monitor!r} is not in the "
+                             f"epoch logs {sorted(logs)}")
         return logs[self.monitor]
 
     def _improved(self, value):
@@ -127,6 +145,10 @@ class ModelCheckpoint(_Monitor):
         self.path = str(path)
         self.save_best_only = save_best_only
 
+    def check_logs(self, keys):
+        if self.save_best_only:  # otherwise the monitor is not used
+            super().check_logs(keys)
+
     def on_epoch_end(self, epoch, logs):
         from .io import save_checkpoint
 
@@ -164,7 +186,12 @@ class LearningRateScheduler(Callback):
 
 
 class TerminateOnNaN(Callback):
-    """Stop training as soon as a batch loss is NaN or infinite, naming the step."""
+    """Stop training as soon as a batch loss is NaN or infinite, naming the step.
+
+    Keras's behaviour: the step's update is applied. Without this callback ``fit``
+    raises before that update (``on_nonfinite="raise"``, see :mod:`handgrad.training`);
+    with it, ``fit``'s default becomes ``"ignore"`` and this callback decides.
+    """
 
     def __init__(self, stream=None):
         self.stream = stream

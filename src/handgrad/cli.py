@@ -1,50 +1,33 @@
-"""``python -m handgrad``: train, evaluate, inspect and gradcheck from the command line.
+"""``python -m handgrad``: train, evaluate, inspect, gradcheck and export from the command line.
 
-Bad options and bad files print one line (``handgrad: error: ...``) and exit
-with status 2; ``gradcheck`` exits with 1 when a check fails.
+Bad options, bad files and failed runs print one line (``handgrad: error: ...``),
+never a traceback, and exit with status 2 (a bad option, file or dataset), 1 (training
+failed) or 130 (interrupted); ``gradcheck`` exits with 1 when a check fails.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
-from . import optimizers, schedulers, zoo
-from .callbacks import LearningRateScheduler
+from ._cli_args import RUN_ERRORS, UsageError, load_dataset, parser, reason
+from ._cli_train import cmd_train
 from .inspect import confusion_counts, save_pictures
-from .io import load_checkpoint, save
+from .io import load_checkpoint
 from .layer_cases import LAYER_CASES, describe_layer
 from .testing import gradcheck
 
-DEFAULTS = {  # dataset or (dataset, model) -> (epochs, batch size, learning rate)
-    "mnist1d": (30, 64, 3e-3),
-    ("mnist1d", "gru"): (30, 64, 6e-3),
-    "digits": (30, 32, 3e-3),
-    "idx": (5, 64, 1e-3),
-}
 
-
-class UsageError(Exception):
-    """A bad option or file: reported in one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
-def _load_dataset(spec):
-    from .data import load_dataset
-
+def _load_checkpoint(path):
+    """Any failure to read or rebuild the file is the file's fault: one line."""
     try:
-        return load_dataset(spec)
-    except (ValueError, FileNotFoundError, ImportError) as error:
-        raise UsageError(str(error)) from None
+        return load_checkpoint(path)
+    except Exception as error:  # every load failure is reported in one line, none escapes
+        message = reason(error)
+        where = "" if str(path) in message else f" {path!r}"  # name the file once
+        raise UsageError(f"cannot load model{where}: {message}") from None
 
 
 def _format_confusion(matrix):
@@ -54,81 +37,33 @@ def _format_confusion(matrix):
     return "\n".join([head, *rows])
 
 
-def _plot_curves(history, path):
-    try:
-        from .plot import training_curves
-    except ImportError:
-        print("note: matplotlib is not installed; skipping the training-curve PNG "
-              '(pip install "handgrad[data]")')
-        return None
-    figure = training_curves(history)
-    figure.savefig(path, dpi=100)
-    return path
-
-
-def cmd_train(args):
-    dataset = _load_dataset(args.dataset)
-    kind = "idx" if args.dataset.startswith("idx:") else args.dataset
-    epochs, batch_size, lr = DEFAULTS.get((kind, args.model), DEFAULTS[kind])
-    epochs = args.epochs if args.epochs is not None else epochs
-    batch_size = args.batch_size if args.batch_size is not None else batch_size
-    lr = args.lr if args.lr is not None else lr
-    try:
-        model = zoo.build(args.model, dataset, seed=args.seed)
-        optimizer = optimizers.get(args.optimizer, lr=lr)
-    except (ValueError, TypeError) as error:
-        raise UsageError(str(error)) from None
-    model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
-    try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"cannot create the output directory {args.out!r}: {error}") from None
-    steps = epochs * -(-len(dataset.x_train) // batch_size)
-    schedule = schedulers.CosineWarmup(lr, max(steps, 1), warmup_steps=steps // 20)
-    if not args.quiet:
-        model.summary()
-    start = time.perf_counter()
-    history = model.fit(dataset.x_train, dataset.y_train, epochs=epochs, batch_size=batch_size,
-                        validation_data=(dataset.x_test, dataset.y_test), rng=args.seed,
-                        callbacks=[LearningRateScheduler(schedule)],
-                        verbose=0 if args.quiet else 1)
-    seconds = time.perf_counter() - start
-    result = model.evaluate(dataset.x_test, dataset.y_test)
-    model_path = os.path.join(args.out, "model.safetensors")
-    save(model, model_path)
-    metrics = {
-        "dataset": args.dataset, "model": args.model, "optimizer": args.optimizer, "lr": lr,
-        "epochs": epochs, "batch_size": batch_size, "seed": args.seed,
-        "train_seconds": round(seconds, 2), "test_loss": result["loss"],
-        "test_accuracy": result["accuracy"], "history": history.history,
-    }
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    curve = _plot_curves(history, os.path.join(args.out, "curve.png"))
-    print(f"test accuracy: {result['accuracy']:.4f}  (test loss {result['loss']:.4f}, "
-          f"{seconds:.1f}s training)")
-    print(f"wrote {model_path}, {os.path.join(args.out, 'metrics.json')}"
-          + (f", {curve}" if curve else ""))
-    return 0
-
-
 def _load_model(args):
     """(model, dataset) from ``args.model`` and ``args.dataset``, checked to fit."""
-    try:
-        checkpoint = load_checkpoint(args.model)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise UsageError(f"cannot load model {args.model!r}: {error}") from None
-    model = checkpoint.model
-    dataset = _load_dataset(args.dataset)
-    if tuple(model.input_shape) != tuple(dataset.input_shape):
-        raise UsageError(f"model expects inputs {tuple(model.input_shape)} but dataset "
+    model = _load_checkpoint(args.model).model
+    dataset = load_dataset(args.dataset, verbose=True)
+    input_shape = tuple(getattr(model, "input_shape", None) or ())
+    if input_shape != tuple(dataset.input_shape):
+        raise UsageError(f"model expects inputs {input_shape} but dataset "
                          f"{args.dataset!r} has {tuple(dataset.input_shape)}")
+    try:
+        outputs = tuple(model.output_shape(input_shape))
+    except RUN_ERRORS as error:
+        raise UsageError(f"cannot run {args.model!r}: {reason(error)}") from None
+    if len(outputs) != 1:
+        raise UsageError(f"the model's outputs have shape {outputs}, not (classes,): it is not "
+                         f"a classifier of dataset {args.dataset!r}")
+    if outputs[0] != dataset.num_classes:
+        raise UsageError(f"the model has {outputs[0]} output classes but dataset "
+                         f"{args.dataset!r} has {dataset.num_classes} classes")
     return model, dataset
 
 
 def cmd_evaluate(args):
     model, dataset = _load_model(args)
-    logits = model.predict(dataset.x_test)
+    try:
+        logits = model.predict(dataset.x_test.astype(model.dtype, copy=False))
+    except RUN_ERRORS as error:
+        raise UsageError(f"cannot evaluate {args.model!r}: {reason(error)}", status=1) from None
     predicted = np.argmax(logits, axis=-1)
     accuracy = float(np.mean(predicted == dataset.y_test))
     print(f"test accuracy: {accuracy:.4f}  ({len(predicted)} examples)")
@@ -149,9 +84,13 @@ def cmd_inspect(args):
     try:
         os.makedirs(out, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"cannot create the output directory {out!r}: {error}") from None
+        raise UsageError(f"cannot create the output directory {out!r}: {reason(error)}"
+                         ) from None
     model.summary()
-    paths = save_pictures(model, dataset, out, probe_steps=args.probe_steps, seed=args.seed)
+    try:
+        paths = save_pictures(model, dataset, out, probe_steps=args.probe_steps, seed=args.seed)
+    except RUN_ERRORS as error:
+        raise UsageError(f"cannot inspect {args.model!r}: {reason(error)}", status=1) from None
     print(f"wrote {', '.join(paths)}")
     return 0
 
@@ -183,10 +122,7 @@ def cmd_gradcheck(args):
 
 def cmd_export(args):
     """Write a saved model as an ONNX file (channels-last input and output, like handgrad)."""
-    try:
-        model = load_checkpoint(args.model).model
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise UsageError(f"cannot load model {args.model!r}: {error}") from None
+    model = _load_checkpoint(args.model).model
     from .onnx_export import export_onnx
 
     try:
@@ -194,51 +130,9 @@ def cmd_export(args):
     except ImportError as error:
         raise UsageError(str(error)) from None
     except (OSError, ValueError, TypeError) as error:
-        raise UsageError(f"cannot export {args.model!r}: {error}") from None
+        raise UsageError(f"cannot export {args.model!r}: {reason(error)}") from None
     print(f"wrote {args.onnx}")
     return 0
-
-
-def _parser():
-    parser = _Parser(prog="python -m handgrad", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
-    train = commands.add_parser("train", help="train a named model on a dataset")
-    train.add_argument("--dataset", default="mnist1d",
-                       help="mnist1d, digits or idx:PATH (a directory of MNIST IDX files)")
-    train.add_argument("--model", default="cnn", choices=zoo.MODELS)
-    train.add_argument("--epochs", type=int)
-    train.add_argument("--batch-size", type=int)
-    train.add_argument("--lr", type=float)
-    train.add_argument("--optimizer", default="adam",
-                       choices=("sgd", "adam", "adamw", "rmsprop", "adagrad"))
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--out", default=os.path.join("runs", "latest"))
-    train.add_argument("--quiet", action="store_true", help="no summary or progress")
-    evaluate = commands.add_parser("evaluate", help="accuracy and confusion matrix")
-    evaluate.add_argument("model", help="a model file written by train")
-    evaluate.add_argument("--dataset", default="mnist1d")
-    inspect = commands.add_parser(
-        "inspect", help="summary and PNG pictures of a model",
-        description="Print the summary (with receptive fields and parameter memory) and "
-        "write filters.png and feature_maps.png (models with a convolution), "
-        "confusion_matrix.png (test set) and gradient_norms.png: the per-layer gradient "
-        "norms of --probe-steps training steps on a copy of the model (the file is not "
-        "changed).")
-    inspect.add_argument("model", help="a model file written by train")
-    inspect.add_argument("--dataset", default="mnist1d")
-    inspect.add_argument("--out", help="directory for the PNGs (default: the model file's)")
-    inspect.add_argument("--probe-steps", type=int, default=20,
-                         help="train steps of the gradient-norm probe (on a copy)")
-    inspect.add_argument("--seed", type=int, default=0)
-    check = commands.add_parser("gradcheck", help="backward vs finite differences")
-    check.add_argument("layers", nargs="*", help=f"layer names (default: all {len(LAYER_CASES)})")
-    check.add_argument("--configs", type=int, default=3, help="random configurations per layer")
-    check.add_argument("--seed", type=int, default=0)
-    check.add_argument("--tolerance", type=float, default=1e-6)
-    export = commands.add_parser("export", help="write a saved model as ONNX (opset 17)")
-    export.add_argument("model", help="a model file written by train or save")
-    export.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
-    return parser
 
 
 def _check_args(args):
@@ -248,20 +142,28 @@ def _check_args(args):
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1; received {value}")
     for name in ("lr", "tolerance"):
         value = getattr(args, name, None)
-        if value is not None and not value > 0:
-            raise UsageError(f"--{name} must be > 0; received {value}")
+        if value is not None and not 0 < value < float("inf"):
+            raise UsageError(f"--{name} must be a finite number > 0; received {value}")
+    for name in ("validation_split", "warmup"):
+        value = getattr(args, name, None)
+        if value is not None and not 0 <= value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be in [0, 1); received {value}")
+
+
+COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "inspect": cmd_inspect,
+            "gradcheck": cmd_gradcheck, "export": cmd_export}
 
 
 def main(argv=None):
     try:
-        args = _parser().parse_args(argv)
+        args = parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("choose a command: train, evaluate, inspect, gradcheck or export "
-                             "(see --help)")
+            raise UsageError(f"choose a command: {', '.join(COMMANDS)} (see --help)")
         _check_args(args)
-        command = {"train": cmd_train, "evaluate": cmd_evaluate, "inspect": cmd_inspect,
-                   "gradcheck": cmd_gradcheck, "export": cmd_export}
-        return command[args.command](args)
+        return COMMANDS[args.command](args)
     except UsageError as error:
         print(f"handgrad: error: {error}", file=sys.stderr)
-        return 2
+        return error.status
+    except KeyboardInterrupt:
+        print("handgrad: interrupted", file=sys.stderr)
+        return 130

@@ -29,12 +29,14 @@ import math
 
 import numpy as np
 
+from . import _custom
 from ._checks import FLOAT_DTYPES, as_generator, describe, is_int
 from ._hyper import lookup, number
 
 __all__ = [
     "fans", "get", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
-    "lecun_normal", "ones", "torch_default", "torch_default_bias", "truncated_normal", "zeros",
+    "lecun_normal", "ones", "serialize", "torch_default", "torch_default_bias",
+    "truncated_normal", "zeros",
 ]
 
 
@@ -198,3 +200,14 @@ def get(name_or_callable):
     if callable(name_or_callable):
         return name_or_callable
     return lookup("initializers.get", _REGISTRY, name_or_callable)
+
+
+def serialize(initializer, what="initializer"):
+    """What a saved config stores for ``initializer``: its name for a built-in (or a
+    name string as is), else a ``{"custom": name}`` reference (see :mod:`handgrad.io`)."""
+    if isinstance(initializer, str):
+        return initializer
+    for name, builtin in _REGISTRY.items():
+        if builtin is initializer:
+            return name
+    return _custom.reference(initializer, what)

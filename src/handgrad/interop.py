@@ -362,8 +362,9 @@ def from_torch(source, model, *, prefixes=None):
             updates.extend(zip(current, values))
     unexpected = [k for k in keys if k not in claimed]
     if missing or unexpected or mismatched:
+        origin = f"({str(source)!r})" if isinstance(source, (str, os.PathLike)) else ""
         raise ValueError(
-            f"from_torch: the torch weights do not match the model: missing {missing}, "
+            f"from_torch{origin}: the torch weights do not match the model: missing {missing}, "
             f"unexpected {unexpected}, mismatched shapes {mismatched} (torch modules are "
             f"matched to the handgrad layers with weights in order; pass prefixes={{handgrad "
             f"layer path: torch module prefix}} to match by name)")

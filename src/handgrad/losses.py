@@ -18,6 +18,13 @@ Per element, with ``d = pred - target``, ``p = softmax(z)``, ``s = sigmoid(z)``:
 
 ``log p`` and ``softplus`` are evaluated without ``exp`` of a large positive
 number, so logits of any finite size (e.g. +-1000) give finite results.
+
+The cross-entropy losses take logits (the model's raw outputs), never probabilities.
+Keras's names are aliases of the ``from_logits=True`` versions:
+``sparse_categorical_crossentropy`` (class ids), ``categorical_crossentropy`` (one-hot
+targets), ``binary_crossentropy``; ``compile`` refuses them on a model that ends with a
+``Softmax`` or ``Sigmoid`` layer. ``mean_squared_error``, ``mean_absolute_error`` and
+``huber_loss`` are ``mse``, ``mae`` and ``huber``.
 """
 
 from __future__ import annotations
@@ -167,13 +174,60 @@ def huber(pred, target, *, delta=1.0, reduction="mean"):
     return _reduce(op, values, xp.clip(d, -delta, delta), reduction)
 
 
+def _labels_array(logits, labels):
+    xp = array_module(logits)
+    return labels if hasattr(labels, "dtype") and hasattr(labels, "shape") else xp.asarray(labels)
+
+
+def sparse_categorical_crossentropy(logits, labels, *, label_smoothing=0.0, reduction="mean"):
+    """Keras's name: :func:`softmax_cross_entropy` from logits with integer class ids of
+    shape (N, ...) or (N, ..., 1)."""
+    op = "sparse_categorical_crossentropy"
+    logits = float_array(op, "logits", logits)
+    labels = _labels_array(logits, labels)
+    if labels.dtype.kind not in "iu":
+        raise TypeError(f"{op}: 'labels' must be integer class ids; received {describe(labels)}"
+                        f" (for one-hot targets use 'categorical_crossentropy')")
+    if logits.ndim >= 1 and tuple(labels.shape) == (*logits.shape[:-1], 1):
+        labels = labels[..., 0]
+    return softmax_cross_entropy(logits, labels, label_smoothing=label_smoothing,
+                                 reduction=reduction)
+
+
+def categorical_crossentropy(logits, labels, *, label_smoothing=0.0, reduction="mean"):
+    """Keras's name: :func:`softmax_cross_entropy` from logits with one-hot (or probability)
+    targets of the logits' shape; integer or bool one-hot targets are exact in any dtype
+    and are taken in the logits' dtype."""
+    op = "categorical_crossentropy"
+    logits = float_array(op, "logits", logits)
+    labels = _labels_array(logits, labels)
+    if tuple(labels.shape) != tuple(logits.shape):
+        raise ValueError(f"{op}: 'labels' must be one-hot targets of the logits' shape "
+                         f"{tuple(logits.shape)}; received {describe(labels)} (for class ids "
+                         f"use 'sparse_categorical_crossentropy')")
+    if labels.dtype.kind in "biu":
+        labels = labels.astype(logits.dtype)
+    return softmax_cross_entropy(logits, labels, label_smoothing=label_smoothing,
+                                 reduction=reduction)
+
+
+#: Losses that take logits: a model that ends with a softmax or sigmoid is refused.
+LOGIT_LOSSES = (softmax_cross_entropy, sparse_categorical_crossentropy,
+                categorical_crossentropy, binary_cross_entropy)
+
 LOSSES = {
     "cross_entropy": softmax_cross_entropy,
     "softmax_cross_entropy": softmax_cross_entropy,
+    "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
+    "categorical_crossentropy": categorical_crossentropy,
     "binary_cross_entropy": binary_cross_entropy,
+    "binary_crossentropy": binary_cross_entropy,
     "mse": mse,
+    "mean_squared_error": mse,
     "mae": mae,
+    "mean_absolute_error": mae,
     "huber": huber,
+    "huber_loss": huber,
 }
 
 

@@ -105,8 +105,7 @@ class Sequential(TrainingMixin, Layer):
         self.output_shape_ = shape
 
     def output_shape(self, input_shape):
-        if not self.built:
-            self.build(input_shape)
+        self.ensure_built(input_shape)
         shape = tuple(input_shape)
         for layer in self.layers:
             shape = layer.output_shape(shape)
@@ -130,7 +129,7 @@ class Sequential(TrainingMixin, Layer):
             if shape is None or len(shape) < 1:
                 raise TypeError(f"{self.label}: 'x' must be an array with a batch axis; "
                                 f"received {describe(x)}")
-            self.build(shape[1:])
+            self.ensure_built(shape[1:])
         for layer in self.layers:
             y = layer.forward(x, training=training)
             if layer_base.anomaly_hook is not None:  # handgrad.debug.detect_anomaly

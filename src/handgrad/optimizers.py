@@ -31,6 +31,7 @@ import numpy as np
 
 from ._checks import array_module, describe, float_array, same_dtype
 from ._hyper import build_from_config, flag, lookup, number
+from ._optim_state import parse_state
 
 __all__ = [
     "SGD", "AdaGrad", "Adam", "AdamW", "Optimizer", "RMSProp",
@@ -174,28 +175,12 @@ class Optimizer:
                                          else _to_numpy(value))
         return out
 
-    def load_state_dict(self, state) -> None:
-        """Restore a :meth:`state_dict` exactly (copies the arrays)."""
+    def load_state_dict(self, state, params=None) -> None:
+        """Restore a :meth:`state_dict` exactly (copies the arrays). With ``params`` (dict
+        name -> array, e.g. ``model.named_parameters()``) each state array must belong to
+        one of them and match its shape and dtype. Nothing changes unless all is valid."""
         op = f"{type(self).__name__}.load_state_dict"
-        if not isinstance(state, Mapping) or "iterations" not in state:
-            raise TypeError(f"{op}: 'state' must be a dict with an 'iterations' entry; "
-                            f"received {describe(state)}")
-        slots = self._all_slots()
-        new: dict[str, dict] = {slot: {} for slot in slots}
-        for key, value in state.items():
-            if key == "iterations":
-                continue
-            slot, sep, name = key.partition("/")
-            if not sep or slot not in slots:
-                raise ValueError(f"{op}: unexpected key {key!r}; expected 'iterations' or "
-                                 f"'<slot>/<name>' with slot in {list(slots)}")
-            new[slot][name] = int(value) if slot == "step" else np.array(value, copy=True)
-        names = set().union(*new.values()) if new else set()
-        incomplete = sorted(n for n in names if any(n not in new[s] for s in slots))
-        if incomplete:
-            raise ValueError(f"{op}: parameters {incomplete} lack some of the slots {list(slots)}")
-        self.iterations = int(state["iterations"])
-        self.state = {slot: arrays for slot, arrays in new.items() if arrays}
+        self.iterations, self.state = parse_state(op, state, self._all_slots(), params)
 
     def get_config(self) -> dict:
         """JSON-serializable hyper-parameters, ``{"name": class name, ...}``."""

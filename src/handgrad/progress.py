@@ -1,9 +1,21 @@
-"""A one-line progress bar per epoch: redrawn in a terminal, a single summary line
-otherwise, nothing when disabled."""
+"""A one-line progress bar per epoch: redrawn in a terminal (with the estimated time
+left in the epoch), a single summary line with the epoch's time otherwise, nothing
+when disabled."""
 
 from __future__ import annotations
 
 import sys
+import time
+
+
+def format_duration(seconds) -> str:
+    """``"42s"``, ``"3:07"`` (minutes:seconds) or ``"1:02:03"`` (hours)."""
+    total = max(round(float(seconds)), 0)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}" if minutes else f"{secs}s"
 
 
 def format_logs(logs) -> str:
@@ -19,33 +31,54 @@ def format_logs(logs) -> str:
 
 
 class ProgressBar:
-    """``update(step, logs, examples_per_second)`` then ``finish(logs)``."""
+    """``update(step, logs, examples_per_second)`` then ``finish(logs)``.
+
+    While running, the line shows ``ETA`` = time so far x steps left / steps done
+    (``clock`` is the time source); the final line shows the epoch's ``seconds``.
+    """
 
     width = 24
 
-    def __init__(self, total, title, enabled=True, stream=None):
+    def __init__(self, total, title, enabled=True, stream=None, clock=time.perf_counter):
         self.total = max(int(total), 1)
         self.title = title
         self.stream = stream or sys.stdout
         self.enabled = enabled
         self.interactive = enabled and getattr(self.stream, "isatty", lambda: False)()
         self.speed = 0.0
+        self.clock = clock
+        self.start = clock()
+        self._drawn = 0  # length of the longest line drawn, to blank what a shorter one leaves
 
-    def _line(self, step, logs):
+    def _line(self, step, logs, extra=""):
         filled = int(self.width * step / self.total)
         bar = "=" * filled + (">" if filled < self.width else "") + " " * (self.width - filled)
-        return (f"{self.title} [{bar[: self.width]}] {step}/{self.total}  {format_logs(logs)}  "
-                f"{self.speed:,.0f} ex/s")
+        fields = "  ".join(part for part in (format_logs(logs), extra) if part)
+        return f"{self.title} [{bar[: self.width]}] {step}/{self.total}  {fields}  " \
+               f"{self.speed:,.0f} ex/s"
+
+    def eta(self, step) -> float:
+        """Seconds left in the epoch at the rate of the first ``step`` steps."""
+        elapsed = self.clock() - self.start
+        return elapsed * (self.total - step) / max(step, 1)
+
+    def _draw(self, line, end=""):
+        padding = " " * max(self._drawn - len(line), 0)
+        self._drawn = max(self._drawn, len(line))
+        self.stream.write("\r" + line + padding + end)
+        self.stream.flush()
 
     def update(self, step, logs, examples_per_second):
         self.speed = examples_per_second
         if self.interactive:
-            self.stream.write("\r" + self._line(step, logs))
-            self.stream.flush()
+            self._draw(self._line(step, logs, f"ETA {format_duration(self.eta(step))}"))
 
     def finish(self, logs):
         if not self.enabled:
             return
-        prefix = "\r" if self.interactive else ""
-        self.stream.write(prefix + self._line(self.total, logs) + "\n")
-        self.stream.flush()
+        line = self._line(self.total, logs)
+        if self.interactive:
+            self._draw(line, "\n")
+        else:
+            self.stream.write(line + "\n")
+            self.stream.flush()

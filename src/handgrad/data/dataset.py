@@ -19,8 +19,9 @@ class Dataset:
     """A train/test split of a classification dataset.
 
     ``x_train``: ``(N_train, *input_shape)``, ``y_train``: ``(N_train,)``;
-    likewise ``x_test``/``y_test``. ``num_classes`` is the number of classes,
-    ``name`` a short human-readable identifier.
+    likewise ``x_test``/``y_test``, each split holding at least one example.
+    ``num_classes`` is the number of classes, ``name`` a short human-readable
+    identifier.
     """
 
     x_train: np.ndarray
@@ -55,6 +56,11 @@ class Dataset:
                 raise ValueError(
                     f"{op}: 'x_{split}' has {x.shape[0]} examples but 'y_{split}' has "
                     f"{y.shape[0]} labels"
+                )
+            if x.shape[0] == 0 or 0 in x.shape[1:]:
+                raise ValueError(
+                    f"{op}: 'x_{split}' must hold at least one example with at least one "
+                    f"value; received {describe(x)}"
                 )
             if y.size and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):
                 raise ValueError(

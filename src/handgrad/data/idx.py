@@ -10,14 +10,17 @@ compression is detected from the gzip magic bytes ``1f 8b``, not the name.
 from __future__ import annotations
 
 import gzip as gzip_module
+import math
 import os
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from .._checks import describe
+from .._checks import describe, is_int
 from .dataset import Dataset
+
+MAX_CLASSES = 2**16  # the most classes load_idx derives from the labels alone
 
 _CODE_TO_DTYPE = {
     0x08: np.dtype(np.uint8),
@@ -95,7 +98,7 @@ def read_idx(path) -> np.ndarray:
         )
     shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     dtype = _CODE_TO_DTYPE[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python ints: no int64 overflow
     actual = len(raw) - header_size
     if actual != expected:
         problem = "truncated" if actual < expected else "has trailing bytes"
@@ -153,60 +156,87 @@ def _find_file(directory: Path, role: str) -> Path:
 
 
 def _read_split(directory: Path, split: str):
-    """``(x, y, image_path)`` for ``split`` ("train" or "test") of an MNIST directory."""
+    """``(x, y, image_path, label_path)`` for ``split`` ("train" or "test") of an
+    MNIST directory; refuses an empty split."""
     op = "load_idx"
     image_path = _find_file(directory, f"{split} images")
     label_path = _find_file(directory, f"{split} labels")
     images, labels = read_idx(image_path), read_idx(label_path)
-    if images.dtype != np.uint8 or images.ndim not in (3, 4):
+    if images.dtype != np.uint8 or images.ndim not in (3, 4) or 0 in images.shape[1:]:
         raise ValueError(
             f"{op}: {str(image_path)!r} must hold uint8 images of shape (N, H, W) or "
-            f"(N, H, W, C); it holds {describe(images)}"
+            f"(N, H, W, C), every size >= 1; it holds {describe(images)}"
         )
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
             f"{op}: {str(label_path)!r} must hold a 1-D array of integer labels; "
             f"it holds {describe(labels)}"
         )
-    if labels.size and labels.min() < 0:
-        raise ValueError(f"{op}: {str(label_path)!r} holds a negative label ({int(labels.min())})")
     if images.shape[0] != labels.shape[0]:
         raise ValueError(
             f"{op}: {str(image_path)!r} holds {images.shape[0]} images but "
             f"{str(label_path)!r} holds {labels.shape[0]} labels"
         )
+    if images.shape[0] == 0:
+        raise ValueError(
+            f"{op}: {str(image_path)!r} holds no {split} examples; a dataset needs at least "
+            f"one training and one test example"
+        )
     if images.ndim == 3:
         images = images[..., None]
     x = images.astype(np.float32)
     x *= np.float32(1 / 255)
-    return x, labels.astype(np.int64), image_path
+    return x, labels.astype(np.int64), image_path, label_path
 
 
-def load_idx(directory) -> Dataset:
+def _check_labels(op: str, labels, path: Path, num_classes, derived: bool):
+    """Labels must be class indices in ``[0, num_classes)``."""
+    low, high = int(labels.min()), int(labels.max())
+    if low >= 0 and high < num_classes:
+        return
+    found = f"a negative label ({low})" if low < 0 else f"the label {high}"
+    hint = (f"; pass num_classes to load_idx for more than {MAX_CLASSES} classes" if derived
+            else "")
+    raise ValueError(
+        f"{op}: {str(path)!r} holds {found}; labels must be class indices in "
+        f"[0, {num_classes}){hint}"
+    )
+
+
+def load_idx(directory, num_classes=None) -> Dataset:
     """Load an MNIST-style directory of IDX files as a :class:`Dataset`.
 
     Looks for ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
     ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte`` (also the
     ``train-images.idx3-ubyte`` spelling, each optionally ending in ``.gz``).
-    Images become ``(N, H, W, 1)`` float32 in ``[0, 1]``, labels int64;
-    ``num_classes`` is the largest label + 1.
+    Images become ``(N, H, W, 1)`` float32 in ``[0, 1]``, labels int64. Labels
+    must lie in ``[0, num_classes)``; ``num_classes=None`` means the largest
+    label + 1, at most ``MAX_CLASSES``. Both splits must hold examples.
     """
     op = "load_idx"
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(
             f"{op}: 'directory' must be a str or os.PathLike; received {describe(directory)}"
         )
+    if num_classes is not None and not (is_int(num_classes) and num_classes >= 1):
+        raise ValueError(
+            f"{op}: 'num_classes' must be None or an int >= 1; received {describe(num_classes)}"
+        )
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"{op}: directory {str(directory)!r} does not exist")
-    x_train, y_train, train_path = _read_split(directory, "train")
-    x_test, y_test, test_path = _read_split(directory, "test")
+    x_train, y_train, train_path, train_labels = _read_split(directory, "train")
+    x_test, y_test, test_path, test_labels = _read_split(directory, "test")
     if x_train.shape[1:] != x_test.shape[1:]:
         raise ValueError(
             f"{op}: train images {str(train_path)!r} have shape {x_train.shape[1:]} but test "
             f"images {str(test_path)!r} have shape {x_test.shape[1:]}"
         )
-    labels = np.concatenate([y_train, y_test])
-    num_classes = int(labels.max()) + 1 if labels.size else 1
+    derived = num_classes is None
+    limit = MAX_CLASSES if derived else int(num_classes)
+    for labels, path in ((y_train, train_labels), (y_test, test_labels)):
+        _check_labels(op, labels, path, limit, derived)
+    if derived:
+        num_classes = max(int(y_train.max()), int(y_test.max())) + 1
     name = directory.resolve().name or str(directory)
-    return Dataset(x_train, y_train, x_test, y_test, num_classes, name)
+    return Dataset(x_train, y_train, x_test, y_test, int(num_classes), name)

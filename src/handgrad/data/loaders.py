@@ -7,9 +7,12 @@ works without them; install them with ``pip install "handgrad[data]"``.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import random
+import threading
+import time
 
 import numpy as np
 
@@ -18,6 +21,8 @@ from .dataset import Dataset
 from .idx import load_idx
 
 _DATASETS = ("mnist1d", "digits", "idx:PATH")
+_GLOBAL_RNG_LOCK = threading.Lock()  # MNIST-1D generation reseeds the global generators
+_VERBOSE = contextvars.ContextVar("handgrad_data_verbose", default=False)
 
 
 def _require(op: str, module: str, package: str):
@@ -31,21 +36,31 @@ def _require(op: str, module: str, package: str):
         ) from error
 
 
+def _check_verbose(op: str, verbose) -> None:
+    if not isinstance(verbose, (bool, np.bool_)):
+        raise TypeError(f"{op}: 'verbose' must be a bool; received {describe(verbose)}")
+
+
 @functools.lru_cache(maxsize=4)
 def _generate_mnist1d(seed: int):
-    """The MNIST-1D arrays for ``seed``, generated once per process (read-only)."""
+    """The MNIST-1D arrays for ``seed``, generated once per process (read-only).
+    Says what it does when the caller asked for ``verbose``."""
     mnist1d_data = _require("load_mnist1d", "mnist1d.data", "mnist1d")
     args = mnist1d_data.get_dataset_args()
     args.seed = seed
+    verbose, start = _VERBOSE.get(), time.perf_counter()
+    if verbose:
+        print(f"generating MNIST-1D (seed {seed}, takes a few seconds)... ", end="", flush=True)
     # make_dataset seeds and draws from NumPy's and Python's global generators:
     # restore both so the caller's random state is left exactly as it was.
-    numpy_state = np.random.get_state()  # noqa: NPY002 (saved, never drawn from)
-    python_state = random.getstate()
-    try:
-        data = mnist1d_data.make_dataset(args)
-    finally:
-        np.random.set_state(numpy_state)  # noqa: NPY002
-        random.setstate(python_state)
+    with _GLOBAL_RNG_LOCK:
+        numpy_state = np.random.get_state()  # noqa: NPY002 (saved, never drawn from)
+        python_state = random.getstate()
+        try:
+            data = mnist1d_data.make_dataset(args)
+        finally:
+            np.random.set_state(numpy_state)  # noqa: NPY002
+            random.setstate(python_state)
     arrays = (
         np.asarray(data["x"], dtype=np.float32)[..., None],
         np.asarray(data["y"], dtype=np.int64),
@@ -54,28 +69,38 @@ def _generate_mnist1d(seed: int):
     )
     for array in arrays:
         array.flags.writeable = False
+    if verbose:
+        print(f"{len(arrays[0])} train / {len(arrays[2])} test examples in "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
     return arrays
 
 
-def load_mnist1d(seed: int | None = None) -> Dataset:
+def load_mnist1d(seed: int | None = None, verbose: bool = False) -> Dataset:
     """MNIST-1D (Greydanus, 2020), generated locally with the ``mnist1d`` package.
 
     Uses the paper's default arguments (5000 signals, 4000 train / 1000 test,
     length 40, 10 classes); ``seed=None`` means the package's default seed, so
     the result is the standard dataset. Returns ``x``: ``(N, 40, 1)`` float32
     (standardized by the generator), ``y``: ``(N,)`` int64. Generation takes a
-    few seconds and is cached per seed; each call returns fresh copies. The
-    global NumPy and Python random states are left unchanged.
+    few seconds and is cached per seed; each call returns fresh copies;
+    ``verbose=True`` prints a line while generating. The global NumPy and
+    Python random states are left unchanged.
     """
     op = "load_mnist1d"
     if seed is not None and not (is_int(seed) and 0 <= seed < 2**32):
         raise ValueError(
             f"{op}: 'seed' must be None or an int in [0, 2**32); received {describe(seed)}"
         )
+    _check_verbose(op, verbose)
     mnist1d_data = _require(op, "mnist1d.data", "mnist1d")
     if seed is None:
         seed = mnist1d_data.get_dataset_args().seed
-    x_train, y_train, x_test, y_test = (a.copy() for a in _generate_mnist1d(int(seed)))
+    token = _VERBOSE.set(bool(verbose))
+    try:
+        arrays = _generate_mnist1d(int(seed))
+    finally:
+        _VERBOSE.reset(token)
+    x_train, y_train, x_test, y_test = (a.copy() for a in arrays)
     return Dataset(x_train, y_train, x_test, y_test, num_classes=10, name="mnist1d")
 
 
@@ -126,15 +151,17 @@ def load_digits(test_fraction: float = 0.2, seed=0) -> Dataset:
     )
 
 
-def load_dataset(spec: str) -> Dataset:
+def load_dataset(spec: str, verbose: bool = False) -> Dataset:
     """A dataset by name: ``"mnist1d"``, ``"digits"`` or ``"idx:PATH"`` (a
-    directory of MNIST-style IDX files, see :func:`~handgrad.data.load_idx`)."""
+    directory of MNIST-style IDX files, see :func:`~handgrad.data.load_idx`).
+    ``verbose=True`` says what happens during MNIST-1D's generation."""
     op = "load_dataset"
     valid = ", ".join(repr(s) for s in _DATASETS)
     if not isinstance(spec, str):
         raise TypeError(f"{op}: 'spec' must be a str, one of {valid}; received {describe(spec)}")
+    _check_verbose(op, verbose)
     if spec == "mnist1d":
-        return load_mnist1d()
+        return load_mnist1d(verbose=verbose)
     if spec == "digits":
         return load_digits()
     if spec.startswith("idx:"):

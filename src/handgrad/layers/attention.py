@@ -110,8 +110,7 @@ class MultiHeadAttention(Layer):
                 attn_mask=None, causal=None):
         """y (N, Tq, E); see the class docstring for the arguments."""
         query = float_array(self.label, "query", query, 3, "(N, Tq, E)")
-        if not self.built:
-            self.build(query.shape[1:])
+        self.ensure_built(query.shape[1:])
         if query.shape[-1] != self.embed_dim:
             raise ValueError(f"{self.label}: 'query' must have embed_dim = {self.embed_dim} "
                              f"features; received shape {tuple(query.shape)}")

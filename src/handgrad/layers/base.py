@@ -9,6 +9,7 @@ gradients, so a layer can be shared. ``training=False`` keeps no cache.
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from .._checks import FLOAT_DTYPES, describe, float_array, is_int
 #: ``None``, or while :func:`handgrad.debug.detect_anomaly` is active a checker called
 #: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
 anomaly_hook = None
+
+_BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wait
 
 
 def check_dtype(owner, dtype):
@@ -98,6 +101,14 @@ class Layer:
         self.built = True
         return self
 
+    def ensure_built(self, input_shape):
+        """Build on first use, exactly once even when several threads call ``forward``
+        (or ``predict``) on an unbuilt layer at the same time."""
+        if not self.built:
+            with _BUILD_LOCK:
+                if not self.built:
+                    self.build(input_shape)
+
     def _build(self, input_shape, rng):
         """Layers with parameters override this."""
 
@@ -108,8 +119,7 @@ class Layer:
     def output_shape(self, input_shape):
         """Per-example output shape, found by running the op in inference mode on one
         all-zero example (no data is needed)."""
-        if not self.built:
-            self.build(input_shape)
+        self.ensure_built(input_shape)
         example = np.zeros((1, *input_shape), dtype=self.dtype)
         return tuple(self._forward(example, False)[0].shape[1:])
 
@@ -119,8 +129,7 @@ class Layer:
         x = float_array(self.label, "x", x)
         if x.ndim == 0:
             raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
-        if not self.built:
-            self.build(x.shape[1:])
+        self.ensure_built(x.shape[1:])
         if self.parameters and x.dtype != self.dtype:
             raise TypeError(
                 f"{self.label}: input dtype {x.dtype} does not match the layer's {self.dtype} "
@@ -219,7 +228,7 @@ class WeightedLayer(Layer):
         config.update(bias=self.use_bias)
         for key in ("kernel_initializer", "bias_initializer"):
             value = getattr(self, key)
-            config[key] = value if isinstance(value, str) else value.__name__
+            config[key] = initializers.serialize(value, f"the {key} of {self.label}")
         return config
 
     def build_weights(self, w_shape, out_features, rng):

@@ -46,8 +46,7 @@ class Embedding(Layer):
             self.parameters["W"][self.padding_idx] = 0
 
     def output_shape(self, input_shape):
-        if not self.built:
-            self.build(input_shape)
+        self.ensure_built(input_shape)
         return (*tuple(input_shape), self.embedding_dim)
 
     def forward(self, x, training=True):
@@ -55,8 +54,7 @@ class Embedding(Layer):
         ids = check_ids(self.label, x, self.num_embeddings)
         if ids.ndim == 0:
             raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
-        if not self.built:
-            self.build(ids.shape[1:])
+        self.ensure_built(ids.shape[1:])
         y, cache = ops.embedding(ids, self.parameters["W"], self.padding_idx)
         if training:
             self._caches.append(cache)

@@ -30,7 +30,7 @@ class _Normalization(Layer):
     def __init__(self, eps, use_gamma, use_beta, *, name=None, trainable=True, dtype=None,
                  seed=None):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
-        self.eps = number(type(self).__name__, "eps", eps, low=0.0)
+        self.eps = number(type(self).__name__, "eps", eps, low=0.0, low_open=True)
         self.use_gamma, self.use_beta = use_gamma, use_beta
 
     def get_config(self):
@@ -72,8 +72,7 @@ class _Normalization(Layer):
                              f"received per-example shape {tuple(input_shape)}")
 
     def output_shape(self, input_shape):
-        if not self.built:
-            self.build(input_shape)
+        self.ensure_built(input_shape)
         self._check_input(tuple(input_shape))
         return tuple(input_shape)
 

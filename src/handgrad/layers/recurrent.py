@@ -129,8 +129,7 @@ class _Recurrent(Layer):
     def forward_with_state(self, x, training=True, initial_state=None, lengths=None):
         """``(y, h_n)`` (LSTM: ``(y, h_n, c_n)``), states (num_layers * D, N, H)."""
         x = float_array(self.label, "x", x, 3, "(N, T, F)")
-        if not self.built:
-            self.build(x.shape[1:])
+        self.ensure_built(x.shape[1:])
         if x.dtype != self.dtype:
             raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
                             f"{self.dtype} parameters; cast the input or build the "

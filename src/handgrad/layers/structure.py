@@ -73,8 +73,7 @@ class _Merge(Layer):
     def forward(self, inputs, training=True):
         """y = merge(inputs); ``inputs`` is a list of at least two arrays (N, ...)."""
         arrays = self._arrays(inputs)
-        if not self.built:
-            self.build([x.shape[1:] for x in arrays])
+        self.ensure_built([x.shape[1:] for x in arrays])
         y, saved = self._merge(array_module(*arrays), arrays)
         if training:
             self._caches.append((y.shape, y.dtype, saved))
@@ -246,8 +245,7 @@ class Residual(Layer):
         self.buffers = self._prefixed("named_buffers")
 
     def output_shape(self, input_shape):
-        if not self.built:
-            self.build(input_shape)
+        self.ensure_built(input_shape)
         return self._merged_shape(input_shape)
 
     def _merged_shape(self, input_shape):

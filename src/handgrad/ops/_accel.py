@@ -3,9 +3,11 @@
 NumPy cannot fuse a gather, a comparison and a scatter into one pass, and those
 passes (not the GEMMs) dominate pooling, depthwise convolution and col2im. When
 `numba` is installed (the ``fast`` extra) and the inputs are NumPy arrays, these
-loops are compiled (single-threaded, see ``_accel_kernels``); otherwise, or with
-the environment variable ``HANDGRAD_NUMBA=0``, the pure-NumPy code runs. Both paths
-compute the same thing and are tested against each other and against torch.
+loops are compiled; otherwise, or with the environment variable ``HANDGRAD_NUMBA=0``,
+the pure-NumPy code runs. Both paths compute the same thing and are tested against
+each other and against torch. Pooling and depthwise kernels run in parallel over the
+batch, or serially while another thread is in a parallel kernel, so any number of
+threads may call the ops at once; col2im is single-threaded (see ``_accel_kernels``).
 
 Every kernel is written for 2-D channels-last data; 1-D data gets a unit height.
 Geometry per axis: input size, output size, kernel, stride, dilation, padding

@@ -126,8 +126,8 @@ def prepare_attention(op, q, k, v, mask, causal, dropout, rng, scale) -> Attenti
     if flag(op, "causal", causal):
         keeps += (causal_keep(array_module(q), q.shape[-2], k.shape[-2]),)
     rate, generator = dropout_generator(op, dropout, rng)
-    if scale is None:
-        scale = 1.0 / float(np.sqrt(q.shape[-1]))
+    if scale is None:  # with E = 0 every score is an empty sum, 0 whatever the scale
+        scale = 1.0 / float(np.sqrt(q.shape[-1])) if q.shape[-1] else 1.0
     else:
         scale = number(op, "scale", scale)
     return AttentionCall(q, k, v, Masking(keeps, biases), rate, generator, scale)
@@ -178,6 +178,9 @@ def prepare_projections(op, query, key, value, in_weight, in_bias, out_weight, o
                          f"value={describe(value)}")
     n, tq, embed = query.shape
     heads = positive_int(op, "num_heads", num_heads)
+    if embed == 0:
+        raise ValueError(f"{op}: 'query' (N, Tq, E) must have E >= 1 features; received an "
+                         f"array of shape {tuple(query.shape)}")
     if embed % heads:
         raise ValueError(f"{op}: the embedding size E = {embed} must be divisible by "
                          f"num_heads = {heads}")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._checks import float_array, int_tuple, positive_int, same_dtype
-from ._windows import Axis, check_output_size, parse_padding, window_axes
+from .._checks import float_array, int_tuple, positive_int, same_dtype, upstream_grad
+from ._cache import Cache, check_cache
+from ._windows import Axis, check_not_empty, check_output_size, parse_padding, window_axes
 
 LAYOUTS = {1: "(N, L, C)", 2: "(N, H, W, C)"}
 WEIGHT_LAYOUTS = {
@@ -17,8 +18,8 @@ WEIGHT_LAYOUTS = {
 
 
 @dataclass(frozen=True)
-class ConvCall:
-    """A validated convolution call.
+class ConvCall(Cache):
+    """A validated convolution call (also the op's cache; ``op`` names the forward).
 
     ``axes`` always describe the *forward convolution* that relates the
     larger-channel-count side ``x_conv`` (N, *S, C_x) to ``y_conv`` (N, *O, C_y)
@@ -40,10 +41,25 @@ class ConvCall:
         channels = self.w.shape[-2] * self.groups
         return (n, *(a.size_in for a in self.axes), channels)
 
+    @property
+    def output_shape(self):
+        """Shape of the op's output (and of the ``dy`` its backward takes)."""
+        if self.transposed:
+            return self.conv_input_shape
+        return (self.x.shape[0], *(a.size_out for a in self.axes), self.w.shape[-1])
+
+
+def open_conv_cache(op, forward, dy, cache):
+    """``(call, dy)`` for a convolution backward: the cache ``forward`` returned, and
+    ``dy`` checked against its output's shape and dtype."""
+    call = check_cache(op, cache, forward, ConvCall)
+    return call, upstream_grad(op, dy, call.output_shape, call.x.dtype)
+
 
 def _check_common(op, x, w, b, nd, transposed, groups):
-    x = float_array(op, "x", x, nd + 2, LAYOUTS[nd])
-    w = float_array(op, "w", w, nd + 2, WEIGHT_LAYOUTS[nd, transposed])
+    x = check_not_empty(op, "x", float_array(op, "x", x, nd + 2, LAYOUTS[nd]), LAYOUTS[nd])
+    layout = WEIGHT_LAYOUTS[nd, transposed]
+    w = check_not_empty(op, "w", float_array(op, "w", w, nd + 2, layout), layout, first=0)
     if b is not None:
         b = float_array(op, "b", b, 1, "(C_out,)")
     same_dtype(op, x=x, w=w, b=b)
@@ -91,7 +107,7 @@ def prepare_conv(op, nd, x, w, b, stride, padding, dilation, groups) -> ConvCall
     strings = ("valid", "same", "causal") if nd == 1 else ("valid", "same")
     pads = parse_padding(op, padding, nd, kernel, stride, dilation, spatial, strings)
     axes = window_axes(op, spatial, kernel, stride, dilation, pads)
-    return ConvCall(x, w, b, axes, groups, transposed=False)
+    return ConvCall(op, x, w, b, axes, groups, transposed=False)
 
 
 def prepare_conv_transpose(
@@ -129,4 +145,4 @@ def prepare_conv_transpose(
             f"is not larger than the padding {(before, after)}",
         )
         axes.append(Axis(size_out, k, s, d, before, size))
-    return ConvCall(x, w, b, tuple(axes), groups, transposed=True)
+    return ConvCall(op, x, w, b, tuple(axes), groups, transposed=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import describe, is_int, upstream_grad
+from ._cache import Cache, check_cache
 
 
 @dataclass(frozen=True)
-class OpCache:
-    """What an op's backward needs: the forward's name, output shape and dtype,
+class OpCache(Cache):
+    """What an op's backward needs: the forward's name (``op``), output shape and dtype,
     the saved array (``x``, ``y`` or a mask, or None) and scalar hyper-parameters."""
 
-    op: str
     shape: tuple
     dtype: object
     saved: object = None
@@ -26,10 +26,7 @@ def make_cache(op, x, saved=None, params=()):
 
 def open_cache(op, forward, dy, cache):
     """Validate ``cache`` (made by ``forward``) and ``dy``; return ``(dy, cache)``."""
-    if not isinstance(cache, OpCache) or cache.op != forward:
-        raise TypeError(
-            f"{op}: 'cache' must be the cache returned by {forward}; received {describe(cache)}"
-        )
+    cache = check_cache(op, cache, forward, OpCache)
     return upstream_grad(op, dy, cache.shape, cache.dtype), cache
 
 

@@ -45,7 +45,8 @@ class NormCall:
 
 
 def _eps(op, eps):
-    return number(op, "eps", eps, low=0.0)
+    """eps > 0: with eps = 0 a constant group divides 0 by 0 (PyTorch refuses it too)."""
+    return number(op, "eps", eps, low=0.0, low_open=True)
 
 
 def _affine(op, x, name, value, shape):
@@ -86,10 +87,13 @@ def _running_pair(op, x, running_mean, running_var):
                                                                     running_var)
 
 
-def _channels_last(op, x, min_ndim, layout):
+def _channels_last(op, x, min_ndim, layout, need_channels=True):
     x = float_array(op, "x", x)
     if x.ndim < min_ndim:
         raise ValueError(f"{op}: 'x' must be a {min_ndim}-D or higher array {layout}; "
+                         f"received an array of shape {tuple(x.shape)}")
+    if need_channels and x.shape[-1] == 0:
+        raise ValueError(f"{op}: 'x' must have at least one channel (last axis of {layout}); "
                          f"received an array of shape {tuple(x.shape)}")
     return x
 
@@ -107,7 +111,7 @@ def _channel_stats_call(op, x, gamma, beta, running_mean, running_var, input_sta
                          f"'running_var'; received None")
     call = NormCall(op, x, gamma, beta, running_mean, running_var, input_stats,
                     input_stats and running_mean is not None, momentum, eps, tuple(x.shape), axes)
-    if input_stats and call.group_size <= 1:
+    if input_stats and call.group_size == 1:
         raise ValueError(f"{op}: expected more than 1 {what} when training (statistics of "
                          f"'x'); received 'x' of shape {tuple(x.shape)}")
     return call
@@ -132,15 +136,16 @@ def prepare_instance_norm(op, x, gamma, beta, running_mean, running_var, use_inp
 
 
 def normalized_shape_tuple(op, normalized_shape) -> tuple[int, ...]:
-    """An int d (meaning (d,)) or a non-empty tuple of positive ints."""
+    """An int d (meaning (d,)) or a non-empty tuple of ints >= 0 (a 0 gives empty groups,
+    as in PyTorch)."""
     if is_int(normalized_shape):
         normalized_shape = (normalized_shape,)
     if (not isinstance(normalized_shape, (tuple, list)) or not normalized_shape
             or not all(is_int(d) for d in normalized_shape)):
         raise TypeError(f"{op}: 'normalized_shape' must be an int or a non-empty tuple of ints; "
                         f"received {describe(normalized_shape)}")
-    if any(d < 1 for d in normalized_shape):
-        raise ValueError(f"{op}: 'normalized_shape' must hold ints >= 1; received "
+    if any(d < 0 for d in normalized_shape):
+        raise ValueError(f"{op}: 'normalized_shape' must hold ints >= 0; received "
                          f"{tuple(normalized_shape)}")
     return tuple(int(d) for d in normalized_shape)
 
@@ -163,7 +168,7 @@ def prepare_layer_norm(op, x, normalized_shape, gamma, beta, eps):
 def prepare_group_norm(op, x, num_groups, gamma, beta, eps):
     """x (N, *S, C) viewed as (N, *S, G, C / G): statistics per example and group over
     S and the group's channels."""
-    x = _channels_last(op, x, 2, "(N, C), (N, L, C) or (N, H, W, C)")
+    x = _channels_last(op, x, 2, "(N, C), (N, L, C) or (N, H, W, C)", need_channels=False)
     groups = positive_int(op, "num_groups", num_groups)
     channels = x.shape[-1]
     if channels % groups:

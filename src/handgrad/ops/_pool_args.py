@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import float_array, int_tuple
+from .._hyper import flag
 from ._conv_args import LAYOUTS
-from ._windows import Axis, parse_padding, window_axes
+from ._windows import Axis, check_not_empty, parse_padding, window_axes
 
 
 @dataclass(frozen=True)
 class PoolCall:
-    """A validated pooling call: the input and one :class:`Axis` per spatial axis."""
+    """A validated pooling call: the op's name, the input and one :class:`Axis` per
+    spatial axis."""
 
+    op: str
     x: object
     axes: tuple[Axis, ...]
     pads: tuple[tuple[int, int], ...]
@@ -22,9 +25,9 @@ def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -
     """Validate a pooling call. ``stride=None`` means ``stride = kernel_size``.
 
     Numeric padding may be at most half the kernel on each side (as PyTorch), so
-    no window lies entirely in the padding.
+    no window lies entirely in the padding. Only the batch axis of ``x`` may be empty.
     """
-    x = float_array(op, "x", x, nd + 2, LAYOUTS[nd])
+    x = check_not_empty(op, "x", float_array(op, "x", x, nd + 2, LAYOUTS[nd]), LAYOUTS[nd])
     kernel = int_tuple(op, "kernel_size", kernel_size, nd)
     stride = kernel if stride is None else int_tuple(op, "stride", stride, nd)
     dilation = int_tuple(op, "dilation", dilation, nd)
@@ -40,4 +43,12 @@ def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -
                     f"{kernel}, so at most {tuple(k // 2 for k in kernel)}); received "
                     f"{padding!r}"
                 )
-    return PoolCall(x, window_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode), pads)
+    axes = window_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode)
+    return PoolCall(op, x, axes, pads)
+
+
+def prepare_global_pool(op, x, keepdims):
+    """Validate a global pooling call: x (N, L, C) or (N, H, W, C), only N may be 0."""
+    flag(op, "keepdims", keepdims)
+    layout = "(N, L, C) or (N, H, W, C)"
+    return check_not_empty(op, "x", float_array(op, "x", x, (3, 4), layout), layout)

@@ -105,9 +105,9 @@ def prepare_recurrent(op, cell, x, W_ih, W_hh, b_ih, b_hh, h0, c0, lengths, reve
     h0 = _state(op, "h0", h0, n, hidden)
     c0 = _state(op, "c0", c0, n, hidden) if cell == "lstm" else None
     same_dtype(op, x=x, W_ih=W_ih, W_hh=W_hh, **biases, h0=h0, c0=c0)
-    if steps < 1:
-        raise ValueError(f"{op}: 'x' must have at least one time step (N, T, F) with T >= 1; "
-                         f"received shape {tuple(x.shape)}")
+    if steps < 1 or features < 1:  # as PyTorch; only the batch may be empty
+        raise ValueError(f"{op}: 'x' must have at least one time step and one feature "
+                         f"(N, T, F) with T >= 1 and F >= 1; received shape {tuple(x.shape)}")
     lengths = check_lengths(op, lengths, n, steps)
     reverse = flag(op, "reverse", reverse)
     if nonlinearity not in NONLINEARITIES:

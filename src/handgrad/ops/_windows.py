@@ -90,6 +90,16 @@ def parse_padding(op, padding, n, kernel, stride, dilation, size_in, strings=("v
     return pairs
 
 
+def check_not_empty(op, name, array, layout, first=1):
+    """Refuse an empty axis from ``first`` on: a window op's input may have N = 0 but no
+    empty spatial axis or channel axis, and its weight no empty axis (as PyTorch)."""
+    if 0 in array.shape[first:]:
+        allowed = " (only N may be 0)" if first else ""
+        raise ValueError(f"{op}: '{name}' {layout} must not have an empty axis{allowed}; "
+                         f"received an array of shape {tuple(array.shape)}")
+    return array
+
+
 def check_output_size(op, axis_index, size_out, reason):
     """Raise a ValueError that says which axis is too small, and why."""
     if size_out < 1:

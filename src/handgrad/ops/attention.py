@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import array_module, describe, upstream_grad
+from .._checks import array_module, upstream_grad
 from ._attention_args import (
     MHAShapes,
     dropout_generator,
@@ -50,6 +50,7 @@ from ._attention_args import (
     prepare_attention,
     prepare_projections,
 )
+from ._cache import Cache, check_cache
 from .dropout import dropout as apply_dropout
 from .linear import linear, linear_backward
 
@@ -61,7 +62,9 @@ def _t(x):
 
 def _masked_softmax(xp, s, masking):
     """softmax(s + biases) along the last axis, -inf where a keep mask is False, in place
-    on ``s``; rows with no visible key become zeros."""
+    on ``s``; rows with no visible key become zeros (also when there are no keys)."""
+    if s.shape[-1] == 0:
+        return s
     for bias in masking.biases:
         s += bias
     if masking.keeps:
@@ -105,7 +108,7 @@ def _attend_backward(xp, dout, q_scaled, k, v, p, out, drop, scale):
 
 
 @dataclass(frozen=True)
-class AttentionCache:
+class AttentionCache(Cache):
     """What :func:`scaled_dot_product_attention_backward` needs."""
 
     q_scaled: object
@@ -135,16 +138,15 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, causal=False, dropout=0.
     xp = array_module(call.q)
     q_scaled = call.q * call.q.dtype.type(call.scale)
     out, p, drop = _attend(xp, q_scaled, call.k, call.v, call.masking, call.rate, call.rng)
-    return out, AttentionCache(q_scaled, call.k, call.v, p, out, drop, call.scale)
+    return out, AttentionCache("scaled_dot_product_attention", q_scaled, call.k, call.v, p, out,
+                               drop, call.scale)
 
 
 def scaled_dot_product_attention_backward(dout, cache):
     """Gradients of :func:`scaled_dot_product_attention`: dout (N, ..., Tq, Ev) -> (dq, dk,
     dv); dq = scale * ds k, dk = scale * ds^T q, dv = p^T dout (see the module docstring)."""
     op = "scaled_dot_product_attention_backward"
-    if not isinstance(cache, AttentionCache):
-        raise TypeError(f"{op}: 'cache' must be the cache returned by "
-                        f"scaled_dot_product_attention; received {describe(cache)}")
+    cache = check_cache(op, cache, "scaled_dot_product_attention", AttentionCache)
     dout = upstream_grad(op, dout, cache.out.shape, cache.out.dtype)
     return _attend_backward(array_module(dout), dout, cache.q_scaled, cache.k, cache.v,
                             cache.p, cache.out, cache.drop, cache.scale)
@@ -179,13 +181,16 @@ def _project(query, key, value, in_weight, in_bias, shapes: MHAShapes):
     """Q, K, V (N, T, E) and the projection caches."""
     if shapes.self_attention and shapes.packed:
         qkv, cache = linear(_rows(query), in_weight, in_bias)
-        return _thirds(qkv.reshape(shapes.batch, shapes.tq, -1), shapes.embed), (cache,)
+        return _thirds(qkv.reshape(shapes.batch, shapes.tq, 3 * shapes.embed),
+                       shapes.embed), (cache,)
     weights = in_weight if not shapes.packed else _thirds(in_weight, shapes.embed)
     biases = in_bias if not shapes.packed else _thirds(in_bias, shapes.embed)
     biases = biases if biases is not None else (None, None, None)
     inputs = (query, query, query) if shapes.self_attention else (query, key, value)
     results = [linear(_rows(x), w, b) for x, w, b in zip(inputs, weights, biases)]
-    projected = tuple(r[0].reshape(shapes.batch, -1, shapes.embed) for r in results)
+    lengths = (shapes.tq, shapes.tk, shapes.tk)
+    projected = tuple(r[0].reshape(shapes.batch, t, shapes.embed)
+                      for r, t in zip(results, lengths))
     return projected, tuple(r[1] for r in results)
 
 
@@ -199,7 +204,8 @@ def _project_backward(xp, grads, caches, shapes: MHAShapes):
         dx, dw, db = linear_backward(dqkv.reshape(n * tq, 3 * e), caches[0])
         return dx.reshape(n, tq, e), None, None, dw, db
     results = [linear_backward(_rows(_merge_heads(g)), c) for g, c in zip(grads, caches)]
-    dxs = tuple(r[0].reshape(n, -1, r[0].shape[-1]) for r in results)
+    lengths = (tq, shapes.tk, shapes.tk)
+    dxs = tuple(r[0].reshape(n, t, r[0].shape[-1]) for r, t in zip(results, lengths))
     dws, dbs = tuple(r[1] for r in results), tuple(r[2] for r in results)
     has_bias = dbs[0] is not None
     if shapes.packed:
@@ -213,7 +219,7 @@ def _project_backward(xp, grads, caches, shapes: MHAShapes):
 
 
 @dataclass(frozen=True)
-class MHACache:
+class MHACache(Cache):
     """What :func:`multi_head_attention_backward` needs."""
 
     shapes: MHAShapes
@@ -250,8 +256,9 @@ def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_
     out, p, drop = _attend(xp, q_scaled, k, v, masking, rate, generator)
     y, output = linear(_rows(_merge_heads(out)), out_weight, out_bias)
     y = y.reshape(shapes.batch, shapes.tq, shapes.embed)
-    attention = AttentionCache(q_scaled, k, v, p, out, drop, scale)
-    return y, MHACache(shapes, projections, attention, output)
+    attention = AttentionCache("scaled_dot_product_attention", q_scaled, k, v, p, out, drop,
+                               scale)
+    return y, MHACache(op, shapes, projections, attention, output)
 
 
 def multi_head_attention_backward(dy, cache):
@@ -263,9 +270,7 @@ def multi_head_attention_backward(dy, cache):
     biases' gradients are None when the forward had none.
     """
     op = "multi_head_attention_backward"
-    if not isinstance(cache, MHACache):
-        raise TypeError(f"{op}: 'cache' must be the cache returned by multi_head_attention; "
-                        f"received {describe(cache)}")
+    cache = check_cache(op, cache, "multi_head_attention", MHACache)
     shapes, att = cache.shapes, cache.attention
     expected = (shapes.batch, shapes.tq, shapes.embed)
     dy = upstream_grad(op, dy, expected, att.out.dtype)

@@ -17,14 +17,18 @@ A transposed convolution is the adjoint of the convolution with the same
 weight: its forward is the convolution's ``dx`` and its backward uses the
 convolution's forward (for its input gradient) and ``dw`` (swapping roles).
 The cache holds only the inputs and the geometry, never ``cols``.
+
+As in PyTorch, only the batch may be empty (N = 0 gives an empty output and zero
+weight and bias gradients); an empty spatial or channel axis, or an empty weight, is
+refused with a ValueError.
 """
 
 from __future__ import annotations
 
 import math
 
-from .._checks import array_module, upstream_grad
-from ._conv_args import ConvCall, prepare_conv, prepare_conv_transpose
+from .._checks import array_module
+from ._conv_args import ConvCall, open_conv_cache, prepare_conv, prepare_conv_transpose
 from ._depthwise import (
     depthwise_forward,
     depthwise_gradients,
@@ -102,18 +106,15 @@ def _forward(call: ConvCall):
     return y, call
 
 
-def _backward(op, dy, call: ConvCall):
+def _backward(op, forward_op, dy, cache):
+    call, dy = open_conv_cache(op, forward_op, dy, cache)
     x, w, axes, groups = call.x, call.w, call.axes, call.groups
     forward, _, weight_grad, gradients = _kernels(w, groups)
+    xp = array_module(dy, w)
     if call.transposed:
-        dy = upstream_grad(op, dy, call.conv_input_shape, x.dtype)
-        xp = array_module(dy, w)
         dx = forward(xp, dy, w, axes, groups)
         dw = weight_grad(xp, dy, x, axes, groups, w.shape)
     else:
-        out = (x.shape[0], *(a.size_out for a in axes), w.shape[-1])
-        dy = upstream_grad(op, dy, out, x.dtype)
-        xp = array_module(dy, w)
         dx, dw = gradients(xp, x, w, dy, axes, groups)
     db = None if call.b is None else _bias_grad(dy)
     return dx, dw, db
@@ -137,7 +138,7 @@ def conv1d_backward(dy, cache):
     dw[k, c, j] = sum_{n, o} x_pad[n, o*s + k*d, c] dy[n, o, j]; db = sum_{n, o} dy.
     ``db`` is None when the forward had no bias.
     """
-    return _backward("conv1d_backward", dy, cache)
+    return _backward("conv1d_backward", "conv1d", dy, cache)
 
 
 def conv2d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
@@ -157,7 +158,7 @@ def conv2d_backward(dy, cache):
     dx = col2im(dy @ w^T) (scatter-add over taps); dw = im2col(x)^T @ dy;
     db = sum of dy over (N, H_out, W_out). ``db`` is None when the forward had no bias.
     """
-    return _backward("conv2d_backward", dy, cache)
+    return _backward("conv2d_backward", "conv2d", dy, cache)
 
 
 def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -180,7 +181,7 @@ def conv_transpose1d_backward(dy, cache):
     dx = conv1d(dy, w) (same stride/padding/dilation/groups); dw = the conv1d weight
     gradient with input dy and upstream x; db = sum of dy over (N, L_out).
     """
-    return _backward("conv_transpose1d_backward", dy, cache)
+    return _backward("conv_transpose1d_backward", "conv_transpose1d", dy, cache)
 
 
 def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -204,4 +205,4 @@ def conv_transpose2d_backward(dy, cache):
     dx = conv2d(dy, w); dw = im2col(dy)^T @ x (conv2d's weight gradient with the roles
     of input and upstream gradient swapped); db = sum of dy over (N, H_out, W_out).
     """
-    return _backward("conv_transpose2d_backward", dy, cache)
+    return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, describe, float_array, is_int, upstream_grad
+from ._cache import Cache, check_cache
 
 
 @dataclass(frozen=True)
-class EmbeddingCache:
-    """The ids of an :func:`embedding` call and the table's shape and dtype."""
+class EmbeddingCache(Cache):
+    """The ids of an :func:`embedding` call and the table's shape and dtype (also the
+    cache of the loop twin, which stores the same things)."""
 
     ids: object
     weight_shape: tuple
@@ -88,7 +90,7 @@ def embedding(ids, weight, padding_idx=None):
     ids, weight, padding_idx = prepare_embedding("embedding", ids, weight, padding_idx)
     xp = array_module(weight)
     y = xp.take(weight, ids, axis=0)
-    return y, EmbeddingCache(ids, tuple(weight.shape), weight.dtype, padding_idx)
+    return y, EmbeddingCache("embedding", ids, tuple(weight.shape), weight.dtype, padding_idx)
 
 
 def _scatter_add_rows(xp, ids, rows, num_rows):
@@ -116,20 +118,24 @@ def _scatter_add_rows(xp, ids, rows, num_rows):
     return out
 
 
+def open_embedding_cache(dy, cache):
+    """``(cache, dy)`` checked for :func:`embedding_backward` and its loop twin."""
+    op = "embedding_backward"
+    cache = check_cache(op, cache, "embedding", EmbeddingCache)
+    return cache, upstream_grad(op, dy, (*cache.ids.shape, cache.weight_shape[1]), cache.dtype)
+
+
 def embedding_backward(dy, cache):
     """Gradient of :func:`embedding` for the table: dy (*ids.shape, D) -> dweight (V, D).
 
     dweight[v] = sum of dy over the positions whose id is v; dweight[padding_idx] = 0.
     There is no gradient for the ids.
     """
-    op = "embedding_backward"
-    if not isinstance(cache, EmbeddingCache):
-        raise TypeError(f"{op}: 'cache' must be the cache returned by embedding; received "
-                        f"{describe(cache)}")
+    cache, dy = open_embedding_cache(dy, cache)
     num_rows, dim = cache.weight_shape
-    dy = upstream_grad(op, dy, (*cache.ids.shape, dim), cache.dtype)
     xp = array_module(dy)
-    dweight = _scatter_add_rows(xp, cache.ids.reshape(-1), dy.reshape(-1, dim), num_rows)
+    dweight = _scatter_add_rows(xp, cache.ids.reshape(-1), dy.reshape(cache.ids.size, dim),
+                                num_rows)
     if cache.padding_idx is not None:
         dweight[cache.padding_idx] = 0
     return dweight

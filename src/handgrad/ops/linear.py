@@ -8,23 +8,31 @@ With ``x`` flattened to rows ``X`` (M, F_in), M the product of the leading axes:
     db = sum over rows of dY      (F_out,)
 
 The weight is stored (F_in, F_out), so ``F.linear(x, w.T, b)`` is PyTorch's twin.
-The cache holds ``x`` and ``w``.
+Any size may be 0, as in PyTorch: with F_in = 0 the sums are empty, so y = b (zeros
+without a bias), dw is (0, F_out) and db = sum dY. The cache holds ``x`` and ``w``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from .._checks import array_module, describe, float_array, same_dtype, upstream_grad
+from .._checks import array_module, float_array, same_dtype, upstream_grad
+from ._cache import Cache, check_cache
 
 
 @dataclass(frozen=True)
-class LinearCache:
+class LinearCache(Cache):
     """The inputs of a :func:`linear` call."""
 
     x: object
     w: object
     has_bias: bool
+
+
+def _rows(a):
+    """(..., F) as (M, F), M the product of the leading axes (also when M or F is 0)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
 
 
 def linear(x, w, b=None):
@@ -52,10 +60,11 @@ def linear(x, w, b=None):
         )
     xp = array_module(x, w)
     # One GEMM over all leading axes (a 3-D matmul would loop over the first one).
-    y = xp.matmul(x.reshape(-1, w.shape[0]), w).reshape(*x.shape[:-1], w.shape[1])
+    y = xp.matmul(_rows(x), w).reshape(*x.shape[:-1], w.shape[1])
     if b is not None:
         y += b
-    return y, LinearCache(x, w, b is not None)
+    return y, LinearCache("linear", x, w, b is not None)
+
 
 
 def linear_backward(dy, cache):
@@ -65,15 +74,12 @@ def linear_backward(dy, cache):
     (None when the forward had no bias).
     """
     op = "linear_backward"
-    if not isinstance(cache, LinearCache):
-        raise TypeError(
-            f"{op}: 'cache' must be the cache returned by linear; received {describe(cache)}"
-        )
+    cache = check_cache(op, cache, "linear", LinearCache)
     x, w = cache.x, cache.w
     dy = upstream_grad(op, dy, (*x.shape[:-1], w.shape[1]), x.dtype)
     xp = array_module(dy, w)
-    rows_dy = dy.reshape(-1, w.shape[1])
+    rows_dy = _rows(dy)
     dx = xp.matmul(rows_dy, w.T).reshape(x.shape)
-    dw = xp.matmul(x.reshape(-1, w.shape[0]).T, rows_dy)
+    dw = xp.matmul(_rows(x).T, rows_dy)
     db = xp.sum(rows_dy, axis=0) if cache.has_bias else None
     return dx, dw, db

@@ -34,13 +34,19 @@ holds ``xhat``, ``1 / sqrt(var + eps)`` and ``gamma``. Sums of products
 (the variance, ``dgamma``, ``mean(g * xhat)``) go through ``einsum``, which
 needs no temporary product array; the forward allocates ``xhat`` and ``y``
 only, the backward ``dx`` and one temporary.
+
+Empty inputs behave as in PyTorch: an empty batch (or empty groups) gives an empty
+``y``, an empty ``dx``, zero ``dgamma``/``dbeta`` and leaves the running statistics
+unchanged.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from .._checks import array_module, describe, upstream_grad
+from .._checks import array_module, upstream_grad
+from ._cache import Cache, check_cache
 from ._norm_args import (
     prepare_batch_norm,
     prepare_group_norm,
@@ -50,11 +56,10 @@ from ._norm_args import (
 
 
 @dataclass(frozen=True)
-class NormCache:
+class NormCache(Cache):
     """What a normalization backward needs: ``xhat`` in the statistics view, the
     inverse standard deviation (broadcastable to it), and the affine parameters."""
 
-    op: str
     shape: tuple
     dtype: object
     xhat: object
@@ -92,6 +97,9 @@ def _normalize(call):
     """xhat and 1 / sqrt(var + eps), from the statistics of ``x`` or the running ones."""
     xp = array_module(call.x)
     view = call.x.reshape(call.view_shape)
+    if call.group_size == 0:  # empty groups: nothing to normalize, running stats unchanged
+        stats = [1 if axis in call.axes else d for axis, d in enumerate(call.view_shape)]
+        return view.copy(), xp.ones(stats, dtype=call.x.dtype)
     if call.input_stats:
         mean = xp.mean(view, axis=call.axes, keepdims=True)
         centered = view - mean
@@ -123,9 +131,7 @@ def _forward(call):
 
 def _backward(op, forward, dy, cache):
     """(dx, dgamma, dbeta) of :func:`_forward`; dgamma/dbeta are None where absent."""
-    if not isinstance(cache, NormCache) or cache.op != forward:
-        raise TypeError(f"{op}: 'cache' must be the cache returned by {forward}; received "
-                        f"{describe(cache)}")
+    cache = check_cache(op, cache, forward, NormCache)
     dy = upstream_grad(op, dy, cache.shape, cache.dtype)
     xp = array_module(dy)
     xhat, gamma = cache.xhat, cache.gamma
@@ -135,9 +141,10 @@ def _backward(op, forward, dy, cache):
     if gamma is not None:
         dgamma = _sum_product(xp, dy, xhat.reshape(cache.shape), lead, keepdims=False)
     g = (dy * gamma if gamma is not None else dy.copy()).reshape(xhat.shape)  # becomes dx
-    if cache.input_stats:
+    group_size = math.prod(xhat.shape[axis] for axis in cache.axes)
+    if cache.input_stats and g.size:
         mean_g = xp.mean(g, axis=cache.axes, keepdims=True)
-        mean_gx = _sum_product(xp, g, xhat, cache.axes) / (g.size // mean_g.size)
+        mean_gx = _sum_product(xp, g, xhat, cache.axes) / group_size
         g -= mean_g
         g -= xhat * mean_gx
     g *= cache.inv_std

@@ -17,6 +17,9 @@ Average pooling::
 
 ``divisor`` follows PyTorch: the window clipped to the padded input with
 ``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
+
+As in PyTorch, only the batch axis of the input may be empty (N = 0 gives empty
+outputs); an empty spatial or channel axis is refused with a ValueError.
 """
 
 from __future__ import annotations
@@ -26,16 +29,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import array_module, float_array, upstream_grad
+from .._checks import array_module, upstream_grad
 from . import _accel as accel
-from ._pool_args import PoolCall, prepare_pool
+from ._cache import Cache, check_cache
+from ._pool_args import PoolCall, prepare_global_pool, prepare_pool
 from ._windows import Axis, pad_input, padded_zeros, taps
 
 
 @dataclass(frozen=True)
-class PoolCache:
-    """What a pooling backward needs: the input's shape and dtype, the geometry, and
-    the input and output (max) or the divisors (average)."""
+class PoolCache(Cache):
+    """What a pooling backward needs: the forward's name, the input's shape and dtype,
+    the geometry, and the input and output (max) or the divisors (average)."""
 
     x_shape: tuple[int, ...]
     dtype: object
@@ -59,7 +63,7 @@ def _max_pool(call: PoolCall):
         y, index = np.empty(y_shape, x.dtype), np.empty(y_shape, np.int32)
         accel.kernels.max_pool(accel.as_2d(x), accel.geometry_2d(axes), accel.as_2d(y),
                                accel.as_2d(index))
-        return y, PoolCache(tuple(x.shape), x.dtype, axes, index=index)
+        return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
     x_pad = pad_input(xp, x, axes, fill=-np.inf)
     y = None
     for _, window in taps(axes):
@@ -68,7 +72,7 @@ def _max_pool(call: PoolCall):
             y = values.copy()
         else:
             xp.maximum(y, values, out=y)
-    return y, PoolCache(tuple(x.shape), x.dtype, axes, x=x, y=y)
+    return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
 def _route(x_pad, winners_of, pending, buffer, overlapping, order):
@@ -86,17 +90,18 @@ def _route(x_pad, winners_of, pending, buffer, overlapping, order):
             pending -= share
 
 
-def _max_pool_backward(op, dy, cache: PoolCache):
+def _max_pool_backward(op, forward, dy, cache):
     """dx: each window's dy goes to the first tap (row-major) equal to its maximum.
 
     The padding is NaN here, so it never equals a maximum; windows whose maximum is
     NaN send their gradient to their last NaN, as PyTorch does.
     """
+    cache = check_cache(op, cache, forward, PoolCache)
     xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     if cache.index is not None:
         dx = np.zeros(cache.x_shape, cache.dtype)
-        flat = dx.reshape(dx.shape[0], -1)
+        flat = dx.reshape(dx.shape[0], math.prod(dx.shape[1:]))
         accel.kernels.max_pool_backward(accel.as_2d(dy), accel.as_2d(cache.index), flat)
         return dx
     axes, y = cache.axes, cache.y
@@ -148,7 +153,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
         y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), x.dtype)
         accel.kernels.avg_pool(accel.as_2d(x), accel.geometry_2d(axes),
                                _reciprocal_2d(divisor, axes), accel.as_2d(y))
-        return y, PoolCache(tuple(x.shape), x.dtype, axes, divisor=divisor)
+        return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
     x_pad = pad_input(xp, x, axes, fill=0.0)
     y = None
     for _, window in taps(axes):
@@ -158,10 +163,11 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
         else:
             y += values
     y /= divisor
-    return y, PoolCache(tuple(x.shape), x.dtype, axes, divisor=divisor)
+    return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
 
 
-def _avg_pool_backward(op, dy, cache: PoolCache):
+def _avg_pool_backward(op, forward, dy, cache):
+    cache = check_cache(op, cache, forward, PoolCache)
     xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     if accel.enabled(dy, cache.divisor):
@@ -193,7 +199,7 @@ def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 
 def max_pool1d_backward(dy, cache):
     """dy (N, L_out, C) -> dx (N, L, C): each dy goes to its window's first maximum."""
-    return _max_pool_backward("max_pool1d_backward", dy, cache)
+    return _max_pool_backward("max_pool1d_backward", "max_pool1d", dy, cache)
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -206,7 +212,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 def max_pool2d_backward(dy, cache):
     """dy (N, H_out, W_out, C) -> dx (N, H, W, C): each dy goes to its window's first
     maximum; overlapping windows add up."""
-    return _max_pool_backward("max_pool2d_backward", dy, cache)
+    return _max_pool_backward("max_pool2d_backward", "max_pool2d", dy, cache)
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -220,7 +226,7 @@ def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 def avg_pool1d_backward(dy, cache):
     """dy (N, L_out, C) -> dx (N, L, C): dx[i] = sum over windows o containing i of
     dy[o] / divisor[o]."""
-    return _avg_pool_backward("avg_pool1d_backward", dy, cache)
+    return _avg_pool_backward("avg_pool1d_backward", "avg_pool1d", dy, cache)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -246,13 +252,13 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 def avg_pool2d_backward(dy, cache):
     """dy (N, H_out, W_out, C) -> dx (N, H, W, C): dx[i] = sum over windows o containing
     i of dy[o] / divisor[o]."""
-    return _avg_pool_backward("avg_pool2d_backward", dy, cache)
+    return _avg_pool_backward("avg_pool2d_backward", "avg_pool2d", dy, cache)
 
 
 @dataclass(frozen=True)
-class GlobalPoolCache:
-    """Input shape and dtype, ``keepdims``, and for max pooling the flat index of the
-    first maximum per (n, c)."""
+class GlobalPoolCache(Cache):
+    """The forward's name, input shape and dtype, ``keepdims``, and for max pooling the
+    flat index of the first maximum per (n, c)."""
 
     x_shape: tuple[int, ...]
     dtype: object
@@ -265,29 +271,26 @@ class GlobalPoolCache:
         return (self.x_shape[0], *middle, self.x_shape[-1])
 
 
-def _global_input(op, x, keepdims):
-    _check_bool(op, "keepdims", keepdims)
-    return float_array(op, "x", x, (3, 4), "(N, L, C) or (N, H, W, C)")
-
-
 def global_avg_pool(x, keepdims=False):
     """Mean over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C)
     ((N, 1, C) / (N, 1, 1, C) with ``keepdims``). Returns ``(y, cache)``."""
-    x = _global_input("global_avg_pool", x, keepdims)
+    x = prepare_global_pool("global_avg_pool", x, keepdims)
     xp = array_module(x)
     positions = math.prod(x.shape[1:-1])
     flat = x.reshape(x.shape[0], positions, x.shape[-1])
     # A batched ones-vector product sums the positions with BLAS (several times faster
     # than a mean over the middle axes).
     y = xp.matmul(xp.ones(positions, dtype=x.dtype), flat) / positions
-    cache = GlobalPoolCache(tuple(x.shape), x.dtype, keepdims)
+    cache = GlobalPoolCache("global_avg_pool", tuple(x.shape), x.dtype, keepdims)
     return y.reshape(cache.y_shape), cache
 
 
 def global_avg_pool_backward(dy, cache):
     """dy (N, C) -> dx shaped like x: every position receives dy / (number of positions)."""
+    op = "global_avg_pool_backward"
+    cache = check_cache(op, cache, "global_avg_pool", GlobalPoolCache)
     xp = array_module(dy)
-    dy = upstream_grad("global_avg_pool_backward", dy, cache.y_shape, cache.dtype)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     x_shape = cache.x_shape
     positions = math.prod(x_shape[1:-1])
     share = dy.reshape(x_shape[0], *(1,) * (len(x_shape) - 2), x_shape[-1]) / positions
@@ -297,19 +300,21 @@ def global_avg_pool_backward(dy, cache):
 def global_max_pool(x, keepdims=False):
     """Max over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C) (or kept dims).
     Returns ``(y, cache)``; the cache keeps the flat index of the first maximum."""
-    x = _global_input("global_max_pool", x, keepdims)
+    x = prepare_global_pool("global_max_pool", x, keepdims)
     xp = array_module(x)
     flat = x.reshape(x.shape[0], math.prod(x.shape[1:-1]), x.shape[-1])
     index = xp.argmax(flat, axis=1)
     y = xp.take_along_axis(flat, index[:, None, :], axis=1)[:, 0, :]
-    cache = GlobalPoolCache(tuple(x.shape), x.dtype, keepdims, index)
+    cache = GlobalPoolCache("global_max_pool", tuple(x.shape), x.dtype, keepdims, index)
     return y.reshape(cache.y_shape), cache
 
 
 def global_max_pool_backward(dy, cache):
     """dy (N, C) -> dx shaped like x: dy goes to the first maximum of each (n, c)."""
+    op = "global_max_pool_backward"
+    cache = check_cache(op, cache, "global_max_pool", GlobalPoolCache)
     xp = array_module(dy)
-    dy = upstream_grad("global_max_pool_backward", dy, cache.y_shape, cache.dtype)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     x_shape = cache.x_shape
     positions = xp.arange(math.prod(x_shape[1:-1])).reshape(1, -1, 1)
     dy = dy.reshape(x_shape[0], 1, x_shape[-1])

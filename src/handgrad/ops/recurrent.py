@@ -38,17 +38,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._checks import array_module, describe, upstream_grad
+from .._checks import array_module, upstream_grad
 from . import recurrent_cells as cells
+from ._cache import Cache, check_cache
 from ._recurrent_args import prepare_recurrent, state_grad
 
 
 @dataclass(frozen=True)
-class RecurrentCache:
-    """What a recurrent backward needs: the step-ordered input ``xs`` (T, N, F), the
-    weights, which optional inputs were given, the masks and the saved states/gates."""
+class RecurrentCache(Cache):
+    """What a recurrent backward needs: the cell (``op``: "rnn", "lstm" or "gru"), the
+    step-ordered input ``xs`` (T, N, F), the weights, which optional inputs were given,
+    the masks and the saved states/gates."""
 
-    cell: str
     nonlinearity: str
     reverse: bool
     xs: object
@@ -103,9 +104,7 @@ def _forward(call):
 
 def _backward(op, cell, dy, cache, dh_n, dc_n=None):
     """Shared BPTT driver: returns (dx, dh0, dc0, dW_ih, dW_hh, db_ih, db_hh)."""
-    if not isinstance(cache, RecurrentCache) or cache.cell != cell:
-        raise TypeError(f"{op}: 'cache' must be the cache returned by {cell}; received "
-                        f"{describe(cache)}")
+    cache = check_cache(op, cache, cell, RecurrentCache)
     xs, S = cache.xs, cache.saved["S"]
     n_steps, batch, features = xs.shape
     hidden, dtype = S.shape[-1], xs.dtype

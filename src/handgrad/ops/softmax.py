@@ -5,7 +5,8 @@ With ``z = x - max(x)`` along the axis (so ``exp`` never overflows)::
     softmax:      y = exp(z) / sum(exp(z))        dx = y * (dy - sum(dy * y))
     log_softmax:  y = z - log(sum(exp(z)))        dx = dy - exp(y) * sum(dy)
 
-Sums run along ``axis`` with the axis kept. Both caches hold only ``y``.
+Sums run along ``axis`` with the axis kept. Both caches hold only ``y``. An empty
+``x`` (also empty along ``axis``) gives an empty ``y``, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -17,16 +18,13 @@ from ._elementwise import axis_index, make_cache, open_cache
 def _prepare(op, x, axis):
     x = float_array(op, "x", x)
     axis = axis_index(op, axis, x.ndim)
-    if x.shape[axis] == 0:
-        raise ValueError(
-            f"{op}: 'x' must have at least one element along axis {axis}; "
-            f"received shape {tuple(x.shape)}"
-        )
     return array_module(x), x, axis
 
 
 def log_softmax_values(xp, x, axis):
     """log(softmax(x)) along ``axis`` (validated by the caller); no cache."""
+    if x.shape[axis] == 0:  # nothing to normalize (and no maximum to subtract)
+        return x.copy()
     z = x - xp.max(x, axis=axis, keepdims=True)
     return z - xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True))
 
@@ -37,8 +35,11 @@ def softmax(x, axis=-1):
     Returns ``(y, cache)`` for :func:`softmax_backward`.
     """
     xp, x, axis = _prepare("softmax", x, axis)
-    e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
-    y = e / xp.sum(e, axis=axis, keepdims=True)
+    if x.shape[axis] == 0:
+        y = x.copy()
+    else:
+        e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+        y = e / xp.sum(e, axis=axis, keepdims=True)
     return y, make_cache("softmax", x, y, (axis,))
 
 

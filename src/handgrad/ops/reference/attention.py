@@ -21,10 +21,13 @@ from .._attention_args import (
     prepare_attention,
     prepare_projections,
 )
+from .._cache import Cache, check_cache
 
 
-@dataclass
-class LoopAttentionCache:
+@dataclass(frozen=True)
+class LoopAttentionCache(Cache):
+    """What the loop backward of scaled dot-product attention needs."""
+
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
@@ -67,7 +70,8 @@ def _attention_loops(q, k, v, bias, scale, rate, rng):
             p[b][i] = _softmax_row(scores)
             for j in range(tk):
                 out[b][i] += keep[b][i, j] * p[b][i, j] * v[b][j]
-    return out, LoopAttentionCache(q, k, v, p, keep, scale, out.shape)
+    return out, LoopAttentionCache("scaled_dot_product_attention", q, k, v, p, keep, scale,
+                                   out.shape)
 
 
 def _attention_loops_backward(dout, cache):
@@ -99,8 +103,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, causal=False, dropout=0.
 
 def scaled_dot_product_attention_backward(dout, cache):
     """Loop twin of :func:`handgrad.ops.scaled_dot_product_attention_backward`."""
-    dout = upstream_grad("scaled_dot_product_attention_backward", dout, cache.out_shape,
-                         cache.q.dtype)
+    op = "scaled_dot_product_attention_backward"
+    cache = check_cache(op, cache, "scaled_dot_product_attention", LoopAttentionCache)
+    dout = upstream_grad(op, dout, cache.out_shape, cache.q.dtype)
     return _attention_loops_backward(dout, cache)
 
 
@@ -132,8 +137,10 @@ def _unheads(x):
     return np.concatenate([x[:, i] for i in range(x.shape[1])], axis=-1)
 
 
-@dataclass
-class LoopMHACache:
+@dataclass(frozen=True)
+class LoopMHACache(Cache):
+    """What the loop backward of multi-head attention needs."""
+
     inputs: tuple
     weights: tuple
     biases: tuple
@@ -168,14 +175,15 @@ def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_
     out, attention = _attention_loops(q, k, v, bias, 1.0 / np.sqrt(e // h), rate, generator)
     merged = _unheads(out)
     y = _dense(merged, out_weight, out_bias)
-    return y, LoopMHACache(inputs, weights, biases, out_weight, out_bias, merged, attention,
+    return y, LoopMHACache(op, inputs, weights, biases, out_weight, out_bias, merged, attention,
                            shapes.self_attention, shapes.packed, h)
 
 
 def multi_head_attention_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.multi_head_attention_backward`."""
-    dy = upstream_grad("multi_head_attention_backward", dy, cache.merged.shape,
-                       cache.merged.dtype)
+    op = "multi_head_attention_backward"
+    cache = check_cache(op, cache, "multi_head_attention", LoopMHACache)
+    dy = upstream_grad(op, dy, cache.merged.shape, cache.merged.dtype)
     dmerged, dout_weight, dout_bias = _dense_backward(dy, cache.merged, cache.out_weight,
                                                       cache.out_bias is not None)
     dq, dk, dv = _attention_loops_backward(_heads(dmerged, cache.heads), cache.attention)

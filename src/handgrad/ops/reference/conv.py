@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._conv_args import prepare_conv, prepare_conv_transpose
+from .._conv_args import open_conv_cache, prepare_conv, prepare_conv_transpose
 
 
 def _zero_pad(x, axes):
@@ -109,7 +109,8 @@ def _forward(call):
     return y, call
 
 
-def _backward(dy, call):
+def _backward(op, forward, dy, cache):
+    call, dy = open_conv_cache(op, forward, dy, cache)
     x, w, axes, groups = call.x, call.w, call.axes, call.groups
     if call.transposed:
         # out = scatter(x, w): dx[i] = <dout window at i, w>, dw += dout window (x) x[i].
@@ -140,7 +141,7 @@ def conv1d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
 
 def conv1d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.conv1d_backward`."""
-    return _backward(dy, cache)
+    return _backward("conv1d_backward", "conv1d", dy, cache)
 
 
 def conv2d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
@@ -150,7 +151,7 @@ def conv2d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
 
 def conv2d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.conv2d_backward`."""
-    return _backward(dy, cache)
+    return _backward("conv2d_backward", "conv2d", dy, cache)
 
 
 def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -162,7 +163,7 @@ def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
 
 def conv_transpose1d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.conv_transpose1d_backward`."""
-    return _backward(dy, cache)
+    return _backward("conv_transpose1d_backward", "conv_transpose1d", dy, cache)
 
 
 def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -174,4 +175,4 @@ def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
 
 def conv_transpose2d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.conv_transpose2d_backward`."""
-    return _backward(dy, cache)
+    return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..embedding import prepare_embedding
+from ..embedding import EmbeddingCache, open_embedding_cache, prepare_embedding
 
 
 def embedding(ids, weight, padding_idx=None):
@@ -17,16 +17,16 @@ def embedding(ids, weight, padding_idx=None):
     y = np.zeros((*ids.shape, weight.shape[1]), dtype=weight.dtype)
     for position in np.ndindex(*ids.shape):
         y[position] = weight[ids[position]]
-    return y, (ids, weight.shape, padding_idx)
+    return y, EmbeddingCache("embedding", ids, tuple(weight.shape), weight.dtype, padding_idx)
 
 
 def embedding_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.embedding_backward`: dweight[ids[i...]] += dy[i...],
     then the padding row is set to zero."""
-    ids, weight_shape, padding_idx = cache
-    dweight = np.zeros(weight_shape, dtype=dy.dtype)
-    for position in np.ndindex(*ids.shape):
-        dweight[ids[position]] += dy[position]
-    if padding_idx is not None:
-        dweight[padding_idx] = 0
+    cache, dy = open_embedding_cache(dy, cache)
+    dweight = np.zeros(cache.weight_shape, dtype=dy.dtype)
+    for position in np.ndindex(*cache.ids.shape):
+        dweight[cache.ids[position]] += dy[position]
+    if cache.padding_idx is not None:
+        dweight[cache.padding_idx] = 0
     return dweight

@@ -13,15 +13,27 @@ one leading index). For a group of m values with g_i = gamma_i * dy_i::
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..._checks import upstream_grad
+from .._cache import Cache, check_cache
 from .._norm_args import (
     prepare_batch_norm,
     prepare_group_norm,
     prepare_instance_norm,
     prepare_layer_norm,
 )
+
+
+@dataclass(frozen=True)
+class LoopNormCache(Cache):
+    """The validated call, ``xhat`` (flat) and 1 / sqrt(var + eps) per group."""
+
+    call: object
+    xhat: np.ndarray
+    inv_std: dict
 
 
 def _groups(call):
@@ -63,7 +75,7 @@ def _forward(call):
             scale = 1.0 if call.gamma is None else call.gamma[_param_index(call, i)]
             shift = 0.0 if call.beta is None else call.beta[_param_index(call, i)]
             y[i] = xhat[i] * scale + shift
-    if call.update:
+    if call.update and call.group_size:  # empty groups leave the running statistics alone
         for c in range(call.running_mean.shape[0]):
             new_mean = sum(batch_mean[c]) / len(batch_mean[c])
             new_var = sum(batch_var[c]) / len(batch_var[c])
@@ -71,12 +83,13 @@ def _forward(call):
                 + call.momentum * new_mean
             call.running_var[c] = (1 - call.momentum) * call.running_var[c] \
                 + call.momentum * new_var
-    return y.reshape(call.x.shape), (call, xhat, inv_std)
+    return y.reshape(call.x.shape), LoopNormCache(call.op, call, xhat, inv_std)
 
 
-def _backward(dy, cache):
-    call, xhat, inv_std = cache
-    dy = np.asarray(dy).reshape(-1)
+def _backward(op, forward, dy, cache):
+    cache = check_cache(op, cache, forward, LoopNormCache)
+    call, xhat, inv_std = cache.call, cache.xhat, cache.inv_std
+    dy = upstream_grad(op, dy, call.x.shape, call.x.dtype).reshape(-1)
     dx = np.zeros_like(dy)
     dgamma = None if call.gamma is None else np.zeros_like(call.gamma)
     dbeta = None if call.beta is None else np.zeros_like(call.beta)
@@ -109,7 +122,7 @@ def batch_norm(x, gamma=None, beta=None, running_mean=None, running_var=None, *,
 
 def batch_norm_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.batch_norm_backward`."""
-    return _backward(dy, cache)
+    return _backward("batch_norm_backward", "batch_norm", dy, cache)
 
 
 def instance_norm(x, gamma=None, beta=None, running_mean=None, running_var=None, *,
@@ -121,7 +134,7 @@ def instance_norm(x, gamma=None, beta=None, running_mean=None, running_var=None,
 
 def instance_norm_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.instance_norm_backward`."""
-    return _backward(dy, cache)
+    return _backward("instance_norm_backward", "instance_norm", dy, cache)
 
 
 def layer_norm(x, normalized_shape, gamma=None, beta=None, *, eps=1e-5):
@@ -131,7 +144,7 @@ def layer_norm(x, normalized_shape, gamma=None, beta=None, *, eps=1e-5):
 
 def layer_norm_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.layer_norm_backward`."""
-    return _backward(dy, cache)
+    return _backward("layer_norm_backward", "layer_norm", dy, cache)
 
 
 def group_norm(x, num_groups, gamma=None, beta=None, *, eps=1e-5):
@@ -141,4 +154,4 @@ def group_norm(x, num_groups, gamma=None, beta=None, *, eps=1e-5):
 
 def group_norm_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.group_norm_backward`."""
-    return _backward(dy, cache)
+    return _backward("group_norm_backward", "group_norm", dy, cache)

@@ -10,10 +10,30 @@ PyTorch's divisor.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
-from .._pool_args import prepare_pool
+from ..._checks import upstream_grad
+from .._cache import Cache, check_cache
+from .._pool_args import prepare_global_pool, prepare_pool
+
+
+@dataclass(frozen=True)
+class LoopPoolCache(Cache):
+    """The forward's name, the input's shape and dtype, the output's shape, and what
+    the loops recorded: each window's winner (max) or positions and divisor (average)."""
+
+    x_shape: tuple
+    dtype: object
+    y_shape: tuple
+    record: dict
+
+
+def _open(op, forward, dy, cache):
+    """``(cache, dy)``: the cache ``forward`` returned, ``dy`` checked against it."""
+    cache = check_cache(op, cache, forward, LoopPoolCache)
+    return cache, upstream_grad(op, dy, cache.y_shape, cache.dtype)
 
 
 def _positions(axis, o):
@@ -47,13 +67,13 @@ def _max_pool(call):
                 y[(n, *out_index, c)] = best_value
                 if best is not None:  # a window may lie entirely in the padding
                     winners[(n, *out_index, c)] = best
-    return y, (x.shape, x.dtype, winners)
+    return y, LoopPoolCache(call.op, x.shape, x.dtype, y.shape, winners)
 
 
-def _max_pool_backward(dy, cache):
-    x_shape, dtype, winners = cache
-    dx = np.zeros(x_shape, dtype=dtype)
-    for (n, *out_index, c), position in winners.items():
+def _max_pool_backward(op, forward, dy, cache):
+    cache, dy = _open(op, forward, dy, cache)
+    dx = np.zeros(cache.x_shape, dtype=cache.dtype)
+    for (n, *out_index, c), position in cache.record.items():
         dx[(n, *position, c)] += dy[(n, *out_index, c)]
     return dx
 
@@ -84,14 +104,14 @@ def _avg_pool(call, count_include_pad, divisor_override):
             for position in windows[out_index][0]:
                 total += x[(n, *position)]
             y[(n, *out_index)] = total / divisor
-    return y, (x.shape, x.dtype, windows)
+    return y, LoopPoolCache(call.op, x.shape, x.dtype, y.shape, windows)
 
 
-def _avg_pool_backward(dy, cache):
-    x_shape, dtype, windows = cache
-    dx = np.zeros(x_shape, dtype=dtype)
-    for out_index, (positions, divisor) in windows.items():
-        for n in range(x_shape[0]):
+def _avg_pool_backward(op, forward, dy, cache):
+    cache, dy = _open(op, forward, dy, cache)
+    dx = np.zeros(cache.x_shape, dtype=cache.dtype)
+    for out_index, (positions, divisor) in cache.record.items():
+        for n in range(cache.x_shape[0]):
             for position in positions:
                 dx[(n, *position)] += dy[(n, *out_index)] / divisor
     return dx
@@ -105,7 +125,7 @@ def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 
 def max_pool1d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.max_pool1d_backward`."""
-    return _max_pool_backward(dy, cache)
+    return _max_pool_backward("max_pool1d_backward", "max_pool1d", dy, cache)
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -116,7 +136,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 
 def max_pool2d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.max_pool2d_backward`."""
-    return _max_pool_backward(dy, cache)
+    return _max_pool_backward("max_pool2d_backward", "max_pool2d", dy, cache)
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
@@ -127,7 +147,7 @@ def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 def avg_pool1d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.avg_pool1d_backward`."""
-    return _avg_pool_backward(dy, cache)
+    return _avg_pool_backward("avg_pool1d_backward", "avg_pool1d", dy, cache)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -139,12 +159,12 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 def avg_pool2d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.avg_pool2d_backward`."""
-    return _avg_pool_backward(dy, cache)
+    return _avg_pool_backward("avg_pool2d_backward", "avg_pool2d", dy, cache)
 
 
 def global_avg_pool(x, keepdims=False):
     """Loop twin of :func:`handgrad.ops.global_avg_pool`."""
-    x = np.asarray(x)
+    x = prepare_global_pool("global_avg_pool", x, keepdims)
     positions = list(np.ndindex(*x.shape[1:-1]))
     y = np.zeros((x.shape[0], x.shape[-1]), dtype=x.dtype)
     for n in range(x.shape[0]):
@@ -152,12 +172,14 @@ def global_avg_pool(x, keepdims=False):
             y[n] += x[(n, *position)]
     y /= len(positions)
     out_shape = (x.shape[0], *(1,) * (x.ndim - 2), x.shape[-1]) if keepdims else y.shape
-    return y.reshape(out_shape), (x.shape, x.dtype, positions)
+    return y.reshape(out_shape), LoopPoolCache("global_avg_pool", x.shape, x.dtype, out_shape,
+                                               {"positions": positions})
 
 
 def global_avg_pool_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.global_avg_pool_backward`."""
-    x_shape, dtype, positions = cache
+    cache, dy = _open("global_avg_pool_backward", "global_avg_pool", dy, cache)
+    x_shape, dtype, positions = cache.x_shape, cache.dtype, cache.record["positions"]
     dy = dy.reshape(x_shape[0], x_shape[-1])
     dx = np.zeros(x_shape, dtype=dtype)
     for n in range(x_shape[0]):
@@ -168,7 +190,7 @@ def global_avg_pool_backward(dy, cache):
 
 def global_max_pool(x, keepdims=False):
     """Loop twin of :func:`handgrad.ops.global_max_pool`."""
-    x = np.asarray(x)
+    x = prepare_global_pool("global_max_pool", x, keepdims)
     y = np.empty((x.shape[0], x.shape[-1]), dtype=x.dtype)
     winners = {}
     for n in range(x.shape[0]):
@@ -180,12 +202,14 @@ def global_max_pool(x, keepdims=False):
             y[n, c] = x[(n, *best, c)]
             winners[n, c] = best
     out_shape = (x.shape[0], *(1,) * (x.ndim - 2), x.shape[-1]) if keepdims else y.shape
-    return y.reshape(out_shape), (x.shape, x.dtype, winners)
+    return y.reshape(out_shape), LoopPoolCache("global_max_pool", x.shape, x.dtype, out_shape,
+                                               winners)
 
 
 def global_max_pool_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.global_max_pool_backward`."""
-    x_shape, dtype, winners = cache
+    cache, dy = _open("global_max_pool_backward", "global_max_pool", dy, cache)
+    x_shape, dtype, winners = cache.x_shape, cache.dtype, cache.record
     dy = dy.reshape(x_shape[0], x_shape[-1])
     dx = np.zeros(x_shape, dtype=dtype)
     for (n, c), position in winners.items():

@@ -10,10 +10,21 @@ products into the weight gradients.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..._checks import upstream_grad
+from .._cache import Cache, check_cache
 from .._recurrent_args import prepare_recurrent, state_grad
+
+
+@dataclass(frozen=True)
+class LoopRecurrentCache(Cache):
+    """The cell (``op``), the validated call and each example's tape of saved steps."""
+
+    call: object
+    tapes: list
 
 
 def _sigmoid(a):
@@ -114,14 +125,12 @@ def _forward(call):
         for final, value in zip(finals, state):
             final[n] = value
         tapes.append(tape)
-    return y, finals, (call, tapes)
+    return y, finals, LoopRecurrentCache(call.cell, call, tapes)
 
 
 def _backward(op, cell, dy, cache, *d_finals):
-    if not (isinstance(cache, tuple) and len(cache) == 2 and getattr(cache[0], "cell", None)
-            == cell):
-        raise TypeError(f"{op}: 'cache' must be the cache returned by {cell}")
-    call, tapes = cache
+    cache = check_cache(op, cache, cell, LoopRecurrentCache)
+    call, tapes = cache.call, cache.tapes
     x = np.asarray(call.x)
     n_examples, n_steps, _ = x.shape
     hidden, dtype = call.hidden, x.dtype

@@ -1,0 +1,315 @@
+"""Several threads may run ops and inference at once (a web server serving predictions).
+
+The reproductions run in a subprocess, so a crash (numba's workqueue pool aborts the
+process on concurrent launches) fails the test instead of killing pytest. Every
+thread's results must equal those of a single-threaded run."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops import _accel
+
+TIMEOUT_S = 120
+needs_numba = pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
+PATHS = [pytest.param("1", marks=needs_numba, id="compiled"), pytest.param("0", id="numpy")]
+
+
+def run_script(script, numba_flag="1", *args, **env):
+    """Run ``script`` in a fresh interpreter; return its last stdout line, parsed as JSON."""
+    env = {**os.environ, "HANDGRAD_NUMBA": numba_flag, **env}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
+                          check=False)
+    killed = f" (killed by signal {-done.returncode})" if done.returncode < 0 else ""
+    assert done.returncode == 0, f"exit status {done.returncode}{killed}\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# Shared by the scripts: start the workers together, collect any exception or mismatch.
+THREADS = """
+    import json, sys, threading
+    import numpy as np
+    from handgrad.ops import _accel
+
+    def hammer(work, n_threads, calls):
+        start, failures = threading.Barrier(n_threads), []
+        def worker(index):
+            start.wait()
+            try:
+                for _ in range(calls):
+                    failures.extend(work(index))
+            except Exception as error:  # reported, so the test shows it
+                failures.append(f"thread {index}: {error!r}")
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_threads)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return failures
+
+    def serial_variant_ran():
+        kernels = _accel.kernels
+        return kernels is not None and any(
+            getattr(kernels.serial, name).signatures for name in vars(kernels.serial))
+"""
+
+OPS_SCRIPT = THREADS + """
+    from handgrad import ops
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 13, 11, 4))
+    w = {m: rng.standard_normal((3, 3, 1, 4 * m)) for m in (1, 2)}
+    b = rng.standard_normal(8)
+
+    def run_ops():
+        out = []
+        for kwargs in ({"kernel_size": 3, "stride": 2, "padding": 1},
+                       {"kernel_size": 2, "ceil_mode": True}):
+            y, cache = ops.max_pool2d(x, **kwargs)
+            out += [y, ops.max_pool2d_backward(y * 0.5 - 1, cache)]
+            y, cache = ops.avg_pool2d(x, count_include_pad=False, **kwargs)
+            out += [y, ops.avg_pool2d_backward(y * 0.5 - 1, cache)]
+        for m, wm in w.items():
+            y, cache = ops.conv2d(x, wm, b[:4 * m], padding=1, stride=(1, 2), groups=4)
+            out += [y, *ops.conv2d_backward(y * 0.5 - 1, cache)]
+        return out
+
+    expected = run_ops()
+
+    def work(index):
+        return [f"thread {index}, result {i} differs from the single-threaded run"
+                for i, (got, want) in enumerate(zip(run_ops(), expected))
+                if not np.array_equal(got, want)]
+
+    failures = hammer(work, 4, int(sys.argv[1]))
+    print(json.dumps({"failures": failures[:5], "compiled": _accel.enabled(x),
+                      "serial_ran": serial_variant_ran()}))
+"""
+
+PREDICT_SCRIPT = THREADS + """
+    import copy, math
+    from handgrad import layers as L
+    from handgrad.model import Sequential
+    from handgrad.testing import assert_close
+
+    model = Sequential([L.Conv2D(8, 3, padding=1), L.ReLU(), L.Conv2D(16, 3, padding=1,
+                        groups=8), L.MaxPool2D(2), L.AvgPool2D(2, padding=1), L.Flatten(),
+                        L.Dense(10)], seed=0, dtype="float64", input_shape=(12, 12, 3))
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal((n, 12, 12, 3)) for n in (5, 16, 33, 40)]
+    expected = [model.predict(x, batch_size=8) for x in inputs]
+    # Only the BLAS products may round differently under threads. Each summing stage
+    # (fan-ins: conv 3*3*3, depthwise 3*3, average 2*2, dense 4*4*16) adds about
+    # eps*sqrt(fan-in) relative to its terms, carried on by the later layers; the same
+    # network with |W|, |b| on |x| bounds those terms (ReLU and pooling are monotone).
+    terms = round(sum(math.sqrt(n) for n in (27, 9, 4, 256)) ** 2)
+    magnitude = copy.deepcopy(model)
+    for value in magnitude.named_parameters().values():
+        np.abs(value, out=value)
+    scales = [magnitude.predict(np.abs(x)).max() for x in inputs]
+
+    def work(index):
+        got = model.predict(inputs[index], batch_size=8)
+        assert_close(got, expected[index], terms=terms, scale=scales[index],
+                     what=f"thread {index}: threaded vs serial predict")
+        return []
+
+    calls = int(sys.argv[1])
+    failures = hammer(work, len(inputs), calls)
+    print(json.dumps({"failures": failures[:5], "compiled": _accel.enabled(inputs[0]),
+                      "serial_ran": serial_variant_ran()}))
+"""
+
+
+@pytest.mark.parametrize("numba_flag", PATHS)
+def test_four_threads_run_pooling_and_depthwise_ops_at_once(numba_flag):
+    out = run_script(OPS_SCRIPT, numba_flag, 40)
+    assert out["failures"] == []
+    assert out["compiled"] is (numba_flag == "1")
+    if numba_flag == "1":  # the threads did collide: some calls took the serial variant
+        assert out["serial_ran"]
+
+
+@pytest.mark.parametrize("numba_flag", PATHS)
+def test_threads_calling_predict_at_once_get_the_serial_predictions(numba_flag):
+    out = run_script(PREDICT_SCRIPT, numba_flag, 15)
+    assert out["failures"] == []
+    assert out["compiled"] is (numba_flag == "1")
+    if numba_flag == "1":
+        assert out["serial_ran"]
+
+
+LOCK_SCRIPT = """
+    import json
+    import numba
+    import numpy as np
+    from handgrad import ops
+    from handgrad.ops import _accel_kernels
+
+    x = np.random.default_rng(0).standard_normal((3, 8, 8, 4))
+    w = np.random.default_rng(1).standard_normal((3, 3, 1, 4))
+    with _accel_kernels._launch_lock:  # another thread is inside a parallel kernel
+        y, cache = ops.max_pool2d(x, 2)
+        ops.max_pool2d_backward(y, cache)
+        y, cache = ops.avg_pool2d(x, 2)
+        ops.avg_pool2d_backward(y, cache)
+        y, cache = ops.conv2d(x, w, groups=4)
+        ops.conv2d_backward(y, cache)
+    try:
+        layer_after_serial = numba.threading_layer()
+    except ValueError:  # no parallel kernel has launched a thread pool
+        layer_after_serial = None
+    ops.max_pool2d(x, 2)
+    print(json.dumps({"after_serial": layer_after_serial,
+                      "after_parallel": numba.threading_layer()}))
+"""
+
+
+@needs_numba
+def test_a_call_that_finds_the_launch_lock_taken_runs_serially():
+    out = run_script(LOCK_SCRIPT)
+    assert out["after_serial"] is None  # the serial variants launched no thread pool
+    assert out["after_parallel"] == "workqueue"
+
+
+FORK_SCRIPT = """
+    import json, os
+    from handgrad.ops import _accel_kernels
+
+    with _accel_kernels._launch_lock:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child starts with a free lock
+            os.write(write, b"1" if not _accel_kernels._launch_lock.locked() else b"0")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(json.dumps({"child_lock_free": os.read(read, 1) == b"1"}))
+"""
+
+
+@needs_numba
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is not available")
+def test_a_process_forked_during_a_parallel_kernel_can_run_parallel_kernels():
+    assert run_script(FORK_SCRIPT)["child_lock_free"]
+
+
+@needs_numba
+def test_the_users_threading_layer_choice_is_kept():
+    code = ("import json, numba; import handgrad.ops; "
+            "print(json.dumps(numba.config.THREADING_LAYER))")
+    assert run_script(code, NUMBA_THREADING_LAYER="safe") == "safe"
+    assert run_script(code) == "workqueue"
+
+
+# ------------------------------------------------ the two compiled variants agree
+def _pool_cases():
+    rng = np.random.default_rng(2)
+    for shape, kernel, stride, padding, dilation, ceil_mode in [
+        ((5, 9, 7, 3), 3, 2, 1, 1, False),
+        ((2, 10, 10, 16), 2, 2, 0, 1, True),
+        ((4, 1, 17, 5), (1, 3), (1, 2), (0, 1), (1, 2), True),
+    ]:
+        x = rng.standard_normal(shape)
+        x[0, 0, 0, 0] = np.nan  # the NaN rule must hold in both variants
+        yield x, dict(kernel_size=kernel, stride=stride, padding=padding, ceil_mode=ceil_mode), \
+            dilation
+
+
+def _run_both(name, *args):
+    """Call the parallel and the serial variant of kernel ``name`` on copies of ``args``
+    (outputs are written in place); return the two sets of arguments afterwards."""
+    results = []
+    for variant in (_accel.kernels.parallel, _accel.kernels.serial):
+        copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+        getattr(variant, name)(*copies)
+        results.append(copies)
+    return results
+
+
+def _assert_same(name, *args):
+    parallel, serial = _run_both(name, *args)
+    for a, b in zip(parallel, serial):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parallel_and_serial_variants_compute_identical_results(dtype):
+    for x, kwargs, dilation in _pool_cases():
+        x = x.astype(dtype)
+        with _accel.use_compiled(True):  # for the winners' index (also with HANDGRAD_NUMBA=0)
+            y, cache = ops.max_pool2d(x, dilation=dilation, **kwargs)
+        g = _accel.geometry_2d(cache.axes)
+        dy = np.random.default_rng(3).standard_normal(y.shape).astype(dtype)
+        _assert_same("max_pool", x, g, np.empty_like(y), np.empty(y.shape, np.int32))
+        flat = np.zeros((x.shape[0], x[0].size), dtype)
+        _assert_same("max_pool_backward", dy, cache.index, flat)
+        scale = np.random.default_rng(4).uniform(0.1, 1, y.shape[1:3]).astype(dtype)
+        _assert_same("avg_pool", x, g, scale, np.empty_like(y))
+        _assert_same("avg_pool_backward", dy, g, scale, np.zeros_like(x))
+        for multiplier in (1, 3):
+            n_taps = g[4] * g[5]
+            wt = np.random.default_rng(5).standard_normal(
+                (n_taps, x.shape[-1] * multiplier)).astype(dtype)
+            out = np.empty((*y.shape[:3], wt.shape[1]), dtype)
+            _assert_same("depthwise", x, wt, g, out)
+            dy_w = np.random.default_rng(6).standard_normal(out.shape).astype(dtype)
+            for want_dw in (True, False):
+                partial = np.zeros((x.shape[0] if want_dw else 1, *wt.shape), dtype)
+                _assert_same("depthwise_backward", x, wt, dy_w, g, np.zeros_like(x), partial,
+                             want_dw)
+
+
+@needs_numba
+def test_the_variants_are_compiled_as_named():
+    for name in vars(_accel.kernels.parallel):
+        assert getattr(_accel.kernels.parallel, name).targetoptions.get("parallel") is True
+        assert not getattr(_accel.kernels.serial, name).targetoptions.get("parallel")
+        assert callable(getattr(_accel.kernels, name))
+
+
+def test_threads_predicting_with_an_unbuilt_model_build_it_once():
+    """Lazy build under threads: one build, the same parameters as a serial build."""
+    import threading
+
+    from handgrad import layers as L
+    from handgrad.model import Sequential
+
+    def network():
+        return Sequential([L.Conv2D(4, 3), L.ReLU(), L.Flatten(), L.Dense(3)], seed=0)
+
+    x = np.random.default_rng(0).standard_normal((4, 6, 6, 2)).astype(np.float32)
+    reference = network()
+    expected = reference.predict(x)
+    model, builds, results = network(), [], [None] * 8
+    original = model.build
+
+    def counting_build(*args, **kwargs):
+        builds.append(1)
+        return original(*args, **kwargs)
+
+    model.build = counting_build
+    start = threading.Barrier(len(results))
+
+    def worker(index):
+        start.wait()
+        results[index] = model.predict(x)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(results))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 1
+    for key, value in reference.named_parameters().items():
+        assert np.array_equal(model.named_parameters()[key], value), key
+    for got in results:
+        assert np.array_equal(got, expected)  # same parameters, same kernels, same order
