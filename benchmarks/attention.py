@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tracemalloc
 from dataclasses import dataclass, fields, is_dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ class MHACase:
     embed: int
     heads: int
     quick_shape: tuple = (2, 8)  # (batch, length) for --quick
+    outputs: ClassVar[tuple] = ("y", "dx", "dW_in", "db_in", "dW_out", "db_out")  # results()
 
     def runners(self, dtype, quick):
         batch, length = self.quick_shape if quick else (self.batch, self.length)

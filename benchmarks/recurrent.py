@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tracemalloc
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ class LSTMCase:
     features: int
     hidden: int
     quick_shape: tuple = (2, 6)  # (batch, length) for --quick
+    outputs: ClassVar[tuple] = ("y", "dx", "dW_ih", "dW_hh", "db_ih", "db_hh")  # results()
 
     def runners(self, dtype, quick):
         batch, length = self.quick_shape if quick else (self.batch, self.length)

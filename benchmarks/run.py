@@ -3,22 +3,28 @@
 Both libraries run in this process with 2 threads. Each case is timed round by
 round, alternating handgrad and torch, and the medians after warm-up are
 compared. ``--quick`` (CI's smoke test) runs every case once on small inputs
-and checks that handgrad and torch agree numerically; it asserts no timing.
+and checks that handgrad and torch agree numerically, each result within a bound
+derived from the dtype and the case (:mod:`benchmarks.bounds`); it asserts no timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import torch
 
+from handgrad.testing import max_abs_error
+
+from .bounds import bound, first_loss_bound, measured_bounds, op_bounds
 from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_inputs
 from .e2e import EpochRunner
 
@@ -26,20 +32,33 @@ THREADS = 2
 COMMAND = "python -m benchmarks"
 
 
-def _rel_err(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-
-
 def _channels_first(array):
     return np.moveaxis(array, -1, 1) if array.ndim > 2 else array
 
 
-def check_against_torch(case, dtype, quick):
-    """Max relative error of y and every gradient, handgrad vs torch."""
+@dataclass
+class Output:
+    """One result compared: handgrad's and torch's values and the derived bound on
+    their max abs difference (see :mod:`benchmarks.bounds`)."""
+
+    name: str
+    ours: np.ndarray
+    theirs: np.ndarray
+    bound: float
+
+    @property
+    def error(self):
+        return max_abs_error(self.ours, self.theirs)
+
+
+def compare_with_torch(case, dtype, quick=True):
+    """[Output] for y and every gradient of a case, handgrad vs torch in ``dtype``."""
     if hasattr(case, "runners"):
         ours, theirs = case.runners(dtype, quick)
-        return max(_rel_err(a, t) for a, t in zip(ours.results(), theirs.results(), strict=True))
+        bounds = measured_bounds(theirs)
+        return [Output(name, np.asarray(a), np.asarray(t), bound(dtype, *terms_scale))
+                for name, a, t, terms_scale in zip(case.outputs, ours.results(),
+                                                   theirs.results(), bounds, strict=True)]
     x, w, b = make_inputs(case, dtype, quick)
     runner = HandgradRunner(case, x, w, b)
     y, grads = runner()
@@ -48,7 +67,17 @@ def check_against_torch(case, dtype, quick):
     if case.is_conv:
         nd = x.ndim - 2
         ours += [grads[1].transpose(nd + 1, nd, *range(nd)), grads[2]]
-    return max(_rel_err(a, t) for a, t in zip(ours, theirs))
+    bounds = op_bounds(case, x, w, b, runner.dy)  # maxima: the same in either layout
+    return [Output(name, a, t, bound(dtype, *terms_scale))
+            for name, a, t, terms_scale in zip(("y", "dx", "dW", "db"), ours, theirs, bounds)]
+
+
+def worst(outputs):
+    """(the output with the largest error / bound, that ratio)."""
+    ratios = [out.error / out.bound if out.bound > 0 else
+              (0.0 if out.error == 0 else math.inf) for out in outputs]
+    i = int(np.argmax(ratios))
+    return outputs[i], ratios[i]
 
 
 def _timed(fn):
@@ -118,10 +147,11 @@ def bench_epochs(rounds, quick):
                                 ("10b epoch digits CNN", load_digits, 32)):
         runner = EpochRunner(loader(), batch, max_examples=256 if quick else None)
         model, twin, optimizer = runner.fresh_models()
+        loss_bound = first_loss_bound(runner, model)  # before the first step
         ours, theirs = runner.handgrad_epoch(model), runner.torch_epoch(twin, optimizer)
         first_loss_err = abs(ours[0] - theirs[0]) / abs(theirs[0])
         row = {"case": name, "dtype": "float32", "first_loss_rel_err": first_loss_err,
-               "first_losses": (ours[0], theirs[0])}
+               "first_losses": (ours[0], theirs[0]), "first_loss_bound": loss_bound}
         if not quick:
             t_ours, t_theirs = time_pair(partial(runner.handgrad_epoch, model),
                                          partial(runner.torch_epoch, twin, optimizer),
@@ -131,20 +161,37 @@ def bench_epochs(rounds, quick):
     return rows
 
 
+def _epoch_outputs(row):
+    ours, theirs = row["first_losses"]
+    return [Output("loss[0]", np.asarray(ours), np.asarray(theirs), row["first_loss_bound"])]
+
+
+def _report_line(name, dtype, outputs):
+    """Print one case's worst output (largest error / bound); return (whether every
+    output is within its bound, that ratio, name, dtype)."""
+    out, ratio = worst(outputs)
+    ok = all(o.error <= o.bound for o in outputs)
+    print(f"{name:<38} {dtype:<8} {out.name:<7} {out.error:9.2e} {out.bound:9.2e} "
+          f"{ratio:7.3f}  {'ok' if ok else 'MISMATCH'}", flush=True)
+    return ok, ratio, name, dtype
+
+
 def quick(args):
-    failures = 0
+    """Every case once on small inputs, handgrad vs torch: per case and dtype, the output
+    with the largest max|handgrad - torch| / derived bound (benchmarks.bounds)."""
+    print(f"{'case':<38} {'dtype':<8} {'worst':<7} {'max|err|':>9} {'bound':>9} "
+          f"{'err/bnd':>7}")
+    results = []
     for case in CASES:
-        for dtype, tol in ((np.float32, 1e-4), (np.float64, 1e-10)):
-            err = check_against_torch(case, dtype, quick=True)
-            status = "ok" if err <= tol else "MISMATCH"
-            failures += status != "ok"
-            print(f"{case.name:<38} {np.dtype(dtype).name:<8} max rel err {err:.2e}  {status}")
+        for dtype in (np.float32, np.float64):
+            outputs = compare_with_torch(case, dtype, quick=True)
+            results.append(_report_line(case.name, np.dtype(dtype).name, outputs))
     for row in bench_epochs(0, quick=True):
-        ok = row["first_loss_rel_err"] <= 1e-4
-        failures += not ok
-        print(f"{row['case']:<38} first losses {row['first_losses'][0]:.6f} vs "
-              f"{row['first_losses'][1]:.6f}  {'ok' if ok else 'MISMATCH'}")
-    print(f"{'quick benchmark check:'} {len(CASES) * 2 + 2 - failures} passed, {failures} failed")
+        results.append(_report_line(row["case"], row["dtype"], _epoch_outputs(row)))
+    failures = sum(not ok for ok, *_ in results)
+    _, ratio, name, dtype = max(results, key=lambda r: r[1])
+    print(f"quick benchmark check: {len(results) - failures} passed, {failures} failed; "
+          f"worst error / bound {ratio:.3f} ({name}, {dtype})")
     return 1 if failures else 0
 
 
