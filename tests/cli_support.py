@@ -9,9 +9,9 @@ import io as stdio
 
 import numpy as np
 
-from handgrad import cli
 from handgrad import io as hio
 from handgrad import layers as L
+from handgrad.cli import commands as cli
 from handgrad.data import write_idx
 from handgrad.model import Sequential
 

@@ -3,7 +3,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from handgrad.ops import _accel
+from handgrad.ops._engine import dispatch as _accel
 
 settings.register_profile(
     "ci",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _accel
+from handgrad.ops._engine import dispatch as _accel
 from handgrad.testing import assert_close, finite_max
 
 from tolerances import chain_terms
@@ -21,7 +21,7 @@ BLOCK_NUMBA = textwrap.dedent("""
     sys.modules["numba"] = None  # makes `import numba` raise ImportError
     import numpy as np
     from handgrad import ops
-    from handgrad.ops import _accel
+    from handgrad.ops._engine import dispatch as _accel
     assert not _accel.available() and not _accel.enabled(np.zeros(1))
     x = np.arange(2 * 4 * 4 * 3, dtype=np.float64).reshape(2, 4, 4, 3)
     y, cache = ops.max_pool2d(x, 2)
@@ -39,7 +39,7 @@ def test_handgrad_runs_without_numba():
 
 
 def test_environment_variable_turns_the_compiled_kernels_off():
-    code = "from handgrad.ops import _accel; print(_accel.enabled())"
+    code = "from handgrad.ops._engine import dispatch; print(dispatch.enabled())"
     env = {**os.environ, "HANDGRAD_NUMBA": "0"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, check=False)

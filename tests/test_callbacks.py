@@ -11,7 +11,10 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import optimizers, schedulers
-from handgrad.callbacks import (
+from handgrad.io import load_checkpoint
+from handgrad.model import Sequential
+from handgrad.testing import assert_close
+from handgrad.training.callbacks import (
     Callback,
     EarlyStopping,
     History,
@@ -19,10 +22,7 @@ from handgrad.callbacks import (
     ModelCheckpoint,
     TerminateOnNaN,
 )
-from handgrad.io import load_checkpoint
-from handgrad.model import Sequential
-from handgrad.progress import ProgressBar, format_logs
-from handgrad.testing import assert_close
+from handgrad.training.progress import ProgressBar, format_logs
 
 
 def data(n=24, seed=0):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from cli_support import assert_usage_error, run_main, write_mnist_dir
-from handgrad import _safetensors
 from handgrad import io as hio
+from handgrad.io import safetensors as _safetensors
 from handgrad.testing import assert_close
 
 pytest.importorskip("sklearn")  # the digits dataset

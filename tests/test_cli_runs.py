@@ -28,12 +28,13 @@ from cli_support import (
     run_main,
     write_small,
 )
-from handgrad import _cli_args, _cli_train
 from handgrad import io as hio
+from handgrad.cli import args as _cli_args
+from handgrad.cli import train as _cli_train
 from handgrad.data import load_idx
 from handgrad.data import loaders as loaders_module
 from handgrad.model import Sequential
-from handgrad.ops import _accel
+from handgrad.ops._engine import dispatch as _accel
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +108,7 @@ def test_a_failed_save_puts_the_model_elsewhere(data_dir, tmp_path, monkeypatch)
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="the curve needs matplotlib")
 def test_a_curve_that_cannot_be_drawn_is_a_note(data_dir, tmp_path, monkeypatch):
-    from handgrad import plot
+    from handgrad.inspect import plots as plot
 
     def broken(history):
         raise RuntimeError("no backend")

@@ -24,7 +24,7 @@ from cli_support import (
     save_small_model,
     write_small,
 )
-from handgrad import _cli_train
+from handgrad.cli import train as _cli_train
 from handgrad.data import Dataset, load_idx, read_idx
 from handgrad.data.idx import MAX_CLASSES
 

@@ -1,4 +1,4 @@
-"""``handgrad.debug.detect_anomaly``: the first layer producing NaN/inf, forward and backward."""
+"""``handgrad.inspect.detect_anomaly``: the first layer producing NaN/inf, forward and backward."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import losses
-from handgrad.debug import AnomalyError, detect_anomaly
+from handgrad.inspect import AnomalyError, detect_anomaly
 from handgrad.layers import base
 from handgrad.model import Sequential
 

@@ -16,10 +16,14 @@ import pytest
 
 from handgrad import io, ops
 from handgrad import layers as L
-from handgrad.layer_cases import INTEGER_INPUT_CASES
 from handgrad.model import Sequential
 from handgrad.ops import reference
-from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
+from handgrad.testing import (
+    INTEGER_INPUT_CASES,
+    assert_close,
+    assert_gradient_close,
+    numeric_gradient,
+)
 
 from tolerances import mean_bound, scatter_bounds, std_bound
 

@@ -12,13 +12,12 @@ import sys
 import numpy as np
 import pytest
 
-from handgrad import cli, losses
 from handgrad import layers as L
-from handgrad.callbacks import GradientNormLogger, layer_gradient_norms
+from handgrad import losses
+from handgrad.cli import commands as cli
 from handgrad.data import write_idx
 from handgrad.inspect import (
     ReceptiveField,
-    confusion_counts,
     conv_layers,
     format_bytes,
     gradient_probe,
@@ -29,6 +28,8 @@ from handgrad.inspect import (
 )
 from handgrad.model import Sequential
 from handgrad.testing import assert_close
+from handgrad.training.callbacks import GradientNormLogger, layer_gradient_norms
+from handgrad.training.metrics import confusion_counts
 
 
 def fields(layers, input_shape):

@@ -12,9 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from handgrad import _safetensors  # noqa: E402
 from handgrad import layers as L  # noqa: E402
 from handgrad.io import from_torch, to_torch_state_dict  # noqa: E402
+from handgrad.io import safetensors as _safetensors  # noqa: E402
 from handgrad.model import Sequential  # noqa: E402
 from handgrad.testing import assert_close  # noqa: E402
 

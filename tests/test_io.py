@@ -10,8 +10,9 @@ import struct
 import numpy as np
 import pytest
 
-from handgrad import _safetensors, io, optimizers
+from handgrad import io, optimizers
 from handgrad import layers as L
+from handgrad.io import safetensors as _safetensors
 from handgrad.model import Sequential
 
 

@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from handgrad import _custom, _safetensors, initializers, io, losses, optimizers
+from handgrad import _custom, initializers, io, losses, optimizers
 from handgrad import layers as L
-from handgrad.layer_cases import LAYER_CASES
+from handgrad.io import safetensors as _safetensors
 from handgrad.model import Sequential
+from handgrad.testing import LAYER_CASES
 
 
 def half_glorot(shape, dtype=np.float32, rng=None):

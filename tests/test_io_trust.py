@@ -13,8 +13,10 @@ import struct
 import numpy as np
 import pytest
 
-from handgrad import _safetensors, cli, io
+from handgrad import io
 from handgrad import layers as L
+from handgrad.cli import commands as cli
+from handgrad.io import safetensors as _safetensors
 from handgrad.model import Sequential
 
 LAYERS = "model.config.layers"

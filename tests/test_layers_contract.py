@@ -16,9 +16,16 @@ import numpy as np
 import pytest
 
 from handgrad import layers as L
-from handgrad.layer_cases import INTEGER_INPUT_CASES, LAYER_CASES, MULTI_INPUT_LAYERS
 from handgrad.model import Sequential
-from handgrad.testing import assert_close, assert_gradient_close, gradcheck, numeric_gradient
+from handgrad.testing import (
+    INTEGER_INPUT_CASES,
+    LAYER_CASES,
+    MULTI_INPUT_LAYERS,
+    assert_close,
+    assert_gradient_close,
+    gradcheck,
+    numeric_gradient,
+)
 
 from tolerances import assert_outputs_close, layer_reference, linear_op_bounds, proportion_bound
 

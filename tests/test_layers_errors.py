@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from handgrad import layers as L
-from handgrad.layer_cases import LAYER_CASES
+from handgrad.testing import LAYER_CASES
 
 
 def bad(cls, kwargs, exc, *fragments, owner=True, base=None):

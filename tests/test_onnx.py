@@ -13,8 +13,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as _RefConvTranspose  # noqa: E402
 from onnx.reference.ops.op_rnn import RNN_14  # noqa: E402
 
-from handgrad import cli  # noqa: E402
 from handgrad import layers as L  # noqa: E402
+from handgrad.cli import commands as cli  # noqa: E402
 from handgrad.io import export_onnx, save  # noqa: E402
 from handgrad.model import Sequential  # noqa: E402
 from handgrad.testing import assert_close  # noqa: E402

@@ -84,7 +84,7 @@ def pool_cases(draw):
 
 def _some_window_is_all_padding(case):
     """torch's max pooling writes out of bounds in backward for such windows."""
-    from handgrad.ops._pool_args import prepare_pool
+    from handgrad.ops._args.pool import prepare_pool
 
     kw = case.kwargs
     nd = len(case.shapes[0]) - 2

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from handgrad import layers as L
-from handgrad import plot
-from handgrad.callbacks import GradientNormLogger
+from handgrad.inspect import plots as plot
 from handgrad.model import Sequential
 from handgrad.testing import assert_close
+from handgrad.training.callbacks import GradientNormLogger
 
 pytest.importorskip("matplotlib")
 

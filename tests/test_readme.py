@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from cli_support import run_main
-from handgrad import _cli_args, cli
+from handgrad.cli import args as _cli_args
+from handgrad.cli import commands as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

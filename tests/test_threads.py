@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _accel
+from handgrad.ops._engine import dispatch as _accel
 
 TIMEOUT_S = 120
 needs_numba = pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
@@ -36,7 +36,7 @@ def run_script(script, numba_flag="1", *args, **env):
 THREADS = """
     import json, sys, threading
     import numpy as np
-    from handgrad.ops import _accel
+    from handgrad.ops._engine import dispatch as _accel
 
     def hammer(work, n_threads, calls):
         start, failures = threading.Barrier(n_threads), []
@@ -151,7 +151,7 @@ LOCK_SCRIPT = """
     import numba
     import numpy as np
     from handgrad import ops
-    from handgrad.ops import _accel_kernels
+    from handgrad.ops._engine import kernels as _accel_kernels
 
     x = np.random.default_rng(0).standard_normal((3, 8, 8, 4))
     w = np.random.default_rng(1).standard_normal((3, 3, 1, 4))
@@ -181,7 +181,7 @@ def test_a_call_that_finds_the_launch_lock_taken_runs_serially():
 
 FORK_SCRIPT = """
     import json, os
-    from handgrad.ops import _accel_kernels
+    from handgrad.ops._engine import kernels as _accel_kernels
 
     with _accel_kernels._launch_lock:
         read, write = os.pipe()

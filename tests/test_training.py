@@ -10,9 +10,9 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import losses, optimizers
-from handgrad.callbacks import Callback, EarlyStopping
 from handgrad.model import Sequential
 from handgrad.testing import assert_close
+from handgrad.training.callbacks import Callback, EarlyStopping
 
 from tolerances_composite import network_bounds
 

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from handgrad import layers as L
-from handgrad import losses, metrics
+from handgrad import losses
 from handgrad.io import load, save
 from handgrad.model import Sequential
-from handgrad.progress import ProgressBar, format_duration
 from handgrad.testing import assert_close
+from handgrad.training import metrics
+from handgrad.training.progress import ProgressBar, format_duration
 from test_training_trust import data, mlp
 
 # ---------------------------------------------------------------- 5. progress

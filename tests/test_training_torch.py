@@ -8,9 +8,9 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import optimizers
-from handgrad.callbacks import Callback
 from handgrad.model import Sequential
 from handgrad.testing import assert_close
+from handgrad.training.callbacks import Callback
 
 from tolerances_composite import UPDATE_ROUNDINGS, Trajectory, network_bounds
 

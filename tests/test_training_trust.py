@@ -10,11 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from handgrad import debug, losses, optimizers
 from handgrad import layers as L
-from handgrad.callbacks import Callback, EarlyStopping, ModelCheckpoint, TerminateOnNaN
+from handgrad import losses, optimizers
+from handgrad.inspect import anomaly as debug
 from handgrad.model import Sequential
 from handgrad.training import NonFiniteLossError
+from handgrad.training.callbacks import Callback, EarlyStopping, ModelCheckpoint, TerminateOnNaN
 
 
 def data(n=16, features=3, seed=0, dtype=np.float32):
@@ -72,7 +73,7 @@ def test_fit_raises_on_a_non_finite_loss_before_its_update(value):
         net.fit(x, y, epochs=5, batch_size=4, callbacks=[snaps], verbose=0)
     assert isinstance(error.value, FloatingPointError)
     message = str(error.value)
-    assert "handgrad.debug.detect_anomaly" in message and hasattr(debug, "detect_anomaly")
+    assert "handgrad.inspect.detect_anomaly" in message and hasattr(debug, "detect_anomaly")
     assert "update was not applied" in message and "inputs are finite" in message
     assert "on_nonfinite='stop'" in message and "on_nonfinite='ignore'" in message
     assert (error.value.epoch, error.value.step) == (2, 2)

@@ -21,12 +21,14 @@ from .. import ops
 from .._checks import float_array, positive_int
 from .._hyper import flag, number
 from .base import Layer
+from .registry import register
 
 
 def _optional_dim(owner, name, value):
     return None if value is None else positive_int(owner, name, value)
 
 
+@register
 class MultiHeadAttention(Layer):
     """Multi-head attention on (N, Tq, E) -> (N, Tq, E).
 

@@ -16,7 +16,7 @@ import numpy as np
 from .. import initializers
 from .._checks import FLOAT_DTYPES, describe, float_array, is_int
 
-#: ``None``, or while :func:`handgrad.debug.detect_anomaly` is active a checker called
+#: ``None``, or while :func:`handgrad.inspect.detect_anomaly` is active a checker called
 #: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
 anomaly_hook = None
 

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from .. import ops
 from .._checks import int_tuple, positive_int
-from ..ops._windows import parse_padding
+from ..ops._args.windows import parse_padding
 from .base import WeightedLayer
+from .registry import register
 
 
-class _ConvND(WeightedLayer):
+class ConvND(WeightedLayer):
+    """The convolution family: one rank-generic layer; subclasses set ``rank``,
+    ``transposed`` and name their kernels (``forward_op``, ``backward_op``)."""
+
     rank = 2
     transposed = False
+    forward_op = staticmethod(ops.conv2d)
+    backward_op = staticmethod(ops.conv2d_backward)
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, *, output_padding=0, **kwargs):
@@ -76,15 +82,11 @@ class _ConvND(WeightedLayer):
             kwargs["output_padding"] = self.output_padding
         return kwargs
 
-    def _op_name(self):
-        return f"conv_transpose{self.rank}d" if self.transposed else f"conv{self.rank}d"
-
     def _forward(self, x, training):
-        op = getattr(ops, self._op_name())
-        return op(x, self.parameters["W"], self.bias_array, **self._op_kwargs())
+        return self.forward_op(x, self.parameters["W"], self.bias_array, **self._op_kwargs())
 
     def _backward(self, dy, cache):
-        dx, dw, db = getattr(ops, self._op_name() + "_backward")(dy, cache)
+        dx, dw, db = self.backward_op(dy, cache)
         return dx, self.weight_grads(dw, db)
 
 
@@ -96,10 +98,13 @@ def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-class Conv1D(_ConvND):
+@register
+class Conv1D(ConvND):
     """1-D convolution on (N, L, C_in) -> (N, L_out, out_channels); W (K, C_in // groups,
     out_channels). ``padding`` may be "valid", "same", "causal", an int or pairs."""
 
+    forward_op = staticmethod(ops.conv1d)
+    backward_op = staticmethod(ops.conv1d_backward)
     rank = 1
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
@@ -108,10 +113,13 @@ class Conv1D(_ConvND):
                          **kwargs)
 
 
-class Conv2D(_ConvND):
+@register
+class Conv2D(ConvND):
     """2-D convolution on (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
     W (KH, KW, C_in // groups, out_channels)."""
 
+    forward_op = staticmethod(ops.conv2d)
+    backward_op = staticmethod(ops.conv2d_backward)
     rank = 2
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
@@ -120,10 +128,13 @@ class Conv2D(_ConvND):
                          **kwargs)
 
 
-class ConvTranspose1D(_ConvND):
+@register
+class ConvTranspose1D(ConvND):
     """1-D transposed convolution (N, L, C_in) -> (N, L_out, out_channels);
     W (K, out_channels // groups, C_in)."""
 
+    forward_op = staticmethod(ops.conv_transpose1d)
+    backward_op = staticmethod(ops.conv_transpose1d_backward)
     rank = 1
     transposed = True
 
@@ -133,10 +144,13 @@ class ConvTranspose1D(_ConvND):
                          output_padding=output_padding, **kwargs)
 
 
-class ConvTranspose2D(_ConvND):
+@register
+class ConvTranspose2D(ConvND):
     """2-D transposed convolution (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
     W (KH, KW, out_channels // groups, C_in)."""
 
+    forward_op = staticmethod(ops.conv_transpose2d)
+    backward_op = staticmethod(ops.conv_transpose2d_backward)
     rank = 2
     transposed = True
 

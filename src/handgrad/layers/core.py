@@ -10,8 +10,10 @@ from .. import ops
 from .._checks import describe, is_int, positive_int, upstream_grad
 from .._hyper import number
 from .base import Layer, WeightedLayer
+from .registry import register
 
 
+@register
 class Dense(WeightedLayer):
     """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features)."""
 
@@ -42,6 +44,7 @@ def _reshape_back(owner, dy, cache):
     return upstream_grad(owner, dy, y_shape, dtype).reshape(x_shape)
 
 
+@register
 class Flatten(Layer):
     """(N, d1, d2, ...) -> (N, d1 * d2 * ...); backward reshapes dy back."""
 
@@ -59,6 +62,7 @@ class Flatten(Layer):
         return _reshape_back(self.label, dy, cache), {}
 
 
+@register
 class Reshape(Layer):
     """(N, *in_shape) -> (N, *shape) (one entry may be -1); backward reshapes back."""
 
@@ -90,6 +94,7 @@ class Reshape(Layer):
         return _reshape_back(self.label, dy, cache), {}
 
 
+@register
 class Dropout(Layer):
     """Inverted dropout: in training, zero each value with probability ``rate`` and scale
     the rest by 1 / (1 - rate); identity in evaluation. Random numbers come from the

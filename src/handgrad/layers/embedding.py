@@ -13,6 +13,7 @@ from .. import ops
 from .._checks import positive_int
 from ..ops.embedding import check_ids, check_padding_idx
 from .base import Layer
+from .registry import register
 
 
 def standard_normal(shape, dtype, rng):
@@ -20,6 +21,7 @@ def standard_normal(shape, dtype, rng):
     return rng.standard_normal(shape, dtype=dtype)
 
 
+@register
 class Embedding(Layer):
     """ids (N, ...) integers in [0, num_embeddings) -> (N, ..., embedding_dim).
 

@@ -15,11 +15,12 @@ import numpy as np
 from .. import ops
 from .._checks import describe, is_int, positive_int
 from .._hyper import flag, number
-from ..ops._norm_args import normalized_shape_tuple
+from ..ops._args.norm import normalized_shape_tuple
 from .base import Layer
+from .registry import register
 
 
-class _Normalization(Layer):
+class Normalization(Layer):
     """Shared config (eps, affine flags), parameters, input checks and backward.
 
     Subclasses set ``backward_op`` and implement ``_normalize(x, training)``.
@@ -94,7 +95,7 @@ class _Normalization(Layer):
         return dx, grads
 
 
-class _RunningStats(_Normalization):
+class RunningNormalization(Normalization):
     """Batch and instance norm: per-channel affine and optional running statistics."""
 
     def __init__(self, momentum, eps, affine, track_running_stats, **kwargs):
@@ -120,7 +121,8 @@ class _RunningStats(_Normalization):
         return (*self._affine(), mean, var, training or mean is None)
 
 
-class BatchNorm(_RunningStats):
+@register
+class BatchNorm(RunningNormalization):
     """Batch normalization over the channels (last axis) of (N, C), (N, L, C), (N, H, W, C)
     or any (N, ..., C): PyTorch's BatchNorm1d/2d/3d with the channel axis last.
 
@@ -140,7 +142,8 @@ class BatchNorm(_RunningStats):
                               momentum=self.momentum, eps=self.eps)
 
 
-class InstanceNorm(_RunningStats):
+@register
+class InstanceNorm(RunningNormalization):
     """Instance normalization of (N, L, C) or (N, H, W, C): statistics per example and channel
     over the spatial axes; PyTorch's InstanceNorm1d/2d with the channel axis last (the same
     defaults: no affine parameters, no running statistics).
@@ -166,7 +169,8 @@ class InstanceNorm(_RunningStats):
                                  momentum=self.momentum, eps=self.eps)
 
 
-class GroupNorm(_Normalization):
+@register
+class GroupNorm(Normalization):
     """Group normalization of (N, C), (N, L, C) or (N, H, W, C): the C channels split into
     ``num_groups`` contiguous groups, statistics per example and group (PyTorch's GroupNorm
     with the channel axis last). The same computation in training and evaluation."""
@@ -194,7 +198,8 @@ class GroupNorm(_Normalization):
         return ops.group_norm(x, self.num_groups, *self._affine(), eps=self.eps)
 
 
-class LayerNorm(_Normalization):
+@register
+class LayerNorm(Normalization):
     """Layer normalization over the trailing axes of each example (PyTorch's LayerNorm).
 
     Give ``normalized_shape`` (an int d or a tuple, checked against the input's trailing

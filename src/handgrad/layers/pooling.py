@@ -7,18 +7,21 @@ import numpy as np
 from .. import ops
 from .._checks import is_int
 from .base import Layer
+from .registry import register
 
 
-class _Pool(Layer):
-    """``op_name`` applied with the layer's keyword arguments."""
+class Pool(Layer):
+    """The pooling family: ``forward_op`` applied with the layer's keyword arguments.
+    ``common`` holds the arguments of every layer (``trainable``, ``dtype``, ``seed``)."""
 
-    op_name = ""
+    forward_op = staticmethod(ops.max_pool2d)
+    backward_op = staticmethod(ops.max_pool2d_backward)
     rank = 2
 
-    def __init__(self, name=None, **kwargs):
-        super().__init__(name=name)
+    def __init__(self, name=None, common=None, **kwargs):
+        super().__init__(name=name, **(common or {}))
         self.kwargs = kwargs
-        getattr(ops, self.op_name)(self._example_input(), **kwargs)  # validates the config
+        self.forward_op(self._example_input(), **kwargs)  # validates the config
 
     def _example_input(self):
         """A small input that every valid configuration accepts."""
@@ -33,7 +36,7 @@ class _Pool(Layer):
         return np.zeros((1, *sizes, 1))
 
     def get_config(self):
-        return {"name": self.name, **self.kwargs}
+        return {**super().get_config(), **self.kwargs}
 
     @classmethod
     def from_config(cls, config):
@@ -41,59 +44,71 @@ class _Pool(Layer):
         return cls(**config)
 
     def _forward(self, x, training):
-        return getattr(ops, self.op_name)(x, **self.kwargs)
+        return self.forward_op(x, **self.kwargs)
 
     def _backward(self, dy, cache):
-        return getattr(ops, self.op_name + "_backward")(dy, cache), {}
+        return self.backward_op(dy, cache), {}
 
 
-class MaxPool1D(_Pool):
+@register
+class MaxPool1D(Pool):
     """Max pooling on (N, L, C); PyTorch semantics (ties to the first maximum)."""
 
-    op_name, rank = "max_pool1d", 1
+    forward_op = staticmethod(ops.max_pool1d)
+    backward_op = staticmethod(ops.max_pool1d_backward)
+    rank = 1
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *,
-                 name=None):
-        super().__init__(name, kernel_size=kernel_size, stride=stride, padding=padding,
+                 name=None, **common):
+        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
                          dilation=dilation, ceil_mode=ceil_mode)
 
 
-class MaxPool2D(_Pool):
+@register
+class MaxPool2D(Pool):
     """Max pooling on (N, H, W, C); PyTorch semantics (ties to the first maximum)."""
 
-    op_name, rank = "max_pool2d", 2
+    forward_op = staticmethod(ops.max_pool2d)
+    backward_op = staticmethod(ops.max_pool2d_backward)
+    rank = 2
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *,
-                 name=None):
-        super().__init__(name, kernel_size=kernel_size, stride=stride, padding=padding,
+                 name=None, **common):
+        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
                          dilation=dilation, ceil_mode=ceil_mode)
 
 
-class AvgPool1D(_Pool):
+@register
+class AvgPool1D(Pool):
     """Average pooling on (N, L, C)."""
 
-    op_name, rank = "avg_pool1d", 1
+    forward_op = staticmethod(ops.avg_pool1d)
+    backward_op = staticmethod(ops.avg_pool1d_backward)
+    rank = 1
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, *, name=None):
-        super().__init__(name, kernel_size=kernel_size, stride=stride, padding=padding,
+                 count_include_pad=True, *, name=None, **common):
+        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
                          ceil_mode=ceil_mode, count_include_pad=count_include_pad)
 
 
-class AvgPool2D(_Pool):
+@register
+class AvgPool2D(Pool):
     """Average pooling on (N, H, W, C)."""
 
-    op_name, rank = "avg_pool2d", 2
+    forward_op = staticmethod(ops.avg_pool2d)
+    backward_op = staticmethod(ops.avg_pool2d_backward)
+    rank = 2
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, *, name=None):
-        super().__init__(name, kernel_size=kernel_size, stride=stride, padding=padding,
+                 count_include_pad=True, *, name=None, **common):
+        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
                          ceil_mode=ceil_mode, count_include_pad=count_include_pad)
 
 
-class _GlobalPool(_Pool):
-    def __init__(self, keepdims=False, *, name=None):
-        super().__init__(name, keepdims=keepdims)
+class GlobalPool(Pool):
+    def __init__(self, keepdims=False, *, name=None, **common):
+        super().__init__(name, common, keepdims=keepdims)
 
     def _forward(self, x, training):
         if x.ndim != self.rank + 2:
@@ -103,25 +118,37 @@ class _GlobalPool(_Pool):
         return super()._forward(x, training)
 
 
-class GlobalAvgPool1D(_GlobalPool):
+@register
+class GlobalAvgPool1D(GlobalPool):
     """Mean over L: (N, L, C) -> (N, C)."""
 
-    op_name, rank = "global_avg_pool", 1
+    forward_op = staticmethod(ops.global_avg_pool)
+    backward_op = staticmethod(ops.global_avg_pool_backward)
+    rank = 1
 
 
-class GlobalAvgPool2D(_GlobalPool):
+@register
+class GlobalAvgPool2D(GlobalPool):
     """Mean over H and W: (N, H, W, C) -> (N, C)."""
 
-    op_name, rank = "global_avg_pool", 2
+    forward_op = staticmethod(ops.global_avg_pool)
+    backward_op = staticmethod(ops.global_avg_pool_backward)
+    rank = 2
 
 
-class GlobalMaxPool1D(_GlobalPool):
+@register
+class GlobalMaxPool1D(GlobalPool):
     """Max over L: (N, L, C) -> (N, C)."""
 
-    op_name, rank = "global_max_pool", 1
+    forward_op = staticmethod(ops.global_max_pool)
+    backward_op = staticmethod(ops.global_max_pool_backward)
+    rank = 1
 
 
-class GlobalMaxPool2D(_GlobalPool):
+@register
+class GlobalMaxPool2D(GlobalPool):
     """Max over H and W: (N, H, W, C) -> (N, C)."""
 
-    op_name, rank = "global_max_pool", 2
+    forward_op = staticmethod(ops.global_max_pool)
+    backward_op = staticmethod(ops.global_max_pool_backward)
+    rank = 2

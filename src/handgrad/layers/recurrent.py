@@ -17,8 +17,8 @@ sequence (N, T, D*H), or with ``return_sequences=False`` the last valid output
 (N, D*H): the top layer's final states [forward, backward] (the forward direction's
 output at t = length - 1, the backward one's at t = 0), i.e. torch's h_n
 concatenation. The final states are kept in ``final_state`` (an LSTM's is a pair
-(h_n, c_n)); :meth:`~_Recurrent.forward_with_state` returns them with the output.
-``backward(dy, d_final_state=None)`` returns dL/dx; :meth:`~_Recurrent.backward_with_state`
+(h_n, c_n)); :meth:`~Recurrent.forward_with_state` returns them with the output.
+``backward(dy, d_final_state=None)`` returns dL/dx; :meth:`~Recurrent.backward_with_state`
 also returns the gradient of the initial state. torch's inter-layer ``dropout`` and
 ``proj_size`` are not implemented.
 """
@@ -28,14 +28,15 @@ from __future__ import annotations
 from .. import initializers, ops
 from .._checks import array_module, choice, float_array, positive_int, upstream_grad
 from .._hyper import flag
-from ..ops._recurrent_args import GATES, check_lengths
+from ..ops._args.recurrent import GATES, check_lengths
 from .base import Layer
+from .registry import register
 
 _OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward),
         "gru": (ops.gru, ops.gru_backward)}
 
 
-class _Recurrent(Layer):
+class Recurrent(Layer):
     """Shared machinery; subclasses set ``cell``. See the module docstring."""
 
     cell = ""
@@ -226,7 +227,8 @@ def _concat(arrays):
     return array_module(arrays[0]).concatenate(arrays, axis=-1)
 
 
-class RNN(_Recurrent):
+@register
+class RNN(Recurrent):
     """Elman RNN, h_t = tanh or relu(x_t W_ih + b_ih + h_{t-1} W_hh + b_hh), the twin of
     ``torch.nn.RNN(batch_first=True)``. See the module docstring."""
 
@@ -242,7 +244,8 @@ class RNN(_Recurrent):
         return {**super().get_config(), "nonlinearity": self.nonlinearity}
 
 
-class LSTM(_Recurrent):
+@register
+class LSTM(Recurrent):
     """LSTM (gates i, f, g, o), the twin of ``torch.nn.LSTM(batch_first=True)``; states
     are pairs (h, c). See the module docstring."""
 
@@ -254,7 +257,8 @@ class LSTM(_Recurrent):
                          return_sequences=return_sequences, **kwargs)
 
 
-class GRU(_Recurrent):
+@register
+class GRU(Recurrent):
     """GRU (gates r, z, n, n = tanh(x W_in + b_in + r (h W_hn + b_hn))), the twin of
     ``torch.nn.GRU(batch_first=True)``. See the module docstring."""
 
@@ -266,6 +270,7 @@ class GRU(_Recurrent):
                          return_sequences=return_sequences, **kwargs)
 
 
+@register
 class BiLSTM(LSTM):
     """A bidirectional LSTM block: ``LSTM(hidden_size, bidirectional=True)``, output
     (N, T, 2H) (or (N, 2H) with ``return_sequences=False``)."""

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from .._checks import array_module, describe, float_array, is_int, upstream_grad
 from .base import Layer
+from .registry import REGISTRY, register
 
 
 def _name(index, per_example):
     return f"inputs[{index}]" + (" (per example)" if per_example else "")
 
 
-class _Merge(Layer):
+class Merge(Layer):
     """Base of the merge layers: checks the list of inputs, keeps (shape, dtype) caches."""
 
     def __init__(self, *, name=None):
@@ -92,7 +93,8 @@ class _Merge(Layer):
         return self._split(array_module(dy), dy, saved), {}
 
 
-class Add(_Merge):
+@register
+class Add(Merge):
     """y = sum of the inputs (all of one shape); backward: dy (a copy) for each input."""
 
     def _merge(self, xp, arrays):
@@ -105,7 +107,8 @@ class Add(_Merge):
         return [dy.copy() for _ in range(count)]
 
 
-class Multiply(_Merge):
+@register
+class Multiply(Merge):
     """y = elementwise product of the inputs; dx_i = dy * prod_{j != i} x_j."""
 
     def _merge(self, xp, arrays):
@@ -127,7 +130,8 @@ class Multiply(_Merge):
         return [g.copy() if g is dy else g for g in grads]
 
 
-class Concatenate(_Merge):
+@register
+class Concatenate(Merge):
     """y = the inputs joined along ``axis`` (not the batch axis); dx_i = dy's slice."""
 
     def __init__(self, axis=-1, *, name=None):
@@ -170,6 +174,7 @@ class Concatenate(_Merge):
         return grads
 
 
+@register
 class Residual(Layer):
     """y = block(x) + shortcut(x); the shortcut is the identity when None.
 
@@ -216,9 +221,6 @@ class Residual(Layer):
 
     @classmethod
     def from_config(cls, config):
-        from .. import model  # noqa: F401  (registers Sequential for nested blocks)
-        from . import REGISTRY
-
         config = dict(config)
         for role in ("block", "shortcut"):
             entry = config.get(role)

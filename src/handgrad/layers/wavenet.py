@@ -20,17 +20,12 @@ The 1x1 convolutions are stored as dense weights: ``W_res`` (C, C) and ``W_skip`
 from __future__ import annotations
 
 from .. import initializers, ops
-from .._checks import (
-    array_module,
-    describe,
-    float_array,
-    int_tuple,
-    positive_int,
-    upstream_grad,
-)
+from .._checks import array_module, describe, float_array, int_tuple, positive_int, upstream_grad
 from .base import Layer
+from .registry import register
 
 
+@register
 class WaveNetBlock(Layer):
     """Gated, dilated, causal residual block on (N, T, channels) -> (N, T, channels).
 

@@ -66,14 +66,7 @@ from .attention import (
 
 # isort: split
 # Recurrent kernels (one layer, one direction per call).
-from .recurrent import (
-    gru,
-    gru_backward,
-    lstm,
-    lstm_backward,
-    rnn,
-    rnn_backward,
-)
+from .recurrent import gru, gru_backward, lstm, lstm_backward, rnn, rnn_backward
 
 # isort: split
 # Normalization and embedding kernels.

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _accel as accel
-from ._windows import pad_input, padded_zeros, taps
+from ._args.windows import pad_input, padded_zeros, taps
+from ._engine import dispatch as accel
 
 
 def _repeated(xp, x, multiplier):

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from . import _accel as accel
+from ._engine import dispatch as accel
 
 
 def _positions(axis, out_axis, kernel_axis, ndim):

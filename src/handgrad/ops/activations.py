@@ -29,7 +29,7 @@ import math
 from .._checks import array_module, choice, float_array
 from .._hyper import number
 from . import _special
-from ._elementwise import make_cache, open_cache
+from ._args.elementwise import make_cache, open_cache
 from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 SELU_ALPHA = 1.6732632423543772848170429916717

@@ -43,14 +43,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, upstream_grad
-from ._attention_args import (
+from ._args.attention import (
     MHAShapes,
     dropout_generator,
     mha_masking,
     prepare_attention,
     prepare_projections,
 )
-from ._cache import Cache, check_cache
+from ._args.cache import Cache, check_cache
 from .dropout import dropout as apply_dropout
 from .linear import linear, linear_backward
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 from .._checks import array_module
-from ._conv_args import ConvCall, open_conv_cache, prepare_conv, prepare_conv_transpose
+from ._args.conv import ConvCall, open_conv_cache, prepare_conv, prepare_conv_transpose
 from ._depthwise import (
     depthwise_forward,
     depthwise_gradients,

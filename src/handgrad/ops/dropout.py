@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .._checks import array_module, as_generator, float_array
 from .._hyper import flag, number
-from ._elementwise import make_cache, open_cache
+from ._args.elementwise import make_cache, open_cache
 
 
 def dropout(x, rate, rng, *, training=True):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, describe, float_array, is_int, upstream_grad
-from ._cache import Cache, check_cache
+from ._args.cache import Cache, check_cache
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from .._checks import array_module, float_array, same_dtype, upstream_grad
-from ._cache import Cache, check_cache
+from ._args.cache import Cache, check_cache
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ import math
 from dataclasses import dataclass
 
 from .._checks import array_module, upstream_grad
-from ._cache import Cache, check_cache
-from ._norm_args import (
+from ._args.cache import Cache, check_cache
+from ._args.norm import (
     prepare_batch_norm,
     prepare_group_norm,
     prepare_instance_norm,

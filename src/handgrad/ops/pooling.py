@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, upstream_grad
-from . import _accel as accel
-from ._cache import Cache, check_cache
-from ._pool_args import PoolCall, prepare_global_pool, prepare_pool
-from ._windows import Axis, pad_input, padded_zeros, taps
+from ._args.cache import Cache, check_cache
+from ._args.pool import PoolCall, prepare_global_pool, prepare_pool
+from ._args.windows import Axis, pad_input, padded_zeros, taps
+from ._engine import dispatch as accel
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ loop over the time steps only. With dA_t the gradients of the pre-activations::
     dW_ih = sum_t x_t^T dA_t      dW_hh = sum_t h_{t-1}^T dA_t      db = sum_t,n dA_t
     dx_t  = dA_t W_ih^T           dh_{t-1} = dA_t W_hh^T (+ the cell's direct path)
 
-(for the GRU the hidden side's n block is r * dA_n, see ``recurrent_cells``). Each
+(for the GRU the hidden side's n block is r * dA_n, see ``_recurrent_cells``). Each
 weight gradient is one matmul over all time steps at once (batched over the gates),
 and so is dx. The cache holds the input, the weights, the hidden (and cell) states
 and the gate values.
@@ -39,9 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import array_module, upstream_grad
-from . import recurrent_cells as cells
-from ._cache import Cache, check_cache
-from ._recurrent_args import prepare_recurrent, state_grad
+from . import _recurrent_cells as cells
+from ._args.cache import Cache, check_cache
+from ._args.recurrent import prepare_recurrent, state_grad
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _from_steps(xp, a, reverse):
 
 
 def _steps(xp, lengths, n_steps, reverse):
-    """The masks of a padded batch in step order (see ``recurrent_cells.Steps``)."""
+    """The masks of a padded batch in step order (see ``_recurrent_cells.Steps``)."""
     if lengths is None or bool((lengths == n_steps).all()):
         return cells.Steps(None, None, (False,) * n_steps, reverse)
     times = xp.arange(n_steps)

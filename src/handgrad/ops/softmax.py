@@ -12,7 +12,7 @@ Sums run along ``axis`` with the axis kept. Both caches hold only ``y``. An empt
 from __future__ import annotations
 
 from .._checks import array_module, float_array
-from ._elementwise import axis_index, make_cache, open_cache
+from ._args.elementwise import axis_index, make_cache, open_cache
 
 
 def _prepare(op, x, axis):

@@ -53,11 +53,4 @@ from .normalization import (
 
 # isort: split
 # Recurrent loop twins.
-from .recurrent import (
-    gru,
-    gru_backward,
-    lstm,
-    lstm_backward,
-    rnn,
-    rnn_backward,
-)
+from .recurrent import gru, gru_backward, lstm, lstm_backward, rnn, rnn_backward

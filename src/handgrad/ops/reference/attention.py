@@ -15,13 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._checks import upstream_grad
-from .._attention_args import (
-    dropout_generator,
-    mha_masking,
-    prepare_attention,
-    prepare_projections,
-)
-from .._cache import Cache, check_cache
+from .._args.attention import dropout_generator, mha_masking, prepare_attention, prepare_projections
+from .._args.cache import Cache, check_cache
 
 
 @dataclass(frozen=True)

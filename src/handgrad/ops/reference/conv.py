@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._conv_args import open_conv_cache, prepare_conv, prepare_conv_transpose
+from .._args.conv import open_conv_cache, prepare_conv, prepare_conv_transpose
 
 
 def _zero_pad(x, axes):

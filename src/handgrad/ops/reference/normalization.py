@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._checks import upstream_grad
-from .._cache import Cache, check_cache
-from .._norm_args import (
+from .._args.cache import Cache, check_cache
+from .._args.norm import (
     prepare_batch_norm,
     prepare_group_norm,
     prepare_instance_norm,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._checks import upstream_grad
-from .._cache import Cache, check_cache
-from .._pool_args import prepare_global_pool, prepare_pool
+from .._args.cache import Cache, check_cache
+from .._args.pool import prepare_global_pool, prepare_pool
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._checks import upstream_grad
-from .._cache import Cache, check_cache
-from .._recurrent_args import prepare_recurrent, state_grad
+from .._args.cache import Cache, check_cache
+from .._args.recurrent import prepare_recurrent, state_grad
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,226 @@
+"""``python -m handgrad train``: a named model on a dataset, in its own run folder.
+
+The run folder is ``--out`` (never overwriting a model there without ``--force``) or a
+new ``runs/<dataset>-<model>[-N]``. A run that fails or is interrupted after training
+started keeps the model trained so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import tempfile
+import time
+
+import numpy as np
+
+from .. import __version__, optimizers, schedulers
+from ..io.checkpoint import save
+from ..ops._engine import dispatch as _accel
+from ..training.callbacks import History, LearningRateScheduler
+from ..zoo import networks as zoo
+from .args import DEFAULTS, RUN_ERRORS, UsageError, load_dataset, reason
+
+OUTPUTS = ("model.safetensors", "metrics.json", "curve.png")  # what train writes
+
+
+def _plot_curves(history, path):
+    try:
+        from ..inspect.plots import training_curves
+    except ImportError:
+        print("note: matplotlib is not installed; skipping the training-curve PNG "
+              '(pip install "handgrad[data]")')
+        return None
+    try:
+        training_curves(history).savefig(path, dpi=100)
+    except (OSError, ValueError, RuntimeError) as error:  # the model is saved already
+        print(f"note: could not draw the training curve {path!r}: {reason(error)}")
+        return None
+    return path
+
+
+def _settings(args):
+    """(epochs, batch size, learning rate): the options, else the dataset's defaults."""
+    kind = "idx" if args.dataset.startswith("idx:") else args.dataset
+    epochs, batch_size, lr = DEFAULTS.get((kind, args.model), DEFAULTS[kind])
+    return (args.epochs if args.epochs is not None else epochs,
+            args.batch_size if args.batch_size is not None else batch_size,
+            args.lr if args.lr is not None else lr)
+
+
+def _run_name(args):
+    """``<dataset>-<model>``, e.g. ``mnist1d-cnn`` or ``idx-fashion-cnn``."""
+    if args.dataset.startswith("idx:"):
+        folder = os.path.basename(os.path.abspath(args.dataset[len("idx:"):]))
+        folder = re.sub(r"[^A-Za-z0-9._-]+", "_", folder).strip("._")
+        dataset = f"idx-{folder}" if folder else "idx"
+    else:
+        dataset = args.dataset
+    return f"{dataset}-{args.model}"
+
+
+def _occupied(path):
+    return os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))
+
+
+def _output_dir(args):
+    """``(folder, created)``: ``--out``, refusing to overwrite a model there without
+    ``--force``; by default a new ``runs/<dataset>-<model>[-N]``, never a used one."""
+    if args.out is None:
+        base = os.path.join("runs", _run_name(args))
+        out, n = base, 1
+        while _occupied(out):
+            n += 1
+            out = f"{base}-{n}"
+    else:
+        out = args.out
+        taken = [name for name in OUTPUTS if os.path.lexists(os.path.join(out, name))]
+        if taken and not args.force:
+            raise UsageError(f"the output directory {out!r} already holds {', '.join(taken)} "
+                             f"from another run; pass --force to overwrite, or choose another "
+                             f"--out (by default each run gets its own folder under runs/)")
+    created = not os.path.lexists(out)
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create the output directory {out!r}: {reason(error)}"
+                         ) from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write into the output directory {out!r} (permission denied)")
+    return out, created
+
+
+def _environment():
+    """Versions and whether the compiled (numba) kernels were on, for metrics.json."""
+    try:
+        numba_version = importlib.metadata.version("numba") if _accel.available() else None
+    except importlib.metadata.PackageNotFoundError:
+        numba_version = None
+    return {"handgrad": __version__, "numpy": np.__version__, "numba": numba_version,
+            "python": platform.python_version(),
+            "compiled_kernels": bool(_accel.available() and _accel.enabled())}
+
+
+def _fit_examples(dataset, split):
+    """How many training examples ``fit(validation_split=split)`` trains on (it holds
+    out the last ``N - floor(N * (1 - split))``); refuses a split that leaves none."""
+    n = len(dataset.x_train)
+    cut = int(np.floor(n * (1.0 - split))) if split else n
+    if not 1 <= cut <= n or (split and cut == n):
+        raise UsageError(f"--validation-split {split} of the {n} training examples leaves "
+                         f"{cut} to train on and {n - cut} to validate on; both need at "
+                         f"least one (--validation-split 0 turns validation off)")
+    return cut
+
+
+def _fit(model, dataset, args, epochs, batch_size, lr):
+    """Train; returns ``(history, failure)``: failure is None, an error to report (status
+    1) or a KeyboardInterrupt (Ctrl-C, status 130). NumPy's overflow warnings are muted:
+    a non-finite loss stops ``fit`` with a message that explains it."""
+    steps = epochs * -(-_fit_examples(dataset, args.validation_split) // batch_size)
+    callbacks = [history := History()]
+    if args.schedule == "cosine":
+        schedule = schedulers.CosineWarmup(lr, max(steps, 1), int(args.warmup * steps))
+        callbacks.append(LearningRateScheduler(schedule))
+    try:
+        with np.errstate(all="ignore"):
+            model.fit(dataset.x_train, dataset.y_train, epochs=epochs, batch_size=batch_size,
+                      validation_split=args.validation_split, rng=args.seed,
+                      callbacks=callbacks, verbose=0 if args.quiet else 1)
+    except (KeyboardInterrupt, *RUN_ERRORS) as error:
+        if not args.quiet:
+            print()  # end the progress bar's line
+        return history, error
+    return history, None
+
+
+def _json_safe(value):
+    """``value`` with NaN and infinities as None: metrics.json stays strict JSON."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _write(out, model, metrics, history):
+    """Write the run's files; if ``out`` fails, save the model elsewhere rather than lose it."""
+    model_path = os.path.join(out, "model.safetensors")
+    try:
+        save(model, model_path)
+        with open(os.path.join(out, "metrics.json"), "w") as f:
+            json.dump(_json_safe(metrics), f, indent=2, allow_nan=False)
+    except OSError as error:
+        try:
+            rescue = os.path.join(tempfile.mkdtemp(prefix="handgrad-"), "model.safetensors")
+            save(model, rescue)
+            kept = f"the trained model was saved to {rescue} instead"
+        except OSError as second:
+            kept = f"saving it to a temporary folder failed too ({reason(second)})"
+        raise UsageError(f"cannot write into {out!r} ({reason(error)}); {kept}",
+                         status=1) from None
+    curve = _plot_curves(history, os.path.join(out, "curve.png"))
+    return [model_path, os.path.join(out, "metrics.json"), *([curve] if curve else [])]
+
+
+def _failure(error, out, saved):
+    """The UsageError that reports a training run that did not finish."""
+    kept = (f"; the model from before it was saved in {out}" if saved
+            else "; nothing was trained, so nothing was saved")
+    if isinstance(error, KeyboardInterrupt):
+        return UsageError(f"training interrupted{kept}", status=130)
+    return UsageError(f"training failed: {reason(error)}{kept}", status=1)
+
+
+def cmd_train(args):
+    dataset = load_dataset(args.dataset, verbose=not args.quiet)
+    epochs, batch_size, lr = _settings(args)
+    try:
+        model = zoo.build(args.model, dataset, seed=args.seed)
+        optimizer = optimizers.get(args.optimizer, lr=lr)
+    except (ValueError, TypeError, MemoryError) as error:
+        raise UsageError(reason(error)) from None
+    model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
+    _fit_examples(dataset, args.validation_split)  # before the run folder is made
+    out, created = _output_dir(args)
+    if not args.quiet:
+        model.summary()
+        validation = (f"validating on {args.validation_split:.0%} of the training set"
+                      if args.validation_split else "no validation")
+        print(f"training {args.model} on {dataset.name} ({len(dataset.x_train)} train / "
+              f"{len(dataset.x_test)} test examples, {dataset.num_classes} classes) for "
+              f"{epochs} epochs, batch {batch_size}, lr {lr:g} ({args.schedule} schedule), "
+              f"{validation}; writing to {out}")
+    start = time.perf_counter()
+    history, failure = _fit(model, dataset, args, epochs, batch_size, lr)
+    seconds = time.perf_counter() - start
+    if failure is not None and optimizer.iterations == 0:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)  # the folder this run made, if it is still empty
+        raise _failure(failure, out, saved=False)
+    with np.errstate(all="ignore"):
+        result = model.evaluate(dataset.x_test, dataset.y_test)  # the test set, once, at the end
+    metrics = {
+        "dataset": args.dataset, "model": args.model, "optimizer": args.optimizer, "lr": lr,
+        "schedule": args.schedule, "warmup": args.warmup, "epochs": epochs,
+        "epochs_run": len(history.epoch), "steps_run": int(optimizer.iterations),
+        "stopped_by": None if failure is None else reason(failure), "batch_size": batch_size,
+        "validation_split": args.validation_split, "seed": args.seed,
+        "train_seconds": round(seconds, 2), "test_loss": result["loss"],
+        "test_accuracy": result["accuracy"], "environment": _environment(),
+        "history": history.history,
+    }
+    paths = _write(out, model, metrics, history)
+    print(f"test accuracy: {result['accuracy']:.4f}  (test loss {result['loss']:.4f}, "
+          f"{len(dataset.x_test)} test examples, {seconds:.1f}s training)")
+    print(f"wrote {', '.join(paths)}")
+    if failure is not None:
+        raise _failure(failure, out, saved=True)
+    return 0

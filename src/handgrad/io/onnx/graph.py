@@ -1,0 +1,77 @@
+"""The graph being built by the ONNX export: tensors (:class:`Value`), nodes and
+initializers (:class:`Graph`) and the layout moves between handgrad's channels-last
+and ONNX's channels-first operators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Value:
+    """A tensor of the graph: its name, handgrad's per-example shape (channels last)
+    and whether the graph holds it channels first."""
+
+    name: str
+    shape: tuple
+    first: bool = False
+
+    @property
+    def rank(self):
+        """Rank with the batch axis."""
+        return len(self.shape) + 1
+
+
+class Graph:
+    """Nodes and initializers of the graph being built, with unique names."""
+
+    def __init__(self, onnx, dtype):
+        self.onnx, self.dtype = onnx, np.dtype(dtype)
+        self.nodes, self.initializers = [], []
+        self._names = {"input", "output"}  # the graph's own input and output
+
+    def fresh(self, hint):
+        name, index = hint, 1
+        while name in self._names:
+            index += 1
+            name = f"{hint}_{index}"
+        self._names.add(name)
+        return name
+
+    def const(self, array, hint="const", dtype=None):
+        """An initializer holding ``array`` (in the model's dtype unless ``dtype``)."""
+        array = np.ascontiguousarray(np.asarray(array, dtype=dtype or self.dtype))
+        name = self.fresh(hint)
+        self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
+        return name
+
+    def ints(self, values, hint="shape"):
+        return self.const(np.asarray(values, np.int64), hint, np.int64)
+
+    def op(self, op_type, inputs, hint=None, outputs=1, **attrs):
+        """Add a node; returns its output name (a list when ``outputs`` > 1)."""
+        names = [self.fresh(hint or op_type.lower()) for _ in range(outputs)]
+        node = self.onnx.helper.make_node(op_type, list(inputs), names,
+                                          name=self.fresh(f"{op_type}_node"), **attrs)
+        self.nodes.append(node)
+        return names[0] if outputs == 1 else names
+
+
+def channels_first(g, v):
+    """``v`` with channels on axis 1 (a Transpose if it is channels last)."""
+    if v.first or v.rank < 3:
+        return v
+    perm = [0, v.rank - 1, *range(1, v.rank - 1)]
+    return replace(v, name=g.op("Transpose", [v.name], "to_channels_first", perm=perm),
+                   first=True)
+
+
+def channels_last(g, v):
+    """``v`` in handgrad's layout (a Transpose if it is channels first)."""
+    if not v.first or v.rank < 3:
+        return replace(v, first=False)
+    perm = [0, *range(2, v.rank), 1]
+    return replace(v, name=g.op("Transpose", [v.name], "to_channels_last", perm=perm),
+                   first=False)

@@ -1,0 +1,197 @@
+"""``Sequential``: a model is a layer that chains forward and reverses backward."""
+
+from __future__ import annotations
+
+from .._checks import describe
+from ..inspect.summary import summary_table
+from ..layers import REGISTRY, Layer, register
+from ..layers import base as layer_base
+from ..layers.base import snake_case
+from ..training.loop import TrainingMixin
+
+
+@register
+class Sequential(TrainingMixin, Layer):
+    """A stack of layers: ``forward`` runs them in order, ``backward`` in reverse.
+
+    Parameters of the children are exposed by :meth:`named_parameters` as
+    ``"<layer name>.<key>"`` (nested models add their own prefix). Layers without
+    a name are named ``<snake_case class>_<index>``.
+    """
+
+    def __init__(self, layers=(), *, name=None, dtype=None, seed=None, input_shape=None,
+                 trainable=True):
+        self.layers: list[Layer] = []
+        super().__init__(name=name, dtype=dtype, seed=seed, trainable=trainable)
+        self.training = True
+        if not isinstance(layers, (list, tuple)):
+            raise TypeError(f"Sequential: 'layers' must be a list of layers; received "
+                            f"{describe(layers)}")
+        for layer in layers:
+            self.add(layer)
+        if input_shape is not None:
+            self.build(input_shape)
+
+    # ------------------------------------------------------------- structure
+    def add(self, layer):
+        if not isinstance(layer, Layer):
+            raise TypeError(f"Sequential.add: 'layer' must be a handgrad Layer; received "
+                            f"{describe(layer)}")
+        if layer.name is None:
+            layer.name = f"{snake_case(type(layer).__name__)}_{len(self.layers)}"
+        if any(other.name == layer.name for other in self.layers):
+            raise ValueError(f"Sequential.add: a layer named {layer.name!r} is already in the "
+                             f"model; layer names must be unique")
+        if any(other is layer for other in self.layers):
+            raise ValueError(f"Sequential.add: {layer.label} is already in the model")
+        if not self.trainable:
+            layer.trainable = False
+        self.layers.append(layer)
+        self.built = False
+        return self
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __getitem__(self, index):
+        if isinstance(index, str):
+            for layer in self.layers:
+                if layer.name == index:
+                    return layer
+            raise KeyError(f"Sequential: no layer named {index!r}")
+        return self.layers[index]
+
+    @property
+    def trainable(self):
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = value
+        for layer in self.layers:
+            layer.trainable = value
+
+    def get_config(self):
+        config = super().get_config()
+        config["layers"] = [{"class": type(layer).__name__, "config": layer.get_config()}
+                            for layer in self.layers]
+        if self.input_shape is not None:
+            config["input_shape"] = list(self.input_shape)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        children = []
+        for entry in config.pop("layers", []):
+            if entry.get("class") not in REGISTRY:
+                raise ValueError(f"Sequential.from_config: unknown layer class "
+                                 f"{entry.get('class')!r}; known: {sorted(REGISTRY)}")
+            children.append(REGISTRY[entry["class"]].from_config(entry["config"]))
+        return cls(children, **config)
+
+    # ------------------------------------------------------------------ build
+    def _build(self, input_shape, rng):
+        if not self.layers:
+            raise ValueError("Sequential: cannot build a model without layers")
+        shape = input_shape
+        for layer in self.layers:
+            if not layer.built:
+                layer.build(shape, rng=rng, dtype=self.dtype)
+            shape = layer.output_shape(shape)
+        self.output_shape_ = shape
+
+    def output_shape(self, input_shape):
+        self.ensure_built(input_shape)
+        shape = tuple(input_shape)
+        for layer in self.layers:
+            shape = layer.output_shape(shape)
+        return shape
+
+    # ------------------------------------------------------- forward/backward
+    def train(self):
+        """Training mode: ``forward`` keeps caches and dropout is active."""
+        self.training = True
+        return self
+
+    def eval(self):
+        """Inference mode: no caches, dropout off, batch-norm running statistics."""
+        self.training = False
+        return self
+
+    def forward(self, x, training=None):
+        training = self.training if training is None else training
+        if not self.built:
+            shape = getattr(x, "shape", None)
+            if shape is None or len(shape) < 1:
+                raise TypeError(f"{self.label}: 'x' must be an array with a batch axis; "
+                                f"received {describe(x)}")
+            self.ensure_built(shape[1:])
+        for layer in self.layers:
+            y = layer.forward(x, training=training)
+            if layer_base.anomaly_hook is not None:  # handgrad.inspect.detect_anomaly
+                layer_base.anomaly_hook(layer, "forward", x, y)
+            x = y
+        return x
+
+    def backward(self, dy):
+        for layer in reversed(self.layers):
+            dy = layer.backward(dy)
+        return dy
+
+    # ------------------------------------------------------------ parameters
+    def _children(self, method, *args):
+        merged = {}
+        for layer in self.layers:
+            for key, value in getattr(layer, method)(*args).items():
+                merged[f"{layer.name}.{key}"] = value
+        return merged
+
+    def named_parameters(self, trainable_only=False):
+        return self._children("named_parameters", trainable_only)
+
+    def named_gradients(self, trainable_only=False):
+        return self._children("named_gradients", trainable_only)
+
+    def named_buffers(self):
+        return self._children("named_buffers")
+
+    def count_params(self):
+        return sum(layer.count_params() for layer in self.layers)
+
+    def zero_grad(self):
+        for layer in self.layers:
+            layer.zero_grad()
+
+    def clear_caches(self):
+        for layer in self.layers:
+            layer.clear_caches()
+
+    def extra_state(self):
+        return {layer.name: state for layer in self.layers if (state := layer.extra_state())}
+
+    def load_extra_state(self, state):
+        for layer in self.layers:
+            if layer.name in state:
+                layer.load_extra_state(state[layer.name])
+
+    # --------------------------------------------------------------- summary
+    def summary(self, input_shape=None, print_fn=print):
+        """Print (and return) a table of layer, output shape, parameter count, parameter
+        memory and (for spatial inputs) receptive field; see :mod:`handgrad.inspect`.
+
+        Shapes are inferred without data; ``input_shape`` (per example) is needed
+        only if the model is not built yet.
+        """
+        if not self.built:
+            if input_shape is None:
+                raise ValueError(f"{self.label}.summary: the model is not built; pass "
+                                 f"input_shape (per example, e.g. (40, 1))")
+            self.build(input_shape)
+        text = summary_table(self)
+        if print_fn is not None:
+            print_fn(text)
+        return text

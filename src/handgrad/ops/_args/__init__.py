@@ -1,0 +1,1 @@
+"""Argument validation and geometry shared by the kernels and their loop twins."""

@@ -1,0 +1,54 @@
+"""Validation and geometry of pooling arguments (shared with the reference twins)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..._checks import float_array, int_tuple
+from ..._hyper import flag
+from .conv import LAYOUTS
+from .windows import Axis, check_not_empty, parse_padding, window_axes
+
+
+@dataclass(frozen=True)
+class PoolCall:
+    """A validated pooling call: the op's name, the input and one :class:`Axis` per
+    spatial axis."""
+
+    op: str
+    x: object
+    axes: tuple[Axis, ...]
+    pads: tuple[tuple[int, int], ...]
+
+
+def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -> PoolCall:
+    """Validate a pooling call. ``stride=None`` means ``stride = kernel_size``.
+
+    Numeric padding may be at most half the kernel on each side (as PyTorch), so
+    no window lies entirely in the padding. Only the batch axis of ``x`` may be empty.
+    """
+    x = check_not_empty(op, "x", float_array(op, "x", x, nd + 2, LAYOUTS[nd]), LAYOUTS[nd])
+    kernel = int_tuple(op, "kernel_size", kernel_size, nd)
+    stride = kernel if stride is None else int_tuple(op, "stride", stride, nd)
+    dilation = int_tuple(op, "dilation", dilation, nd)
+    if not isinstance(ceil_mode, bool):
+        raise TypeError(f"{op}: 'ceil_mode' must be a bool; received {ceil_mode!r}")
+    spatial = tuple(x.shape[1:-1])
+    pads = parse_padding(op, padding, nd, kernel, stride, dilation, spatial)
+    if not isinstance(padding, str):
+        for k, pair in zip(kernel, pads):
+            if max(pair) > k // 2:
+                raise ValueError(
+                    f"{op}: 'padding' must be at most half the kernel size (kernel_size "
+                    f"{kernel}, so at most {tuple(k // 2 for k in kernel)}); received "
+                    f"{padding!r}"
+                )
+    axes = window_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode)
+    return PoolCall(op, x, axes, pads)
+
+
+def prepare_global_pool(op, x, keepdims):
+    """Validate a global pooling call: x (N, L, C) or (N, H, W, C), only N may be 0."""
+    flag(op, "keepdims", keepdims)
+    layout = "(N, L, C) or (N, H, W, C)"
+    return check_not_empty(op, "x", float_array(op, "x", x, (3, 4), layout), layout)

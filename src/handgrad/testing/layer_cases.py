@@ -1,0 +1,222 @@
+"""Random layer configurations for gradient checking (``python -m handgrad gradcheck``
+and the layer contract tests): layer name -> ``draw(rng) -> (layer, input_shape)``."""
+
+from __future__ import annotations
+
+import inspect
+
+from .. import layers as L
+from ..model.sequential import Sequential
+
+F64 = "float64"
+
+
+def _pick(rng, options):
+    return options[int(rng.integers(len(options)))]
+
+
+def _conv(rank, transposed):
+    def draw(rng):
+        groups = _pick(rng, [1, 1, 2])
+        kernel = tuple(int(rng.integers(1, 4)) for _ in range(rank))
+        stride = tuple(int(rng.integers(1, 3)) for _ in range(rank))
+        dilation = tuple(int(rng.integers(1, 3)) for _ in range(rank))
+        spatial = tuple(int(rng.integers(5, 8)) for _ in range(rank))
+        channels, out = 2 * groups, 2 * groups
+        if transposed:
+            output_padding = tuple(int(rng.integers(0, max(s, d)))
+                                   for s, d in zip(stride, dilation))
+            cls = L.ConvTranspose1D if rank == 1 else L.ConvTranspose2D
+            layer = cls(out, kernel, stride=stride, padding=_pick(rng, [0, 1]),
+                        output_padding=output_padding, dilation=dilation, groups=groups,
+                        bias=bool(rng.integers(2)), dtype=F64)
+        else:
+            paddings = ["valid", "same", 1] + (["causal"] if rank == 1 else [])
+            cls = L.Conv1D if rank == 1 else L.Conv2D
+            layer = cls(out, kernel, stride=stride, padding=_pick(rng, paddings),
+                        dilation=dilation, groups=groups, bias=bool(rng.integers(2)), dtype=F64)
+        return layer, (*spatial, channels)
+
+    return draw
+
+
+def _pool(cls, rank, avg):
+    def draw(rng):
+        kernel = int(rng.integers(2, 4))
+        kwargs = {"stride": int(rng.integers(1, 3)), "padding": int(rng.integers(0, 2)),
+                  "ceil_mode": bool(rng.integers(2))}
+        if avg:
+            kwargs["count_include_pad"] = bool(rng.integers(2))
+        spatial = tuple(int(rng.integers(5, 8)) for _ in range(rank))
+        return cls(kernel, **kwargs), (*spatial, 3)
+
+    return draw
+
+
+def _simple(factory, shape):
+    return lambda rng: (factory(rng), shape)
+
+
+LAYER_CASES = {
+    "Conv1D": _conv(1, False),
+    "Conv2D": _conv(2, False),
+    "ConvTranspose1D": _conv(1, True),
+    "ConvTranspose2D": _conv(2, True),
+    "MaxPool1D": _pool(L.MaxPool1D, 1, False),
+    "MaxPool2D": _pool(L.MaxPool2D, 2, False),
+    "AvgPool1D": _pool(L.AvgPool1D, 1, True),
+    "AvgPool2D": _pool(L.AvgPool2D, 2, True),
+    "GlobalAvgPool1D": _simple(lambda rng: L.GlobalAvgPool1D(), (6, 3)),
+    "GlobalAvgPool2D": _simple(lambda rng: L.GlobalAvgPool2D(), (4, 5, 3)),
+    "GlobalMaxPool1D": _simple(lambda rng: L.GlobalMaxPool1D(), (6, 3)),
+    "GlobalMaxPool2D": _simple(lambda rng: L.GlobalMaxPool2D(keepdims=bool(rng.integers(2))),
+                               (4, 5, 3)),
+    "Dense": _simple(lambda rng: L.Dense(int(rng.integers(1, 5)), bias=bool(rng.integers(2)),
+                                         dtype=F64), (3, 4)),
+    "Flatten": _simple(lambda rng: L.Flatten(), (3, 2, 2)),
+    "Reshape": _simple(lambda rng: L.Reshape((4, -1)), (2, 6)),
+    "Dropout": _simple(lambda rng: L.Dropout(float(rng.uniform(0.1, 0.6)),
+                                             seed=int(rng.integers(1000))), (5, 4)),
+    "ReLU": _simple(lambda rng: L.ReLU(), (5, 4)),
+    "LeakyReLU": _simple(lambda rng: L.LeakyReLU(negative_slope=float(rng.uniform(0, 0.5))),
+                         (5, 4)),
+    "ELU": _simple(lambda rng: L.ELU(alpha=float(rng.uniform(0.5, 2))), (5, 4)),
+    "SELU": _simple(lambda rng: L.SELU(), (5, 4)),
+    "GELU": _simple(lambda rng: L.GELU(approximate=_pick(rng, ["none", "tanh"])), (5, 4)),
+    "Tanh": _simple(lambda rng: L.Tanh(), (5, 4)),
+    "Sigmoid": _simple(lambda rng: L.Sigmoid(), (5, 4)),
+    "Softplus": _simple(lambda rng: L.Softplus(beta=float(rng.uniform(0.5, 2))), (5, 4)),
+    "HardSigmoid": _simple(lambda rng: L.HardSigmoid(), (5, 4)),
+    "Softmax": _simple(lambda rng: L.Softmax(axis=_pick(rng, [-1, 1])), (5, 4)),
+    "LogSoftmax": _simple(lambda rng: L.LogSoftmax(axis=_pick(rng, [-1, 1])), (5, 4)),
+    "Identity": _simple(lambda rng: L.Identity(), (5, 4)),
+}
+
+
+# Attention and structure layers. Dropout stays 0 (the contract compares training and
+# evaluation outputs); WaveNetBlock drops its skip branch (skip_channels=0), whose weights
+# get no gradient through forward/backward alone (its skip path is tested in
+# tests/test_structure.py). Add, Multiply and Concatenate take a list of inputs, so
+# they are tested in tests/test_structure.py instead (MULTI_INPUT_LAYERS).
+def _attention(rng):
+    # The key bias gets an exactly-zero gradient (softmax ignores a per-row shift), which
+    # finite differences cannot check relatively: only the packed form (one b_in) has bias.
+    causal, embed, packed = bool(rng.integers(2)), _pick(rng, [4, 6]), bool(rng.integers(2))
+    layer = L.MultiHeadAttention(embed, _pick(rng, [1, 2]), bias=packed, packed=packed,
+                                 causal=causal, dtype=F64, seed=int(rng.integers(1000)))
+    return layer, (int(rng.integers(3, 6)), embed)
+
+
+def _residual(rng):
+    if rng.integers(2):  # identity shortcut
+        block = [L.Conv2D(3, 3, padding="same"), L.Tanh(), L.Conv2D(3, 3, padding="same")]
+        return L.Residual(Sequential(block), dtype=F64), (5, 4, 3)
+    block = [L.Conv2D(4, 3, stride=2, padding="same"), L.Tanh(), L.Conv2D(4, 3, padding=1)]
+    shortcut = L.Conv2D(4, 1, stride=2, bias=False)
+    return L.Residual(Sequential(block), shortcut, dtype=F64), (5, 4, 3)
+
+
+def _wavenet(rng):
+    channels = int(rng.integers(2, 4))
+    layer = L.WaveNetBlock(channels, int(rng.integers(1, 4)), int(rng.integers(1, 4)),
+                           skip_channels=0, dtype=F64)
+    return layer, (6, channels)
+
+
+LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
+                    "WaveNetBlock": _wavenet})
+MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate")
+
+
+# Normalization layers, with and without running statistics. Every statistic covers >= 4
+# values: with 2, the normalized output barely depends on x and finite differences of it
+# are noise.
+def _norm_case(factory, shapes):
+    def draw(rng):
+        return factory(rng), _pick(rng, shapes)
+
+    return draw
+
+
+def _flag(rng):
+    return bool(rng.integers(2))
+
+
+LAYER_CASES.update({
+    "BatchNorm": _norm_case(lambda rng: L.BatchNorm(affine=_flag(rng),
+                                                    track_running_stats=_flag(rng),
+                                                    dtype=F64), [(5, 3), (3, 4, 2)]),
+    "LayerNorm": _norm_case(lambda rng: L.LayerNorm(axes=_pick(rng, [1, 2]),
+                                                    elementwise_affine=_flag(rng),
+                                                    bias=_flag(rng), dtype=F64), [(3, 4)]),
+    "GroupNorm": _norm_case(lambda rng: L.GroupNorm(_pick(rng, [1, 2, 4]), affine=_flag(rng),
+                                                    dtype=F64), [(5, 4), (3, 2, 4)]),
+    "InstanceNorm": _norm_case(lambda rng: L.InstanceNorm(affine=_flag(rng),
+                                                          track_running_stats=_flag(rng),
+                                                          dtype=F64),
+                               [(5, 3), (3, 4, 2)]),
+})
+
+
+def _embedding(rng):
+    vocabulary = int(rng.integers(3, 9))
+    layer = L.Embedding(vocabulary, int(rng.integers(1, 5)),
+                        padding_idx=_pick(rng, [None, 0, -1]), dtype=F64)
+    return layer, _pick(rng, [(4,), (3, 2)])
+
+
+# Layers whose input is integer ids (no float input, no dx): the float-input contract cannot
+# drive them, so tests/test_embedding.py runs the contract for these draws instead.
+INTEGER_INPUT_CASES = {"Embedding": _embedding}
+
+
+# Recurrent layers: small sizes, random depth, direction, bias and output mode.
+def _recurrent(cls):
+    def draw(rng):
+        kwargs = {"num_layers": _pick(rng, [1, 2]), "bias": _flag(rng),
+                  "return_sequences": _flag(rng), "dtype": F64}
+        if cls is L.RNN:
+            kwargs["nonlinearity"] = _pick(rng, ["tanh", "relu"])
+        if cls is not L.BiLSTM:
+            kwargs["bidirectional"] = _flag(rng)
+        return cls(int(rng.integers(2, 4)), **kwargs), (int(rng.integers(3, 6)), 3)
+
+    return draw
+
+
+LAYER_CASES.update({name: _recurrent(getattr(L, name))
+                    for name in ("RNN", "LSTM", "GRU", "BiLSTM")})
+
+
+def _seeded(draw):
+    """The same draw, with a parameter seed taken from ``rng`` too, so that a layer
+    built lazily from its first input gets the same weights for the same ``rng``."""
+
+    def seeded_draw(rng):
+        layer, shape = draw(rng)
+        parameters = inspect.signature(type(layer)).parameters.values()
+        takes_seed = any(p.name == "seed" or p.kind is p.VAR_KEYWORD for p in parameters)
+        if takes_seed and layer.seed is None:
+            layer.seed = int(rng.integers(2**31))
+        return layer, shape
+
+    return seeded_draw
+
+
+LAYER_CASES = {name: _seeded(draw) for name, draw in LAYER_CASES.items()}
+
+
+def _nested(entry) -> str:
+    """A nested layer config ({"class", "config"}) as "Class" or "Sequential[A, B]"."""
+    children = entry["config"].get("layers")
+    return entry["class"] + (f"[{', '.join(map(_nested, children))}]" if children else "")
+
+
+def describe_layer(layer) -> str:
+    """The non-default parts of a layer's config, for tables."""
+    config = {k: _nested(v) if isinstance(v, dict) and "class" in v else v
+              for k, v in layer.get_config().items()
+              if k not in ("name", "trainable", "dtype", "kernel_initializer",
+                           "bias_initializer", "seed") and v is not None}
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in config.items())

@@ -1,0 +1,19 @@
+"""Training: the fit loop (:mod:`.loop`), callbacks, metrics and the progress bar."""
+
+from .callbacks import (
+    Callback,
+    EarlyStopping,
+    GradientNormLogger,
+    History,
+    LearningRateScheduler,
+    ModelCheckpoint,
+    TerminateOnNaN,
+)
+from .loop import NonFiniteLossError, TrainingMixin
+from .metrics import confusion_counts
+
+__all__ = [
+    "Callback", "EarlyStopping", "GradientNormLogger", "History", "LearningRateScheduler",
+    "ModelCheckpoint", "NonFiniteLossError", "TerminateOnNaN", "TrainingMixin",
+    "confusion_counts",
+]
