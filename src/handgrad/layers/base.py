@@ -165,6 +165,20 @@ class Layer:
         raise NotImplementedError
 
     # ------------------------------------------------------------ parameters
+    # ------------------------------------------------------------- children
+    def children(self):
+        """``(name, layer)`` for each direct sub-layer, in order; a container (a model,
+        a residual block) overrides this and the protocol below does the rest."""
+        return iter(())
+
+    def walk(self, prefix=""):
+        """``(path, layer)`` for this layer and every nested one, depth first; paths join
+        the children's names with dots, as in :meth:`named_parameters` (``"block.conv"``);
+        this layer's own path is ``prefix`` (``""`` at the top)."""
+        yield prefix, self
+        for name, child in self.children():
+            yield from child.walk(f"{prefix}.{name}" if prefix else name)
+
     def zero_grad(self):
         for grad in self.gradients.values():
             grad.fill(0)
