@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _special
+from handgrad.ops import special as _special
 from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
 
 from tolerances import activation_bounds, assert_entries_close

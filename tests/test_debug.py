@@ -155,6 +155,66 @@ def test_layers_overriding_forward_are_checked_by_sequential():
     assert error.layer is model["own"] and "OwnForward 'own'" in str(error)
 
 
+class Passthrough(L.Layer):
+    """A finite layer overriding ``forward`` itself (so only its container reports it)."""
+
+    def _forward(self, x, training):
+        return x * 1.0, None
+
+    def forward(self, x, training=True):
+        self.ensure_built(x.shape[1:])
+        if training:
+            self._caches.append(None)
+        return x * 1.0
+
+    def _backward(self, dy, cache):
+        return dy * 1.0, {}
+
+
+def checks(model, x):
+    """[(layer name, pass)] of every call of the anomaly checker during one forward and
+    one backward of ``model`` (a spy around the installed checker)."""
+    calls = []
+    with detect_anomaly(model):
+        checker = base.anomaly_hook
+
+        def spy(layer, pass_name, upstream, produced):
+            calls.append((layer.name, pass_name))
+            checker(layer, pass_name, upstream, produced)
+
+        base.anomaly_hook = spy
+        y = model.forward(x)
+        model.backward(np.ones_like(y))
+    assert base.anomaly_hook is None
+    return calls
+
+
+def test_each_activation_is_checked_once_in_a_sequential():
+    inner = Sequential([L.Dense(4, name="fc"), L.ReLU(name="relu"), Passthrough(name="own")],
+                       name="inner")
+    model = Sequential([L.Dense(4, name="stem"), inner, L.Dense(2, name="head")],
+                       input_shape=(3,), dtype="float64", seed=0)
+    calls = checks(model, np.ones((2, 3)))
+    assert [name for name, p in calls if p == "forward"] == ["stem", "fc", "relu", "own",
+                                                             "head"]
+    assert [name for name, p in calls if p == "backward"] == ["head", "own", "relu", "fc",
+                                                              "stem"]
+
+
+def test_each_activation_is_checked_once_in_a_residual():
+    block = Sequential([L.Dense(4, name="fc"), L.ReLU(name="relu")], name="inner")
+    residual = L.Residual(block, L.Dense(4, name="proj"), name="res", dtype="float64",
+                          seed=0)
+    calls = checks(residual, np.ones((2, 4)))
+    assert calls == [("fc", "forward"), ("relu", "forward"), ("proj", "forward"),
+                     ("res", "forward"), ("relu", "backward"), ("fc", "backward"),
+                     ("proj", "backward"), ("res", "backward")]
+    model = Sequential([residual, L.Tanh(name="tanh")])
+    calls = checks(model, np.ones((2, 4)))
+    assert [name for name, p in calls if p == "forward"] == ["fc", "relu", "proj", "res",
+                                                             "tanh"]
+
+
 def test_finite_values_pass_and_results_are_unchanged():
     x, labels = data(8)
     plain, checked = mlp(), mlp()

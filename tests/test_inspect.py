@@ -24,12 +24,13 @@ from handgrad.inspect import (
     next_field,
     parameter_bytes,
     receptive_fields,
-    walk,
 )
 from handgrad.model import Sequential
 from handgrad.testing import assert_close
 from handgrad.training.callbacks import GradientNormLogger, layer_gradient_norms
 from handgrad.training.metrics import confusion_counts
+
+from custom_layers import Doubled
 
 
 def fields(layers, input_shape):
@@ -112,6 +113,29 @@ class Custom(L.Layer):
 
 def test_unknown_layers_are_not_guessed():
     assert fields([L.Conv1D(2, 3), Custom()], (10, 1)) == ["3 (jump 1)", "n/a"]
+    # a container is followed step by step only when it says it is a chain
+    doubled = Doubled(L.Conv1D(2, 3, padding=1))
+    assert fields([L.Conv1D(2, 3), doubled], (10, 2)) == ["3 (jump 1)", "n/a"]
+    assert conv_layers(Sequential([doubled])) == [doubled.inner]
+
+
+class WideConv(L.Conv1D):
+    pass
+
+
+class Norm(L.LayerNorm):
+    pass
+
+
+class Memory(L.GRU):
+    pass
+
+
+def test_subclasses_follow_their_family():
+    # a convolution's window, a normalization's point-wise rule, a recurrent layer's
+    # whole input: recognized by the family base class, whatever the class is called
+    assert fields([WideConv(2, 3), Norm(), WideConv(2, 3, dilation=2), Memory(3)],
+                  (12, 1)) == ["3 (jump 1)", "3 (jump 1)", "7 (jump 1)", "whole input"]
 
 
 def test_inputs_without_spatial_axes_have_no_field():
@@ -125,6 +149,9 @@ def test_receptive_fields_needs_a_built_sequential():
         receptive_fields(Sequential([L.Conv1D(2, 3)]))
     with pytest.raises(ValueError, match="receptive_fields"):
         receptive_fields(L.Conv1D(2, 3))
+    residual = L.Residual(L.Conv1D(2, 3, padding=1)).build((8, 2))  # branches, not a chain
+    with pytest.raises(ValueError, match="receptive_fields: 'model' must be a built Sequential"):
+        receptive_fields(residual)
 
 
 def gradient_extent(model, length, position):
@@ -199,7 +226,7 @@ def test_walk_gives_parameter_style_paths():
     inner = Sequential([L.Conv1D(2, 3, padding=1, name="c")], name="inner")
     model = Sequential([L.Conv1D(2, 3, name="c"), L.Residual(inner, name="res"),
                         L.Flatten(name="f")], input_shape=(10, 2), seed=0)
-    paths = [path for path, _ in walk(model)]
+    paths = [path for path, _ in model.walk()]
     assert paths == ["", "c", "res", "res.block", "res.block.c", "f"]
     assert conv_layers(model) == [model["c"], inner["c"]]
     prefixes = {key.rpartition(".")[0] for key in model.named_parameters()}

@@ -18,6 +18,7 @@ from handgrad.io import safetensors as _safetensors  # noqa: E402
 from handgrad.model import Sequential  # noqa: E402
 from handgrad.testing import assert_close  # noqa: E402
 
+from custom_layers import Doubled  # noqa: E402
 from tolerances_composite import network_bounds  # noqa: E402
 
 
@@ -364,6 +365,10 @@ def test_layers_without_a_torch_twin_and_bad_arguments():
     with pytest.raises(ValueError, match="LayerNorm 'layer_norm_1' normalizes some but not "
                                          "all axes"):
         from_torch({}, partial)
+    doubled = Sequential([Doubled(L.Dense(2))], input_shape=(2,), seed=0)
+    with pytest.raises(ValueError, match=r"Doubled 'doubled_0' \(Doubled\) has no torch "
+                                         r"twin \(interop enters Sequential and Residual\)"):
+        to_torch_state_dict(doubled)
     with pytest.raises(ValueError, match="from_torch: the model is not built"):
         from_torch({}, Sequential([L.Dense(2)]))
     with pytest.raises(TypeError, match="from_torch: 'source' must be a torch module, a "

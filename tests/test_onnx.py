@@ -19,6 +19,7 @@ from handgrad.io import export_onnx, save  # noqa: E402
 from handgrad.model import Sequential  # noqa: E402
 from handgrad.testing import assert_close  # noqa: E402
 
+from custom_layers import Doubled  # noqa: E402
 from tolerances_composite import network_bounds  # noqa: E402
 
 try:
@@ -206,6 +207,45 @@ def test_identity_model_and_unbuilt_model_with_input_shape():
 def test_unsupported_layer_is_named():
     model = Sequential([L.WaveNetBlock(2)], input_shape=(5, 2), seed=0)
     with pytest.raises(ValueError, match=r"export_onnx: WaveNetBlock 'wave_net_block_0'"):
+        export_onnx(model, None)
+
+
+def _cube(x):
+    return x**3, x
+
+
+def _cube_backward(dy, x):
+    return 3 * x**2 * dy
+
+
+class Cube(L.Activation):
+    """An activation whose kernel has no ONNX twin."""
+
+    forward_op = staticmethod(_cube)
+    backward_op = staticmethod(_cube_backward)
+
+
+class Rectifier(L.ReLU):
+    """A subclass of a built-in activation: exported by its family and its kernel."""
+
+
+def test_activations_export_by_kernel_and_unknown_kernels_are_named():
+    model = Sequential([L.Dense(3), Rectifier()], input_shape=(2,), seed=0)
+    x = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
+    proto = export_onnx(model, None)
+    assert [n.op_type for n in proto.graph.node][-1] == "Relu"
+    # relu(x W + b): 2 products and the bias per output
+    assert_close(run_reference(proto, x), model.predict(x), dtype=np.float32, terms=3)
+    cube = Sequential([L.Dense(3), Cube(name="cube")], input_shape=(2,), seed=0)
+    with pytest.raises(ValueError, match=r"export_onnx: Cube 'cube' \(Cube\) has no ONNX "
+                                         r"export"):
+        export_onnx(cube, None)
+
+
+def test_containers_that_are_not_chains_are_named():
+    model = Sequential([Doubled(L.Dense(2, name="inner"))], input_shape=(2,), seed=0)
+    with pytest.raises(ValueError, match=r"export_onnx: Doubled 'doubled_0' \(Doubled\) has "
+                                         r"no ONNX export"):
         export_onnx(model, None)
 
 

@@ -184,10 +184,11 @@ def test_residual_parameters_are_the_childrens_arrays_with_prefixes():
     model = basic_block(4, stride=2)
     model.build((6, 6, 3))
     res = model["res"]
-    assert set(res.parameters) == {"block.conv1.W", "block.conv1.b", "block.conv2.W",
-                                   "block.conv2.b", "shortcut.W"}
-    assert res.parameters["block.conv1.W"] is res.block["conv1"].parameters["W"]
-    assert res.gradients["shortcut.W"] is res.shortcut.gradients["W"]
+    assert set(res.named_parameters()) == {"block.conv1.W", "block.conv1.b", "block.conv2.W",
+                                           "block.conv2.b", "shortcut.W"}
+    assert res.named_parameters()["block.conv1.W"] is res.block["conv1"].parameters["W"]
+    assert res.named_gradients()["shortcut.W"] is res.shortcut.gradients["W"]
+    assert res.parameters == {} and res.gradients == {}  # a container holds no arrays
     assert "res.shortcut.W" in model.named_parameters()
     assert res.count_params() == 3 * 3 * 3 * 4 + 4 + 3 * 3 * 4 * 4 + 4 + 3 * 4
     res.trainable = False

@@ -6,7 +6,7 @@ layers and ``Sequential`` the model with its training loop.
 """
 
 from . import layers, ops
-from .model.sequential import Sequential
+from .model import Input, Model, Sequential
 
 __version__ = "0.1.0"
-__all__ = ["Sequential", "layers", "ops"]
+__all__ = ["Input", "Model", "Sequential", "layers", "ops"]

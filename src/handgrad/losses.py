@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from ._checks import array_module, choice, describe, float_array, same_dtype
 from ._hyper import number
-from .ops import _special
-from .ops.softmax import log_softmax_values
+from .ops import special
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -114,7 +113,7 @@ def softmax_cross_entropy(logits, labels, *, label_smoothing=0.0, reduction="mea
         )
     if eps > 0.0:
         targets = targets * (1.0 - eps) + eps / logits.shape[-1]
-    log_p = log_softmax_values(xp, logits, -1)
+    log_p = special.log_softmax(xp, logits, -1)
     values = -xp.sum(targets * log_p, axis=-1)
     grad = xp.exp(log_p) * xp.sum(targets, axis=-1, keepdims=True) - targets
     return _reduce(op, values, grad, reduction)
@@ -142,8 +141,8 @@ def binary_cross_entropy(logits, targets, *, reduction="mean"):
     """
     op = "binary_cross_entropy"
     xp, z, t = _pair(op, logits, targets, "logits", "targets")
-    values = _special.softplus(xp, z) - t * z
-    return _reduce(op, values, _special.sigmoid(xp, z) - t, reduction)
+    values = special.softplus(xp, z) - t * z
+    return _reduce(op, values, special.sigmoid(xp, z) - t, reduction)
 
 
 def mse(pred, target, *, reduction="mean"):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import __version__, optimizers, schedulers
 from ..io.checkpoint import save
-from ..ops._engine import dispatch as _accel
+from ..ops import compiled_kernels_available, compiled_kernels_enabled
 from ..training.callbacks import History, LearningRateScheduler
 from ..zoo import networks as zoo
 from .args import DEFAULTS, RUN_ERRORS, UsageError, load_dataset, reason
@@ -97,12 +97,13 @@ def _output_dir(args):
 def _environment():
     """Versions and whether the compiled (numba) kernels were on, for metrics.json."""
     try:
-        numba_version = importlib.metadata.version("numba") if _accel.available() else None
+        available = compiled_kernels_available()
+        numba_version = importlib.metadata.version("numba") if available else None
     except importlib.metadata.PackageNotFoundError:
         numba_version = None
     return {"handgrad": __version__, "numpy": np.__version__, "numba": numba_version,
             "python": platform.python_version(),
-            "compiled_kernels": bool(_accel.available() and _accel.enabled())}
+            "compiled_kernels": compiled_kernels_enabled()}
 
 
 def _fit_examples(dataset, split):

@@ -12,11 +12,10 @@ from .summary import (
     parameter_bytes,
     receptive_fields,
     summary_table,
-    walk,
 )
 
 __all__ = [
     "AnomalyError", "ReceptiveField", "conv_layers", "detect_anomaly", "format_bytes",
     "gradient_probe", "next_field", "parameter_bytes", "receptive_fields", "save_pictures",
-    "summary_table", "walk",
+    "summary_table",
 ]

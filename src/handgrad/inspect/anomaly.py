@@ -3,12 +3,17 @@ an infinity, in the forward or the backward pass.
 
 How it works: ``handgrad.layers.base.anomaly_hook`` is ``None`` in normal runs (one
 global lookup per ``forward``/``backward``, nothing else). Inside the context manager
-it is a checker called by ``Layer.forward`` with the layer's input and output, by
-``Sequential.forward`` for each child (so layers that override ``forward`` are
-covered too) and by ``Layer.backward`` with ``dy`` and ``(dx, parameter gradients)``
-before the gradients are accumulated. Layers are checked as they run, so the first
-error names the first offending layer: in the forward pass the one nearest the input,
-in the backward pass the one nearest the loss.
+it is a checker called by ``Layer.forward`` with the layer's input and output, by the
+containers (``Sequential``, a graph ``Model``) for each child whose own ``forward``
+does not (:func:`reports_itself`: layers that override ``forward``, such as recurrent
+and attention layers), and by ``Layer.backward`` with ``dy`` and ``(dx, parameter
+gradients)`` before the gradients are accumulated. A container's output is its
+children's, so it is not checked again: each activation is checked once. Layers are
+checked as they run, so the first error names the first offending layer: in the
+forward pass the one nearest the input, in the backward pass the one nearest the loss.
+In a graph ``Model`` the error also names the node (the layer call, with
+:func:`handgrad.layers.symbolic.call_labels`: ``name[k]`` for call ``k`` of a shared
+layer) and the tensors it was called on (:func:`at_node`).
 """
 
 from __future__ import annotations
@@ -17,16 +22,60 @@ import contextlib
 
 from .._checks import array_module
 from ..layers import base
+from ..layers.symbolic import call_labels, tensor_labels
 
 
 class AnomalyError(FloatingPointError):
     """A layer produced NaN or inf. ``layer`` is the layer object, ``pass_name``
     ``"forward"`` or ``"backward"``, ``what`` the offending value (``"output"``,
-    ``"dx"``, ``"gradient 'W'"``), ``path`` its path in the model (or None)."""
+    ``"dx"``, ``"gradient 'W'"``), ``path`` its path in the model (or None). In a graph
+    ``Model``, ``node`` is the innermost graph node (layer call) that raised and ``call``
+    its call label (``"shared[1]"``: the second call of the shared layer ``shared``);
+    both are None outside graphs."""
 
     def __init__(self, message, layer, pass_name, what, path=None):
         super().__init__(message)
         self.layer, self.pass_name, self.what, self.path = layer, pass_name, what, path
+        self.node = self.call = None
+
+
+def reports_anomalies(forward):
+    """Mark a container's ``forward`` whose output is one of its children's outputs,
+    which the children report: a container holding it need not report it again."""
+    forward.reports_anomalies = True
+    return forward
+
+
+def reports_itself(layer) -> bool:
+    """Whether ``layer.forward`` gives its output to ``anomaly_hook`` itself, so that
+    the container running it need not: ``Layer.forward`` does, and so do the forwards
+    marked with :func:`reports_anomalies` (``Sequential``, ``Model``). Layers that
+    override ``forward`` otherwise (recurrent, attention, embedding, user layers) do
+    not."""
+    forward = type(layer).forward
+    return forward is base.Layer.forward or getattr(forward, "reports_anomalies", False)
+
+
+def _ordinal(n):
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def at_node(error, model, node):
+    """Add to ``error`` (an :class:`AnomalyError` raised while the graph ``model`` ran
+    ``node``) which node it was: its index, its call label, which call of a shared layer
+    and the tensors it was called on. An error from a nested graph keeps its inner node
+    and adds each outer one."""
+    label = call_labels(model.nodes)[id(node)]
+    calls = [other for other in model.nodes if other.layer is node.layer]
+    which = (f", the {_ordinal(calls.index(node) + 1)} of {len(calls)} calls of the shared "
+             f"{node.layer.label}" if len(calls) > 1 else "")
+    sources = tensor_labels(model)
+    on = ", ".join(repr(sources[t.uid]) for t in node.inputs)
+    error.args = (f"{error.args[0]}; at node {model.nodes.index(node)} {label!r} of "
+                  f"{model.label}{which}, called on {on}", *error.args[1:])
+    if error.node is None:
+        error.node, error.call = node, label
+    return error
 
 
 def _arrays(value, label):
@@ -96,9 +145,7 @@ def detect_anomaly(model=None, enabled=True):
     """
     paths = {}
     if model is not None:
-        from .summary import walk
-
-        paths = {id(layer): path for path, layer in walk(model) if path}
+        paths = {id(layer): path for path, layer in model.walk() if path}
     previous = base.anomaly_hook
     base.anomaly_hook = _Checker(paths) if enabled else None
     try:

@@ -12,8 +12,9 @@ import math
 import numpy as np
 
 from .._checks import describe, is_int
+from ..layers import Layer
 from ..training.metrics import confusion_counts
-from .summary import conv_layers
+from .summary import chain_children, conv_layers
 
 
 def _figure(width, height):
@@ -83,13 +84,13 @@ def filters(model, max_filters=64):
 
     op = "filters"
     _check_max(op, "max_filters", max_filters)
-    convs = conv_layers(model) if hasattr(model, "named_parameters") else []
+    convs = conv_layers(model) if isinstance(model, Layer) else []
     if not convs or not convs[0].built:
         raise ValueError(f"{op}: 'model' must be a built convolution layer or a built model "
                          f"holding one; received {describe(model)}")
     conv = convs[0]
     weight = np.asarray(conv.parameters["W"], dtype=np.float64)
-    if getattr(conv, "transposed", False):
+    if conv.transposed:
         weight = np.swapaxes(weight, -1, -2)
     *_, c_in, c_out = weight.shape  # c_in is per group
     if conv.rank == 1:
@@ -144,7 +145,7 @@ def feature_maps(model, x, max_channels=16):
     """
     op = "feature_maps"
     _check_max(op, "max_channels", max_channels)
-    if not (getattr(model, "built", False) and hasattr(model, "layers")):
+    if not (isinstance(model, Layer) and model.built and chain_children(model)):
         raise ValueError(f"{op}: 'model' must be a built Sequential; received "
                          f"{describe(model)}")
     x = np.asarray(x) if isinstance(x, (list, tuple)) else x
@@ -206,8 +207,8 @@ def _panel(label, fmap, max_channels):
 def _collect(model, x, maps):
     """Run ``model`` step by step (inference mode), keeping conv outputs in ``maps``."""
     convs = {id(layer) for layer in conv_layers(model)}
-    for layer in model.layers:
-        if hasattr(layer, "layers"):
+    for _, layer in chain_children(model):
+        if chain_children(layer):
             x = _collect(layer, x, maps)
             continue
         x = layer.forward(x, training=False)

@@ -13,6 +13,16 @@ Padding moves the window but does not change its size. Point-wise layers (activa
 dropout, dense on the channel axis, normalization, whose pooled statistics are ignored
 as is usual) keep the field; flatten, reshape, global pools, attention and recurrent
 layers see the whole input; a transposed convolution has no single window ("n/a").
+In a graph ``Model`` the fields follow the tensors: a merge of branches (``Add``,
+``Multiply``, ``Concatenate`` on the channel axis) has the largest of their windows (as a
+``Residual``), attention over several inputs sees them whole.
+
+The summary table has one row per layer of a ``Sequential``, or one row per node (layer
+call) of a graph ``Model``, with a "Connected to" column: the inputs of the call, by Input
+name or by the label of the call that made them (``name``, ``name[k]`` for the call
+``k`` of a shared layer, ``label:i`` for output ``i`` of a call with several). A shared
+layer's parameters are counted at its first call (its later calls show 0) and once in
+the totals.
 """
 
 from __future__ import annotations
@@ -20,12 +30,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import describe, is_int
-from ..layers.base import Layer
+from ..layers import (
+    Activation,
+    Add,
+    Concatenate,
+    ConvND,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalPool,
+    Layer,
+    MultiHeadAttention,
+    Multiply,
+    Normalization,
+    Pool,
+    Recurrent,
+    Reshape,
+    Residual,
+)
+from ..layers.symbolic import GraphNetwork, call_labels
 
-# Layers are recognized by the class names in their MRO, so subclasses are covered.
-POINTWISE = ("Activation", "Dropout", "Dense", "BatchNorm", "LayerNorm", "GroupNorm",
-             "InstanceNorm")
-WHOLE_INPUT = ("Flatten", "Reshape", "GlobalPool", "MultiHeadAttention", "Recurrent")
+# Layer families by their field rule (isinstance, so subclasses are covered).
+POINTWISE = (Activation, Dropout, Dense, Normalization)
+WHOLE_INPUT = (Flatten, Reshape, GlobalPool, MultiHeadAttention, Recurrent)
 
 
 @dataclass(frozen=True)
@@ -52,8 +79,11 @@ def input_field(input_shape) -> ReceptiveField:
         else ReceptiveField("none")
 
 
-def _is(layer, names):
-    return any(cls.__name__ in names for cls in type(layer).__mro__)
+def chain_children(layer) -> list:
+    """``[(name, child)]`` of a container whose forward runs its children one after the
+    other (``layer.chain``: a ``Sequential``); ``[]`` for a leaf and for the containers
+    that are not chains (a ``Residual``'s branches add; a graph model is "n/a")."""
+    return list(layer.children()) if layer.chain else []
 
 
 def _per_axis(value, default, rank):
@@ -63,7 +93,7 @@ def _per_axis(value, default, rank):
 
 def _window(layer, rank):
     """(kernel, stride, dilation) per axis of a window layer, or None."""
-    pool = isinstance(getattr(layer, "kwargs", None), dict)
+    pool = isinstance(layer, Pool)  # convolutions and custom layers: their attributes
     config = layer.kwargs if pool else vars(layer)
     if "kernel_size" not in config:
         return None
@@ -89,18 +119,23 @@ def next_field(layer, field: ReceptiveField) -> ReceptiveField:
     """The receptive field after ``layer`` given the field of its input."""
     if field.kind == "none":
         return field
-    if _is(layer, ("Sequential",)):
-        for child in layer.layers:
-            field = next_field(child, field)
-        return field
-    if _is(layer, ("Residual",)):
+    if isinstance(layer, Residual):
         short = field if layer.shortcut is None else next_field(layer.shortcut, field)
         return _merge([next_field(layer.block, field), short])
-    if _is(layer, WHOLE_INPUT):
+    if isinstance(layer, GraphNetwork):
+        if not layer.single_input:
+            return ReceptiveField("n/a")
+        return graph_fields(layer, [field])[layer.outputs[0].uid]
+    steps = chain_children(layer)
+    if steps:
+        for _, child in steps:
+            field = next_field(child, field)
+        return field
+    if isinstance(layer, WHOLE_INPUT):
         return ReceptiveField("whole")
     if field.kind != "window":
         return field
-    if getattr(layer, "transposed", False):
+    if isinstance(layer, ConvND) and layer.transposed:
         return ReceptiveField("n/a")
     window = _window(layer, len(field.size))
     if window is not None:
@@ -108,18 +143,52 @@ def next_field(layer, field: ReceptiveField) -> ReceptiveField:
                      zip(field.size, field.jump, zip(*window)))
         return ReceptiveField("window", size, tuple(j * s for j, s in
                                                     zip(field.jump, window[1])))
-    return field if _is(layer, POINTWISE) else ReceptiveField("n/a")
+    return field if isinstance(layer, POINTWISE) else ReceptiveField("n/a")
+
+
+def _node_fields(node, given) -> list:
+    """The fields of the outputs of one graph call given those of its inputs."""
+    layer = node.layer
+    if isinstance(layer, GraphNetwork):
+        inner = graph_fields(layer, given)
+        return [inner[t.uid] for t in layer.outputs]
+    if len(given) == 1:
+        return [next_field(layer, given[0])] * len(node.outputs)
+    if all(f.kind == "none" for f in given):
+        return [given[0]] * len(node.outputs)
+    rank = len(node.inputs[0].shape) + 1  # with the batch axis
+    channels = isinstance(layer, Concatenate) and layer.axis % rank == rank - 1
+    if isinstance(layer, (Add, Multiply)) or channels:
+        return [_merge(given)]
+    kind = "whole" if isinstance(layer, MultiHeadAttention) else "n/a"
+    return [ReceptiveField(kind)] * len(node.outputs)
+
+
+def graph_fields(model, inputs) -> dict:
+    """``{tensor uid: ReceptiveField}`` for every tensor of the graph ``model`` given the
+    fields of its inputs (a list in input order)."""
+    fields = {t.uid: field for t, field in zip(model.inputs, inputs)}
+    for node in model.nodes:
+        outs = _node_fields(node, [fields[t.uid] for t in node.inputs])
+        fields.update((t.uid, field) for t, field in zip(node.outputs, outs))
+    return fields
 
 
 def receptive_fields(model) -> list:
-    """``[(layer name, ReceptiveField)]`` for the layers of a built ``Sequential``."""
-    if not getattr(model, "built", False) or not hasattr(model, "layers"):
-        raise ValueError(f"receptive_fields: 'model' must be a built Sequential; received "
-                         f"{describe(model)}")
+    """``[(layer name, ReceptiveField)]`` for the layers of a built ``Sequential``, or
+    ``[(call label, field of its first output)]`` for the nodes of a graph ``Model``."""
+    if isinstance(model, GraphNetwork):
+        fields = graph_fields(model, [input_field(t.shape) for t in model.inputs])
+        labels = call_labels(model.nodes)
+        return [(labels[id(node)], fields[node.outputs[0].uid]) for node in model.nodes]
+    steps = chain_children(model) if isinstance(model, Layer) and model.built else []
+    if not steps:
+        raise ValueError(f"receptive_fields: 'model' must be a built Sequential or a graph "
+                         f"Model; received {describe(model)}")
     field, rows = input_field(model.input_shape), []
-    for layer in model.layers:
+    for name, layer in steps:
         field = next_field(layer, field)
-        rows.append((layer.name, field))
+        rows.append((name, field))
     return rows
 
 
@@ -138,23 +207,15 @@ def format_bytes(count) -> str:
             return f"{count:.1f} {unit}"
 
 
-def summary_table(model) -> str:
-    """The text of ``Sequential.summary``: per layer the output shape, parameter count,
-    parameter memory and (for spatial inputs) receptive field, then the totals."""
-    fields = receptive_fields(model)
-    spatial = fields and fields[0][1].kind != "none"
-    rows = [("Layer (type)", "Output shape", "Params", "Memory", "Receptive field")]
-    shape = model.input_shape
-    for layer, (_, field) in zip(model.layers, fields):
-        shape = layer.output_shape(shape)
-        rows.append((f"{layer.name} ({type(layer).__name__})", str((None, *shape)),
-                     f"{layer.count_params():,}", format_bytes(parameter_bytes(layer)),
-                     str(field)))
-    rows = [row if spatial else row[:-1] for row in rows]
+def _shape(shape):
+    return str((None, *shape))
+
+
+def _table(title, rows, align, model) -> str:
+    """The rows under ``title`` (the first row is the header), then the totals."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    align = ["<", "<", ">", ">", "<"]
     rule = "-" * (sum(widths) + 2 * (len(widths) - 1))
-    lines = [f"Model: {model.name or 'sequential'}   input {(None, *model.input_shape)}", rule]
+    lines = [title, rule]
     for i, row in enumerate(rows):
         lines.append("  ".join(f"{v:{a}{w}}" for v, a, w in zip(row, align, widths)).rstrip())
         if i == 0:
@@ -167,18 +228,70 @@ def summary_table(model) -> str:
     return "\n".join(lines)
 
 
-def walk(layer, prefix=""):
-    """``(path, layer)`` for ``layer`` and every layer nested in it, depth first; paths
-    join names as in ``named_parameters`` (``"block.conv"``)."""
-    yield prefix, layer
-    for key, value in vars(layer).items():
-        children = value if isinstance(value, list) else [value]
-        for child in children:
-            if isinstance(child, Layer) and child is not layer:
-                name = (child.name or key) if isinstance(value, list) else key
-                yield from walk(child, f"{prefix}.{name}" if prefix else name)
+def _graph_table(model) -> str:
+    """One row per node: label (type), output shape(s), parameters (at the first call of
+    a layer), memory, the calls it is connected to and the receptive field."""
+    labels, fields = call_labels(model.nodes), receptive_fields(model)
+    sources = {t.uid: name for name, t in zip(model.input_names, model.inputs)}
+    for node in model.nodes:
+        for t in node.outputs:
+            several = len(node.outputs) > 1
+            sources[t.uid] = f"{labels[id(node)]}:{t.index}" if several else labels[id(node)]
+    spatial = any(input_field(t.shape).kind != "none" for t in model.inputs)
+    rows, seen = [("Layer (type)", "Output shape", "Params", "Memory", "Connected to",
+                   "Receptive field")], set()
+    for node, (_, field) in zip(model.nodes, fields):
+        layer = node.layer
+        first = id(layer) not in seen
+        seen.add(id(layer))
+        rows.append((f"{labels[id(node)]} ({type(layer).__name__})",
+                     ", ".join(_shape(t.shape) for t in node.outputs),
+                     f"{layer.count_params() if first else 0:,}",
+                     format_bytes(parameter_bytes(layer) if first else 0),
+                     ", ".join(sources[t.uid] for t in node.inputs), str(field)))
+    rows = [row if spatial else row[:-1] for row in rows]
+    inputs = ", ".join(f"{name} {_shape(t.shape)}" for name, t in
+                       zip(model.input_names, model.inputs))
+    title = (f"Model: {model.name or 'model'}   inputs {inputs}   outputs "
+             f"{', '.join(model.output_names)}")
+    return _table(title, rows, ["<", "<", ">", ">", "<", "<"], model)
+
+
+def summary_table(model) -> str:
+    """The text of ``summary()``: per layer of a ``Sequential`` (per node of a graph
+    ``Model``, with the "Connected to" column) the output shape, parameter count,
+    parameter memory and (for spatial inputs) receptive field, then the totals."""
+    if isinstance(model, GraphNetwork):
+        return _graph_table(model)
+    fields = receptive_fields(model)
+    spatial = fields and fields[0][1].kind != "none"
+    rows = [("Layer (type)", "Output shape", "Params", "Memory", "Receptive field")]
+    shape = model.input_shape
+    for (name, layer), (_, field) in zip(chain_children(model), fields):
+        shape = layer.output_shape(shape)
+        rows.append((f"{name} ({type(layer).__name__})", _shape(shape),
+                     f"{layer.count_params():,}", format_bytes(parameter_bytes(layer)),
+                     str(field)))
+    rows = [row if spatial else row[:-1] for row in rows]
+    title = f"Model: {model.name or 'sequential'}   input {_shape(model.input_shape)}"
+    return _table(title, rows, ["<", "<", ">", ">", "<"], model)
+
+
+def print_summary(model, input_shape=None, print_fn=print) -> str:
+    """What ``model.summary()`` does: build the model for ``input_shape`` (per example)
+    if it is not built, then print (with ``print_fn``; None: do not print) and return
+    :func:`summary_table`. Shapes are inferred without data."""
+    if not model.built:
+        if input_shape is None:
+            raise ValueError(f"{model.label}.summary: the model is not built; pass "
+                             f"input_shape (per example, e.g. (40, 1))")
+        model.build(input_shape)
+    text = summary_table(model)
+    if print_fn is not None:
+        print_fn(text)
+    return text
 
 
 def conv_layers(model) -> list:
     """The (transposed) convolution layers in ``model``, in order."""
-    return [layer for _, layer in walk(model) if _is(layer, ("ConvND",))]
+    return [layer for _, layer in model.walk() if isinstance(layer, ConvND)]

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import _custom, losses, optimizers
+from .. import _custom, optimizers
 from .._checks import describe, is_int
 from .._optim_state import check_against
 from ..layers import REGISTRY, Layer
 from . import document as doc
+from . import objective
 from . import safetensors as _safetensors
 
 FORMAT_VERSION = doc.FORMAT_VERSION
@@ -66,21 +67,6 @@ def _check_registered(op, model):
         for value in vars(layer).values():
             items = value if isinstance(value, (list, tuple)) else (value,)
             stack.extend(item for item in items if isinstance(item, Layer))
-
-
-def _loss_entry(model):
-    """The ``loss`` field: None, a built-in loss name or a custom reference."""
-    loss_fn = getattr(model, "loss_fn", None)
-    if loss_fn is None:
-        return None
-    name = getattr(model, "loss_name", None)
-    try:
-        if isinstance(name, str) and losses.get(name) is loss_fn:
-            return name
-    except (TypeError, ValueError):
-        pass
-    builtin = next((key for key, value in losses.LOSSES.items() if value is loss_fn), None)
-    return builtin if builtin is not None else _custom.reference(loss_fn, "the loss")
 
 
 def _optimizer_config(op, optimizer, model):
@@ -153,10 +139,10 @@ def save_checkpoint(path, model, optimizer=None, *, epoch=0, rng=None, extra=Non
             "rng": _rng_state(op, rng),
             "extra": extra,
             "optimizer": None,
-            "loss": _loss_entry(model),
-            "metrics": [m if isinstance(m, str) else _custom.reference(m, f"metric {m!r}")
-                        for m in getattr(model, "metrics", ())],
+            **objective.compiled_fields(model),
         }
+        if document["loss_weights"] is None:
+            del document["loss_weights"]  # the default (1 for every output) is left out
     if optimizer is not None:
         document["optimizer"] = _optimizer_config(op, optimizer, model)
         tensors.update({f"optim/{k}": v for k, v in optimizer.state_dict().items()})
@@ -200,7 +186,7 @@ def assign_arrays(owner, targets: dict, arrays: dict, what="weights"):
 
 
 def _load_optimizer(where, document, tensors, model):
-    optimizer = doc.optimizer(where, document.get("optimizer"))
+    optimizer = objective.optimizer(where, document.get("optimizer"))
     state = _split(tensors, "optim/")
     if optimizer is None:
         if state:
@@ -228,20 +214,15 @@ def load_checkpoint(path, custom_objects=None) -> Checkpoint:
         raise ValueError(f"{where}: unexpected tensors {unexpected[:5]}; a handgrad model "
                          f"file holds only {list(PREFIXES)} tensors")
     rng = None if document.get("rng") is None else doc.generator(where, "rng", document["rng"])
-    loss = doc.loss(where, document.get("loss"), custom_objects)
-    metrics = doc.metrics(where, document["metrics"], custom_objects)
+    compiled = objective.read_fields(where, document, custom_objects,
+                                     doc.several_outputs(document["model"]))
     model = doc.build_model(where, document["model"], custom_objects)
     owner = f"load_checkpoint({str(path)!r})"
     assign_arrays(owner, model.named_parameters(), _split(tensors, "param/"), "parameters")
     assign_arrays(owner, model.named_buffers(), _split(tensors, "buffer/"), "buffers")
     doc.load_extra_state(where, model, document["extra_state"])
     optimizer = _load_optimizer(where, document, tensors, model)
-    if loss is not None and hasattr(model, "compile"):
-        try:
-            model.compile(optimizer or "adam", loss, metrics)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: the model cannot be compiled with the stored fields "
-                             f"'loss' and 'metrics': {error}") from None
+    objective.compile_from(where, model, optimizer, compiled)
     return Checkpoint(model, optimizer, document["epoch"], rng, document["extra"])
 
 

@@ -11,27 +11,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _custom, losses, optimizers
+from .. import _custom
 from .._checks import describe, is_int
 from ..layers import REGISTRY
 from . import safetensors as _safetensors
+from .config_checks import (
+    CONFIG_ERRORS,
+    check_graph_config,
+    entry_class,
+    fail,
+    is_graph,
+    is_shape,
+)
 
 FORMAT_VERSION = 1
 FIELDS = ("format", "model", "extra_state", "epoch", "rng", "extra", "optimizer", "loss",
-          "metrics")
+          "metrics", "loss_weights")
 MODEL_FIELDS = ("class", "config", "input_shape")
-#: What a layer constructor, ``from_config`` or ``build`` may raise on a bad config.
-CONFIG_ERRORS = (ArithmeticError, AttributeError, LookupError, MemoryError,
-                 NotImplementedError, RecursionError, TypeError, ValueError)
 #: The only bit generators a file may name.
 BIT_GENERATORS = {cls.__name__: cls for cls in (np.random.PCG64, np.random.PCG64DXSM,
                                                 np.random.Philox, np.random.SFC64,
                                                 np.random.MT19937)}
-
-
-def fail(where, field, message):
-    """The ValueError for a bad ``field`` of the file ``where``."""
-    return ValueError(f"{where}: field '{field}' {message}")
 
 
 # ----------------------------------------------------------------- JSON values
@@ -171,7 +171,8 @@ def parse(where, metadata):
                                       f"{list(FIELDS)})")
     if "model" not in document:
         raise fail(where, "model", "is missing")
-    for name, kind in (("extra", dict), ("extra_state", dict), ("metrics", list)):
+    document.setdefault("metrics", [])  # a list or an object: see handgrad.io.objective
+    for name, kind in (("extra", dict), ("extra_state", dict)):
         if not isinstance(document.setdefault(name, kind()), kind):
             raise fail(where, name, f"must be a JSON {'object' if kind is dict else 'array'}; "
                                     f"received {describe(document[name])}")
@@ -181,34 +182,19 @@ def parse(where, metadata):
     return document
 
 
-def _entry_class(where, field, entry):
-    """The registered class of a nested layer entry ``{"class": ..., "config": {...}}``."""
-    if not isinstance(entry, dict) or set(entry) != {"class", "config"}:
-        raise fail(where, field, f"must be a layer entry {{'class': <a registered layer>, "
-                                 f"'config': {{...}}}}; received {describe(entry)}")
-    name = entry["class"]
-    if not isinstance(name, str) or name not in REGISTRY:
-        raise fail(where, f"{field}.class", f"must name a registered layer class (one of "
-                                            f"{sorted(REGISTRY)}); received {describe(name)}")
-    if not isinstance(entry["config"], dict):
-        raise fail(where, f"{field}.config", f"must be an object; received "
-                                             f"{describe(entry['config'])}")
-    return REGISTRY[name]
-
-
 def resolve_config(where, field, value, custom_objects):
     """A copy of a stored config with custom references replaced by their objects and
     every nested layer entry (a dict with "class", or an item of "layers") checked."""
     if _custom.is_reference(value):
         return _custom.resolve(value, custom_objects, where, field)
     if isinstance(value, dict):
-        if "class" in value:
-            _entry_class(where, field, value)
+        if "class" in value and is_graph(entry_class(where, field, value)):
+            check_graph_config(where, f"{field}.config", value["config"])
         if "layers" in value and not isinstance(value["layers"], list):
             raise fail(where, f"{field}.layers", f"must be a list of layer entries; received "
                                                  f"{describe(value['layers'])}")
         for i, item in enumerate(value.get("layers") or ()):
-            _entry_class(where, f"{field}.layers[{i}]", item)
+            entry_class(where, f"{field}.layers[{i}]", item)
         return {key: resolve_config(where, f"{field}.{key}", item, custom_objects)
                 for key, item in value.items()}
     if isinstance(value, list):
@@ -248,12 +234,20 @@ def build_model(where, spec, custom_objects):
         received = sorted(spec) if isinstance(spec, dict) else describe(spec)
         raise fail(where, "model", f"must be an object with the keys {list(MODEL_FIELDS)}; "
                                    f"received {received}")
-    cls = _entry_class(where, "model", {"class": spec["class"], "config": spec["config"]})
-    shape = spec["input_shape"]
-    if not isinstance(shape, list) or len(shape) > 32 or not all(
-            is_int(d) and d >= 0 for d in shape):
+    cls = entry_class(where, "model", {"class": spec["class"], "config": spec["config"]})
+    shape, several = spec["input_shape"], None  # several: the number of graph inputs
+    if is_graph(cls):
+        check_graph_config(where, "model.config", spec["config"])
+        several = None if spec["config"]["single_input"] else len(spec["config"]["inputs"])
+    if several is None and not is_shape(shape):
         raise fail(where, "model.input_shape", f"must be a list of integers >= 0 (the "
                                                f"per-example shape); received {describe(shape)}")
+    if several is not None and not (isinstance(shape, list) and len(shape) == several
+                                    and all(map(is_shape, shape))):
+        raise fail(where, "model.input_shape", f"must be a list of {several} per-example "
+                                               f"shapes (one per input), each a list of "
+                                               f"integers >= 0; received {describe(shape)}")
+    shape = tuple(shape) if several is None else [tuple(s) for s in shape]
     config = resolve_config(where, "model.config", spec["config"], custom_objects)
     try:
         model = cls.from_config(config)
@@ -262,14 +256,25 @@ def build_model(where, spec, custom_objects):
         raise fail(where, field, f"is not a valid layer config: {error}") from None
     try:
         if not model.built:
-            model.build(tuple(shape))
+            model.build(shape)
     except CONFIG_ERRORS as error:
-        raise fail(where, "model.input_shape", f"{shape}: the model cannot be built for it: "
-                                               f"{error}") from None
-    if tuple(model.input_shape) != tuple(shape):
-        raise fail(where, "model.input_shape", f"{shape} disagrees with the model config's "
-                                               f"input shape {list(model.input_shape)}")
+        raise fail(where, "model.input_shape", f"{spec['input_shape']}: the model cannot be "
+                                               f"built for it: {error}") from None
+    built = model.input_shape
+    built = tuple(built) if several is None else [tuple(s) for s in built]
+    if built != shape:
+        raise fail(where, "model.input_shape", f"{spec['input_shape']} disagrees with the "
+                                               f"model config's input shape {built}")
     return model
+
+
+def several_outputs(spec) -> bool:
+    """Whether the ``model`` field describes a graph with several outputs (read before
+    the model is built; :func:`build_model` checks the field)."""
+    config = spec.get("config") if isinstance(spec, dict) else None
+    name = spec.get("class") if isinstance(spec, dict) else None
+    return (isinstance(name, str) and is_graph(REGISTRY.get(name)) and isinstance(config, dict)
+            and isinstance(config.get("outputs"), list) and len(config["outputs"]) > 1)
 
 
 def load_extra_state(where, model, state):
@@ -288,48 +293,3 @@ def load_extra_state(where, model, state):
         if restored[key] != value:
             raise fail(where, f"extra_state.{key}", "holds entries the layer does not "
                                                     "restore exactly")
-
-
-# ----------------------------------------------------------- training objects
-
-
-def optimizer(where, config):
-    """The optimizer of the ``optimizer`` field (a built-in class), or None."""
-    if config is None:
-        return None
-    if not isinstance(config, dict) or not isinstance(config.get("name"), str):
-        raise fail(where, "optimizer", f"must be null or an object with a 'name'; received "
-                                       f"{describe(config)}")
-    try:
-        return optimizers.from_config(config)
-    except CONFIG_ERRORS as error:
-        raise fail(where, "optimizer", f"is not a valid optimizer config: {error}") from None
-
-
-def loss(where, value, custom_objects):
-    """The loss function of the ``loss`` field (a built-in name or a custom reference)."""
-    if value is None:
-        return None
-    if _custom.is_reference(value):
-        return _custom.resolve(value, custom_objects, where, "loss")
-    if not isinstance(value, str):
-        raise fail(where, "loss", f"must be null, a loss name or {{'custom': <name>}}; "
-                                  f"received {describe(value)}")
-    try:
-        losses.get(value)
-    except (TypeError, ValueError) as error:
-        raise fail(where, "loss", f"names no built-in loss: {error}") from None
-    return value
-
-
-def metrics(where, values, custom_objects):
-    """The metric names (or custom objects) of the ``metrics`` field."""
-    out = []
-    for i, value in enumerate(values):
-        if _custom.is_reference(value):
-            value = _custom.resolve(value, custom_objects, where, f"metrics[{i}]")
-        elif not isinstance(value, str):
-            raise fail(where, f"metrics[{i}]", f"must be a metric name or {{'custom': <name>}}; "
-                                               f"received {describe(value)}")
-        out.append(value)
-    return out

@@ -73,14 +73,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..layers.attention import MultiHeadAttention
-from ..layers.conv import ConvND
-from ..layers.core import Dense, Flatten, Reshape
-from ..layers.embedding import Embedding
-from ..layers.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm
-from ..layers.pooling import GlobalPool, Pool
-from ..layers.recurrent import Recurrent
-from ..layers.structure import Residual
+from ..layers import (
+    BatchNorm,
+    ConvND,
+    Dense,
+    Embedding,
+    Flatten,
+    GlobalPool,
+    GroupNorm,
+    InstanceNorm,
+    LayerNorm,
+    MultiHeadAttention,
+    Pool,
+    Recurrent,
+    Reshape,
+    Residual,
+)
 from . import safetensors as _safetensors
 
 COUNTER = "num_batches_tracked"
@@ -166,7 +174,7 @@ def _recurrent_rules(layer):
     rules = []
     for k in range(layer.num_layers):
         for d in range(layer.directions):
-            s = layer._suffix(k, d)
+            s = layer.parameter_suffix(k, d)
             rules += [Rule(f"weight_ih{s}", (f"W_ih{s}",), (1, 0)),
                       Rule(f"weight_hh{s}", (f"W_hh{s}",), (1, 0))]
             if layer.use_bias:
@@ -225,18 +233,22 @@ def _rules(layer, state):
 
 
 def _walk(layer, path, prefix, state, leaves):
-    """Append the :class:`Leaf` of every layer with weights under ``layer``."""
-    children = getattr(layer, "layers", None)
+    """Append the :class:`Leaf` of every layer with weights under ``layer``. ``state``
+    carries the layout along a chain; the branches of a ``Residual`` all start from
+    its input's, and the block's goes on after it."""
     if isinstance(layer, Residual):
         start = dict(state)
-        _walk(layer.block, f"{path}block.", f"{prefix}block.", state, leaves)
-        if layer.shortcut is not None:
-            _walk(layer.shortcut, f"{path}shortcut.", f"{prefix}shortcut.", dict(start), leaves)
+        for name, child in layer.children():
+            branch = state if child is layer.block else dict(start)
+            _walk(child, f"{path}{name}.", f"{prefix}{name}.", branch, leaves)
         return
-    if isinstance(children, list):
-        for index, child in enumerate(children):
-            _walk(child, f"{path}{child.name}.", f"{prefix}{index}.", state, leaves)
+    if layer.chain:  # as torch's nn.Sequential, which names its modules by index
+        for index, (name, child) in enumerate(layer.children()):
+            _walk(child, f"{path}{name}.", f"{prefix}{index}.", state, leaves)
         return
+    if any(True for _ in layer.children()):
+        raise ValueError(f"{layer.label} ({type(layer).__name__}) has no torch twin "
+                         f"(interop enters Sequential and Residual)")
     rules, counter = _rules(layer, state)
     if rules:
         leaves.append(Leaf(layer, path, prefix, rules, counter))

@@ -68,6 +68,7 @@ class MultiHeadAttention(Layer):
                              f"packed=False for separate projections)")
         self.rng = np.random.default_rng(seed)
         self.key_value_grads = (None, None)
+        self._graph_inputs = {}  # the input count of each training graph call
 
     @property
     def key_dim(self):
@@ -160,6 +161,25 @@ class MultiHeadAttention(Layer):
         self-attention forward."""
         dquery = self.backward(dy)
         return (dquery, *self.key_value_grads)
+
+    def graph_forward(self, inputs, training):
+        """Graph call ``mha(q)`` (self-attention), ``mha([q, kv])`` or ``mha([q, k, v])``."""
+        if not 1 <= len(inputs) <= 3:
+            raise TypeError(f"{self.label}: takes 1 to 3 input tensors (query[, key[, "
+                            f"value]]); received {len(inputs)}")
+        key = inputs[1] if len(inputs) > 1 else None
+        value = inputs[2] if len(inputs) > 2 else key
+        y = self.forward(inputs[0], training=training, key=key, value=value)
+        if training:  # a shared layer's calls may differ: keyed by their cache's place
+            self._graph_inputs[len(self._caches) - 1] = len(inputs)
+        return y
+
+    def graph_backward(self, dy):
+        count = self._graph_inputs.pop(len(self._caches) - 1, None)
+        dquery, dkey, dvalue = self.backward_all(dy)
+        if dkey is None:  # self-attention: dquery holds the three shares
+            return [dquery]
+        return [dquery, dkey, dvalue] if count == 3 else [dquery, dkey + dvalue]
 
     # ------------------------------------------------------------- state
     def extra_state(self):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import initializers
 from .._checks import FLOAT_DTYPES, describe, float_array, is_int
+from . import symbolic
 
 #: ``None``, or while :func:`handgrad.inspect.detect_anomaly` is active a checker called
 #: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
@@ -46,7 +47,10 @@ class Layer:
     Subclasses implement ``_build(input_shape, rng)`` (create parameters with
     :meth:`add_parameter`), ``_forward(x, training) -> (y, cache)``,
     ``_backward(dy, cache) -> (dx, {name: grad})`` and ``get_config()``.
-    Shapes given to ``build`` are per example (no batch axis).
+    Shapes given to ``build`` are per example (no batch axis). A container keeps no
+    arrays of its own: it overrides :meth:`children`, and the prefixed ``named_*``,
+    ``count_params``, ``zero_grad``, ``clear_caches``, ``extra_state`` and ``trainable``
+    reach its children through :meth:`walk`.
     """
 
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
@@ -164,11 +168,41 @@ class Layer:
     def _backward(self, dy, cache):
         raise NotImplementedError
 
-    # ------------------------------------------------------------ parameters
+    # ---------------------------------------------------------------- graphs
+    def __call__(self, inputs):
+        """Call on symbolic tensors (``handgrad.Input`` or earlier calls' outputs; a list
+        for several inputs) to build a graph for ``handgrad.Model``; returns the output
+        tensor. To compute on arrays use :meth:`forward`."""
+        return symbolic.connect(self, inputs)
+
+    def graph_build(self, input_shapes, rng, dtype):
+        """Build for a graph call on inputs of per-example ``input_shapes`` (a list)."""
+        self.build(input_shapes[0], rng=rng, dtype=dtype)
+
+    def graph_forward(self, inputs, training):
+        """Forward of one graph call; ``inputs`` is the list of input arrays."""
+        if len(inputs) != 1:
+            raise TypeError(f"{self.label}: takes one input tensor; received {len(inputs)}")
+        return self.forward(inputs[0], training=training)
+
+    def graph_backward(self, dy):
+        """The input gradients of the latest graph call, a list (one per input)."""
+        return [self.backward(dy)]
+
     # ------------------------------------------------------------- children
+    # The container protocol: a container (a model, a residual block) only overrides
+    # ``children()``; everything below walks the tree, so a leaf sees just itself.
+
+    #: True for a container whose forward runs its children one after the other in the
+    #: order of :meth:`children` (``Sequential``), so that the summary, the plots and the
+    #: exports may follow them step by step; other containers (a residual block, a graph
+    #: model) are handled by their own class or not at all.
+    chain = False
+
     def children(self):
-        """``(name, layer)`` for each direct sub-layer, in order; a container (a model,
-        a residual block) overrides this and the protocol below does the rest."""
+        """``(name, layer)`` for each direct sub-layer, in order; a container overrides
+        this (and sets its children before ``Layer.__init__``, which propagates
+        ``trainable`` to them)."""
         return iter(())
 
     def walk(self, prefix=""):
@@ -179,35 +213,60 @@ class Layer:
         for name, child in self.children():
             yield from child.walk(f"{prefix}.{name}" if prefix else name)
 
+    @property
+    def trainable(self) -> bool:
+        """Whether backward adds into ``gradients``; setting it sets every child too."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = value
+        for _, child in self.children():
+            child.trainable = value
+
+    def _named(self, attribute, trainable_only=False) -> dict:
+        """``{"<path>.<key>": array}`` over the tree for ``parameters``, ``gradients`` or
+        ``buffers`` (the layers' own arrays, not copies); ``trainable_only`` skips the
+        arrays of frozen layers."""
+        merged = {}
+        for path, layer in self.walk():
+            if trainable_only and not layer.trainable:
+                continue
+            for key, value in getattr(layer, attribute).items():
+                merged[f"{path}.{key}" if path else key] = value
+        return merged
+
+    def named_parameters(self, trainable_only=False) -> dict:
+        return self._named("parameters", trainable_only)
+
+    def named_gradients(self, trainable_only=False) -> dict:
+        return self._named("gradients", trainable_only)
+
+    def named_buffers(self) -> dict:
+        return self._named("buffers")
+
+    def count_params(self) -> int:
+        return int(sum(p.size for p in self.named_parameters().values()))
+
     def zero_grad(self):
-        for grad in self.gradients.values():
+        for grad in self.named_gradients().values():
             grad.fill(0)
 
     def clear_caches(self):
-        self._caches.clear()
-
-    def count_params(self) -> int:
-        return int(sum(p.size for p in self.parameters.values()))
-
-    def named_parameters(self, trainable_only=False) -> dict:
-        if trainable_only and not self.trainable:
-            return {}
-        return dict(self.parameters)
-
-    def named_gradients(self, trainable_only=False) -> dict:
-        if trainable_only and not self.trainable:
-            return {}
-        return dict(self.gradients)
-
-    def named_buffers(self) -> dict:
-        return dict(self.buffers)
+        for _, layer in self.walk():
+            layer._caches.clear()
 
     def extra_state(self) -> dict:
-        """JSON-serializable state beyond arrays (e.g. a random generator)."""
-        return {}
+        """JSON-serializable state beyond arrays (e.g. a random generator); a container's
+        nests its children's by name (children without state are left out)."""
+        return {name: state for name, child in self.children()
+                if (state := child.extra_state())}
 
     def load_extra_state(self, state: dict):
         """Restore what :meth:`extra_state` returned."""
+        for name, child in self.children():
+            if name in state:
+                child.load_extra_state(state[name])
 
 
 def _check_initializer(owner, name, value):

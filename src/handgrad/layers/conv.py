@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import ops
 from .._checks import int_tuple, positive_int
-from ..ops._args.windows import parse_padding
+from ..ops import parse_padding
 from .base import WeightedLayer
 from .registry import register
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import ops
 from .._checks import positive_int
-from ..ops.embedding import check_ids, check_padding_idx
+from ..ops import check_ids, check_padding_idx
 from .base import Layer
 from .registry import register
 

@@ -15,7 +15,7 @@ import numpy as np
 from .. import ops
 from .._checks import describe, is_int, positive_int
 from .._hyper import flag, number
-from ..ops._args.norm import normalized_shape_tuple
+from ..ops import check_normalized_shape
 from .base import Layer
 from .registry import register
 
@@ -221,7 +221,7 @@ class LayerNorm(Normalization):
             raise ValueError(f"{owner}: give 'normalized_shape' or 'axes', not both; received "
                              f"{normalized_shape!r} and {axes!r}")
         if normalized_shape is not None:
-            self.normalized_shape = normalized_shape_tuple(owner, normalized_shape)
+            self.normalized_shape = check_normalized_shape(owner, normalized_shape)
             self.axes = None
         else:
             if axes is not None and not is_int(axes):

@@ -28,7 +28,7 @@ from __future__ import annotations
 from .. import initializers, ops
 from .._checks import array_module, choice, float_array, positive_int, upstream_grad
 from .._hyper import flag
-from ..ops._args.recurrent import GATES, check_lengths
+from ..ops import RECURRENT_GATES, check_lengths
 from .base import Layer
 from .registry import register
 
@@ -67,7 +67,9 @@ class Recurrent(Layer):
                 "num_layers": self.num_layers, "bidirectional": self.bidirectional,
                 "bias": self.use_bias, "return_sequences": self.return_sequences}
 
-    def _suffix(self, layer, direction):
+    def parameter_suffix(self, layer, direction):
+        """The suffix of the parameter names of stacked layer ``layer`` and ``direction``
+        (0 forward, 1 reverse), as in torch: ``"_l0"``, ``"_l1_reverse"``."""
         return f"_l{layer}" + ("_reverse" if direction else "")
 
     # ------------------------------------------------------------------ build
@@ -75,12 +77,12 @@ class Recurrent(Layer):
         if len(input_shape) != 2:
             raise ValueError(f"{self.label}: expects sequences (N, T, F); received per-example "
                              f"shape {tuple(input_shape)}")
-        hidden, width = self.hidden_size, GATES[self.cell] * self.hidden_size
+        hidden, width = self.hidden_size, RECURRENT_GATES[self.cell] * self.hidden_size
         init = initializers.torch_default_bias(hidden)  # U(-1/sqrt(H), 1/sqrt(H))
         for layer in range(self.num_layers):
             features = input_shape[-1] if layer == 0 else self.directions * hidden
             for direction in range(self.directions):
-                s = self._suffix(layer, direction)
+                s = self.parameter_suffix(layer, direction)
                 self.add_parameter(f"W_ih{s}", (features, width), init, rng)
                 self.add_parameter(f"W_hh{s}", (hidden, width), init, rng)
                 if self.use_bias:
@@ -160,7 +162,8 @@ class Recurrent(Layer):
         for layer in range(self.num_layers):
             outputs = []
             for direction in range(self.directions):
-                s, index = self._suffix(layer, direction), layer * self.directions + direction
+                s = self.parameter_suffix(layer, direction)
+                index = layer * self.directions + direction
                 states = [None if s0 is None else s0[index] for s0 in initial]
                 y, *last, cache = forward_op(
                     inputs, p[f"W_ih{s}"], p[f"W_hh{s}"], p.get(f"b_ih{s}"), p.get(f"b_hh{s}"),
@@ -205,7 +208,7 @@ class Recurrent(Layer):
         for layer in reversed(range(self.num_layers)):
             d_inputs = None
             for direction in range(D):
-                s, index = self._suffix(layer, direction), layer * D + direction
+                s, index = self.parameter_suffix(layer, direction), layer * D + direction
                 dy_part = None if dy is None else dy[..., direction * hidden:(direction + 1)
                                                        * hidden]
                 d_last = [None if g is None else g[index] for g in d_final]

@@ -80,6 +80,15 @@ class Merge(Layer):
             self._caches.append((y.shape, y.dtype, saved))
         return y
 
+    def graph_build(self, input_shapes, rng, dtype):
+        self.build(input_shapes, rng=rng, dtype=dtype)
+
+    def graph_forward(self, inputs, training):
+        return self.forward(list(inputs), training=training)
+
+    def graph_backward(self, dy):
+        return list(self.backward(dy))
+
     def _not_sequential(self):
         return TypeError(f"{self.label}: a merge layer takes a list of arrays (and builds "
                          f"from a list of shapes), so it cannot be a step of Sequential")
@@ -178,9 +187,10 @@ class Concatenate(Merge):
 class Residual(Layer):
     """y = block(x) + shortcut(x); the shortcut is the identity when None.
 
-    ``block`` and ``shortcut`` are layers (a ``Sequential`` for several steps). Their
-    parameters, gradients and buffers appear as ``"block.<key>"`` and
-    ``"shortcut.<key>"`` (the same arrays, so optimizers update the children).
+    ``block`` and ``shortcut`` are layers (a ``Sequential`` for several steps) and are
+    the residual's :meth:`children`: ``named_parameters``, ``named_gradients`` and
+    ``named_buffers`` give their arrays as ``"block.<key>"`` and ``"shortcut.<key>"``
+    (the same arrays, so optimizers update the children).
     backward: dx = block.backward(dy) + shortcut.backward(dy) (or + dy).
     """
 
@@ -196,20 +206,10 @@ class Residual(Layer):
         self.block, self.shortcut = block, shortcut
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
 
-    def _children(self):
-        return [(role, child) for role, child in (("block", self.block),
-                                                  ("shortcut", self.shortcut))
-                if child is not None]
-
-    @property
-    def trainable(self):
-        return self._trainable
-
-    @trainable.setter
-    def trainable(self, value):
-        self._trainable = value
-        for _, child in self._children():
-            child.trainable = value
+    def children(self):
+        yield "block", self.block
+        if self.shortcut is not None:
+            yield "shortcut", self.shortcut
 
     # ----------------------------------------------------------------- config
     def get_config(self):
@@ -233,18 +233,11 @@ class Residual(Layer):
         return cls(**config)
 
     # ------------------------------------------------------------------ build
-    def build(self, input_shape, rng=None, dtype=None):
-        super().build(input_shape, rng=rng, dtype=dtype)
-        self.gradients = self._prefixed("named_gradients")
-        return self
-
     def _build(self, input_shape, rng):
-        for _, child in self._children():
+        for _, child in self.children():
             if not child.built:
                 child.build(input_shape, rng=rng, dtype=self.dtype)
         self._merged_shape(input_shape)
-        self.parameters = self._prefixed("named_parameters")
-        self.buffers = self._prefixed("named_buffers")
 
     def output_shape(self, input_shape):
         self.ensure_built(input_shape)
@@ -275,45 +268,3 @@ class Residual(Layer):
         dy = upstream_grad(self.label, dy, shape, dtype)
         dx = self.block.backward(dy)
         return dx + (dy if self.shortcut is None else self.shortcut.backward(dy)), {}
-
-    # ------------------------------------------------------------- children
-    def _prefixed(self, method, *args):
-        merged = {}
-        for role, child in self._children():
-            for key, value in getattr(child, method)(*args).items():
-                merged[f"{role}.{key}"] = value
-        return merged
-
-    def named_parameters(self, trainable_only=False):
-        if trainable_only and not self.trainable:
-            return {}
-        return self._prefixed("named_parameters", trainable_only)
-
-    def named_gradients(self, trainable_only=False):
-        if trainable_only and not self.trainable:
-            return {}
-        return self._prefixed("named_gradients", trainable_only)
-
-    def named_buffers(self):
-        return self._prefixed("named_buffers")
-
-    def count_params(self):
-        return sum(child.count_params() for _, child in self._children())
-
-    def zero_grad(self):
-        for _, child in self._children():
-            child.zero_grad()
-
-    def clear_caches(self):
-        super().clear_caches()
-        for _, child in self._children():
-            child.clear_caches()
-
-    def extra_state(self):
-        return {role: state for role, child in self._children()
-                if (state := child.extra_state())}
-
-    def load_extra_state(self, state):
-        for role, child in self._children():
-            if role in state:
-                child.load_extra_state(state[role])

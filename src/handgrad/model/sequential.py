@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .._checks import describe
-from ..inspect.summary import summary_table
+from ..inspect.anomaly import reports_anomalies, reports_itself
+from ..inspect.summary import print_summary
 from ..layers import REGISTRY, Layer, register
 from ..layers import base as layer_base
 from ..layers.base import snake_case
@@ -18,6 +19,8 @@ class Sequential(TrainingMixin, Layer):
     ``"<layer name>.<key>"`` (nested models add their own prefix). Layers without
     a name are named ``<snake_case class>_<index>``.
     """
+
+    chain = True  # forward runs the children in order (see Layer.chain)
 
     def __init__(self, layers=(), *, name=None, dtype=None, seed=None, input_shape=None,
                  trainable=True):
@@ -64,15 +67,8 @@ class Sequential(TrainingMixin, Layer):
             raise KeyError(f"Sequential: no layer named {index!r}")
         return self.layers[index]
 
-    @property
-    def trainable(self):
-        return self._trainable
-
-    @trainable.setter
-    def trainable(self, value):
-        self._trainable = value
-        for layer in self.layers:
-            layer.trainable = value
+    def children(self):
+        return ((layer.name, layer) for layer in self.layers)
 
     def get_config(self):
         config = super().get_config()
@@ -122,6 +118,7 @@ class Sequential(TrainingMixin, Layer):
         self.training = False
         return self
 
+    @reports_anomalies  # its output is its last child's, which is reported
     def forward(self, x, training=None):
         training = self.training if training is None else training
         if not self.built:
@@ -132,8 +129,8 @@ class Sequential(TrainingMixin, Layer):
             self.ensure_built(shape[1:])
         for layer in self.layers:
             y = layer.forward(x, training=training)
-            if layer_base.anomaly_hook is not None:  # handgrad.inspect.detect_anomaly
-                layer_base.anomaly_hook(layer, "forward", x, y)
+            if layer_base.anomaly_hook is not None and not reports_itself(layer):
+                layer_base.anomaly_hook(layer, "forward", x, y)  # inspect.detect_anomaly
             x = y
         return x
 
@@ -141,42 +138,6 @@ class Sequential(TrainingMixin, Layer):
         for layer in reversed(self.layers):
             dy = layer.backward(dy)
         return dy
-
-    # ------------------------------------------------------------ parameters
-    def _children(self, method, *args):
-        merged = {}
-        for layer in self.layers:
-            for key, value in getattr(layer, method)(*args).items():
-                merged[f"{layer.name}.{key}"] = value
-        return merged
-
-    def named_parameters(self, trainable_only=False):
-        return self._children("named_parameters", trainable_only)
-
-    def named_gradients(self, trainable_only=False):
-        return self._children("named_gradients", trainable_only)
-
-    def named_buffers(self):
-        return self._children("named_buffers")
-
-    def count_params(self):
-        return sum(layer.count_params() for layer in self.layers)
-
-    def zero_grad(self):
-        for layer in self.layers:
-            layer.zero_grad()
-
-    def clear_caches(self):
-        for layer in self.layers:
-            layer.clear_caches()
-
-    def extra_state(self):
-        return {layer.name: state for layer in self.layers if (state := layer.extra_state())}
-
-    def load_extra_state(self, state):
-        for layer in self.layers:
-            if layer.name in state:
-                layer.load_extra_state(state[layer.name])
 
     # --------------------------------------------------------------- summary
     def summary(self, input_shape=None, print_fn=print):
@@ -186,12 +147,5 @@ class Sequential(TrainingMixin, Layer):
         Shapes are inferred without data; ``input_shape`` (per example) is needed
         only if the model is not built yet.
         """
-        if not self.built:
-            if input_shape is None:
-                raise ValueError(f"{self.label}.summary: the model is not built; pass "
-                                 f"input_shape (per example, e.g. (40, 1))")
-            self.build(input_shape)
-        text = summary_table(self)
-        if print_fn is not None:
-            print_fn(text)
-        return text
+        return print_summary(self, input_shape, print_fn)
+

@@ -1,5 +1,12 @@
 """Stateless kernels: every differentiable op is a ``(y, cache)`` forward and a
-``<op>_backward(dy, cache)`` returning gradients in input order."""
+``<op>_backward(dy, cache)`` returning gradients in input order.
+
+Also public, for the code above the kernels: the geometry and validation helpers of
+:mod:`.geometry` (``conv_geometry``, ``pool_geometry``, ``parse_padding``, ...), the
+cache-free stable functions of :mod:`.special`, and the switches of the optional
+compiled kernels (:mod:`.compiled`). Everything else with a leading underscore is
+private to ``ops``.
+"""
 
 from .conv import (
     conv1d,
@@ -80,4 +87,26 @@ from .normalization import (
     instance_norm_backward,
     layer_norm,
     layer_norm_backward,
+)
+
+# isort: split
+# Public helpers for layers and converters: geometry, validation, compiled kernels.
+from . import special
+from .compiled import (
+    compiled_kernels_available,
+    compiled_kernels_enabled,
+    use_compiled_kernels,
+)
+from .geometry import (
+    RECURRENT_GATES,
+    WindowAxis,
+    WindowGeometry,
+    check_ids,
+    check_lengths,
+    check_normalized_shape,
+    check_padding_idx,
+    conv_geometry,
+    conv_transpose_geometry,
+    parse_padding,
+    pool_geometry,
 )

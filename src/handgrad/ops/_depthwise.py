@@ -13,10 +13,8 @@ Each line loops over kernel taps only; every pass is elementwise over the output
 
 from __future__ import annotations
 
-import numpy as np
-
 from ._args.windows import pad_input, padded_zeros, taps
-from ._engine import dispatch as accel
+from ._engine import dispatch as engine
 
 
 def _repeated(xp, x, multiplier):
@@ -25,12 +23,10 @@ def _repeated(xp, x, multiplier):
 
 def depthwise_forward(xp, x, w, axes, groups):
     """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y)."""
+    if engine.enabled(x, w):
+        return engine.depthwise(x, w, axes)
     multiplier = w.shape[-1] // groups
     taps_w = w.reshape(-1, w.shape[-1])
-    if accel.enabled(x, w):
-        y = np.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), x.dtype)
-        accel.kernels.depthwise(accel.as_2d(x), taps_w, accel.geometry_2d(axes), accel.as_2d(y))
-        return y
     x_pad = pad_input(xp, _repeated(xp, x, multiplier), axes)
     y = None
     for tap, window in taps(axes):
@@ -42,30 +38,18 @@ def depthwise_forward(xp, x, w, axes, groups):
     return y
 
 
-def _compiled_gradients(x_shape, w, dy, axes, x=None):
-    """(dx, dw) in one compiled pass; without ``x`` only dx is computed."""
-    taps_w = w.reshape(-1, w.shape[-1])
-    dx = np.zeros(x_shape, dy.dtype)
-    want_dw = x is not None
-    partial = np.zeros((x_shape[0] if want_dw else 1, *taps_w.shape), dy.dtype)
-    accel.kernels.depthwise_backward(accel.as_2d(x if want_dw else dx), taps_w,
-                                     accel.as_2d(dy), accel.geometry_2d(axes),
-                                     accel.as_2d(dx), partial, want_dw)
-    return dx, partial.sum(axis=0).reshape(w.shape)
-
-
 def depthwise_gradients(xp, x, w, dy, axes, groups):
     """(dx, dw) of a depthwise conv: one compiled pass when available."""
-    if accel.enabled(x, w, dy):
-        return _compiled_gradients(x.shape, w, dy, axes, x)
+    if engine.enabled(x, w, dy):
+        return engine.depthwise_gradients(x.shape, w, dy, axes, x)
     return (depthwise_input_grad(xp, dy, w, axes, groups, x.shape),
             depthwise_weight_grad(xp, x, dy, axes, groups, w.shape))
 
 
 def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`."""
-    if accel.enabled(dy, w):
-        return _compiled_gradients(x_shape, w, dy, axes)[0]
+    if engine.enabled(dy, w):
+        return engine.depthwise_gradients(x_shape, w, dy, axes)[0]
     multiplier = w.shape[-1] // groups
     rep_shape = (*x_shape[:-1], x_shape[-1] * multiplier)
     buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)

@@ -18,7 +18,7 @@ every backward ``dx = op_backward(dy, cache)`` computes ``dx = dy * f'(x)``::
 
 Gradients at kinks follow PyTorch: relu'(0) = 0, leaky_relu'(0) = a, elu'(0) = alpha,
 hard_sigmoid'(+-3) = 0. The exact GELU uses a float64/float32-accurate ``erfc``
-(see ``_special``); ``exp`` is never taken of a large positive number, so no input
+(see ``special``); ``exp`` is never taken of a large positive number, so no input
 overflows or warns. The cache holds ``x`` or ``y``, whichever the derivative needs.
 """
 
@@ -28,7 +28,7 @@ import math
 
 from .._checks import array_module, choice, float_array
 from .._hyper import number
-from . import _special
+from . import special
 from ._args.elementwise import make_cache, open_cache
 from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
@@ -136,7 +136,7 @@ def gelu(x, approximate="none"):
     xp, x = _input(op, x)
     approximate = choice(op, "approximate", approximate, ("none", "tanh"))
     if approximate == "none":
-        y = x * _special.normal_cdf(xp, x)
+        y = x * special.normal_cdf(xp, x)
     else:
         t, _ = _gelu_tanh_parts(xp, x)
         y = (0.5 * x) * (1.0 + t)
@@ -151,7 +151,7 @@ def gelu_backward(dy, cache):
     if approximate == "none":
         xc = xp.clip(x, -_GELU_CLIP, _GELU_CLIP)
         pdf = _INV_SQRT_2PI * xp.exp(-0.5 * xc * xc)
-        return dy * (_special.normal_cdf(xp, x) + xc * pdf)
+        return dy * (special.normal_cdf(xp, x) + xc * pdf)
     t, du = _gelu_tanh_parts(xp, x)
     xc = xp.clip(x, -_GELU_CLIP, _GELU_CLIP)
     return dy * (0.5 * (1.0 + t) + (0.5 * xc) * (1.0 - t * t) * du)
@@ -179,7 +179,7 @@ def tanh_backward(dy, cache):
 def sigmoid(x):
     """y = 1 / (1 + exp(-x)), evaluated without overflow. The cache holds ``y``."""
     xp, x = _input("sigmoid", x)
-    y = _special.sigmoid(xp, x)
+    y = special.sigmoid(xp, x)
     return y, make_cache("sigmoid", x, y)
 
 
@@ -200,7 +200,7 @@ def softplus(x, beta=1.0, threshold=20.0):
         raise ValueError(f"{op}: 'beta' must be nonzero; received {beta!r}")
     threshold = number(op, "threshold", threshold)
     bx = x * beta
-    y = xp.where(bx > threshold, x, _special.softplus(xp, bx) / beta)
+    y = xp.where(bx > threshold, x, special.softplus(xp, bx) / beta)
     return y, make_cache(op, x, x, (beta, threshold))
 
 
@@ -209,7 +209,7 @@ def softplus_backward(dy, cache):
     dy, cache = open_cache("softplus_backward", "softplus", dy, cache)
     xp, x, (beta, threshold) = array_module(dy), cache.saved, cache.params
     bx = x * beta
-    return xp.where(bx > threshold, dy, dy * _special.sigmoid(xp, bx))
+    return xp.where(bx > threshold, dy, dy * special.sigmoid(xp, bx))
 
 
 def hard_sigmoid(x):

@@ -32,8 +32,8 @@ import numpy as np
 from .._checks import array_module, upstream_grad
 from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool
-from ._args.windows import Axis, pad_input, padded_zeros, taps
-from ._engine import dispatch as accel
+from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
+from ._engine import dispatch as engine
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class PoolCache(Cache):
 
     x_shape: tuple[int, ...]
     dtype: object
-    axes: tuple[Axis, ...]
+    axes: tuple[WindowAxis, ...]
     x: object = None
     y: object = None
     divisor: object = None
@@ -57,13 +57,10 @@ class PoolCache(Cache):
 def _max_pool(call: PoolCall):
     """y = running maximum over the taps of the -inf-padded input (NaN propagates)."""
     x, axes = call.x, call.axes
-    xp = array_module(x)
-    y_shape = (x.shape[0], *(a.size_out for a in axes), x.shape[-1])
-    if accel.enabled(x):
-        y, index = np.empty(y_shape, x.dtype), np.empty(y_shape, np.int32)
-        accel.kernels.max_pool(accel.as_2d(x), accel.geometry_2d(axes), accel.as_2d(y),
-                               accel.as_2d(index))
+    if engine.enabled(x):
+        y, index = engine.max_pool(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
+    xp = array_module(x)
     x_pad = pad_input(xp, x, axes, fill=-np.inf)
     y = None
     for _, window in taps(axes):
@@ -97,13 +94,10 @@ def _max_pool_backward(op, forward, dy, cache):
     NaN send their gradient to their last NaN, as PyTorch does.
     """
     cache = check_cache(op, cache, forward, PoolCache)
-    xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
-    if cache.index is not None:
-        dx = np.zeros(cache.x_shape, cache.dtype)
-        flat = dx.reshape(dx.shape[0], math.prod(dx.shape[1:]))
-        accel.kernels.max_pool_backward(accel.as_2d(dy), accel.as_2d(cache.index), flat)
-        return dx
+    if cache.index is not None:  # the forward ran compiled
+        return engine.max_pool_backward(dy, cache.index, cache.x_shape, cache.dtype)
+    xp = array_module(dy)
     axes, y = cache.axes, cache.y
     buffer, inner = padded_zeros(xp, cache.x_shape, axes, cache.dtype)
     overlapping = any(a.stride < (a.kernel - 1) * a.dilation + 1 for a in axes)
@@ -138,22 +132,13 @@ def _avg_divisor(xp, call: PoolCall, count_include_pad, divisor_override, dtype)
     return divisor
 
 
-def _reciprocal_2d(divisor, axes):
-    """1 / divisor as a full (OH, OW) array (1-D: (1, OW)) for the compiled kernels."""
-    out = tuple(a.size_out for a in axes)
-    full = np.broadcast_to(1 / divisor.reshape(divisor.shape[1:-1]), out)
-    return np.ascontiguousarray(full.reshape(-1, out[-1]))
-
-
 def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     x, axes = call.x, call.axes
     xp = array_module(x)
     divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
-    if accel.enabled(x):
-        y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), x.dtype)
-        accel.kernels.avg_pool(accel.as_2d(x), accel.geometry_2d(axes),
-                               _reciprocal_2d(divisor, axes), accel.as_2d(y))
-        return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
+    cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
+    if engine.enabled(x):
+        return engine.avg_pool(x, axes, divisor), cache
     x_pad = pad_input(xp, x, axes, fill=0.0)
     y = None
     for _, window in taps(axes):
@@ -163,19 +148,16 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
         else:
             y += values
     y /= divisor
-    return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
+    return y, cache
 
 
 def _avg_pool_backward(op, forward, dy, cache):
     cache = check_cache(op, cache, forward, PoolCache)
-    xp = array_module(dy)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
-    if accel.enabled(dy, cache.divisor):
-        dx = np.zeros(cache.x_shape, cache.dtype)
-        accel.kernels.avg_pool_backward(accel.as_2d(dy), accel.geometry_2d(cache.axes),
-                                        _reciprocal_2d(cache.divisor, cache.axes),
-                                        accel.as_2d(dx))
-        return dx
+    if engine.enabled(dy, cache.divisor):
+        return engine.avg_pool_backward(dy, cache.axes, cache.divisor, cache.x_shape,
+                                        cache.dtype)
+    xp = array_module(dy)
     share = dy / cache.divisor
     buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
     for _, window in taps(cache.axes):

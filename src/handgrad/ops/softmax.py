@@ -12,6 +12,7 @@ Sums run along ``axis`` with the axis kept. Both caches hold only ``y``. An empt
 from __future__ import annotations
 
 from .._checks import array_module, float_array
+from . import special
 from ._args.elementwise import axis_index, make_cache, open_cache
 
 
@@ -19,14 +20,6 @@ def _prepare(op, x, axis):
     x = float_array(op, "x", x)
     axis = axis_index(op, axis, x.ndim)
     return array_module(x), x, axis
-
-
-def log_softmax_values(xp, x, axis):
-    """log(softmax(x)) along ``axis`` (validated by the caller); no cache."""
-    if x.shape[axis] == 0:  # nothing to normalize (and no maximum to subtract)
-        return x.copy()
-    z = x - xp.max(x, axis=axis, keepdims=True)
-    return z - xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True))
 
 
 def softmax(x, axis=-1):
@@ -56,7 +49,7 @@ def log_softmax(x, axis=-1):
     Returns ``(y, cache)`` for :func:`log_softmax_backward`.
     """
     xp, x, axis = _prepare("log_softmax", x, axis)
-    y = log_softmax_values(xp, x, axis)
+    y = special.log_softmax(xp, x, axis)
     return y, make_cache("log_softmax", x, y, (axis,))
 
 

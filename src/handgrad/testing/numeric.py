@@ -16,9 +16,10 @@ plus the rounding noise of both. An analytic gradient passes when it is within
 ``FD_FACTOR`` times that measured error (:func:`assert_gradient_close`,
 :func:`gradcheck`).
 
-For ``L = <layer(x), dy>`` with a random ``dy``, :func:`gradcheck` compares the
-analytic ``dL/dx`` and ``dL/dparam`` from ``backward`` with ``D(h)`` entry by entry
-(all entries, or a random sample of ``max_entries``). Layer state that changes
+For ``L = sum_k <y_k, dy_k>`` over the outputs of a layer or model (one, or several
+for a graph ``Model``) with random ``dy_k``, :func:`gradcheck` compares the analytic
+gradient of every input and every parameter from ``backward`` with ``D(h)`` entry by
+entry (all entries, or a random sample of ``max_entries``). Layer state that changes
 between calls (a dropout generator) is restored before every evaluation, so each
 one sees the same randomness.
 """
@@ -165,35 +166,71 @@ def _relative(error, numeric, analytic):
     return error / scale
 
 
+def _checked_inputs(layer, x):
+    """``(keys, arrays)``: ``x`` as a list of arrays with their result keys ("x" for one
+    array; "x[0]", "x[1]" for a list; the input names for a dict, in the layer's input
+    order). Float inputs are float64 copies (perturbed in place); integer ones (ids) are
+    kept as they are and not checked."""
+    if isinstance(x, dict):
+        names = getattr(layer, "input_names", None)
+        if names is None or sorted(x) != sorted(names):
+            raise ValueError(f"gradcheck: a dict 'x' is for a graph Model and must be keyed "
+                             f"by its input names {names}; received keys {sorted(x)}")
+        keys, values = list(names), [x[name] for name in names]
+    elif isinstance(x, (list, tuple)):
+        keys, values = [f"x[{i}]" for i in range(len(x))], list(x)
+    else:
+        keys, values = ["x"], [x]
+    arrays = [np.asarray(v) if np.asarray(v).dtype.kind in "iub" else
+              np.array(v, dtype=np.float64) for v in values]
+    return keys, arrays
+
+
 def gradcheck(layer: Layer, x, *, rng=None, eps=1e-6, tolerance=None, max_entries=64):
-    """Check ``layer.backward`` (dx and every parameter gradient) against central
-    finite differences at ``x`` (float64). Returns a :class:`GradcheckResult`, which
-    passes when each gradient is within ``FD_FACTOR`` times the finite differences'
-    measured error, or, when ``tolerance`` is given, below that relative error."""
+    """Check ``layer.backward`` (every input gradient and every parameter gradient)
+    against central finite differences at ``x`` (float64), for ``L = sum_k <y_k, dy_k>``
+    over the outputs ``y_k`` with random ``dy_k``. ``x`` is an array, or for a layer
+    with several inputs (a merge, attention, a graph ``Model``) a list of arrays, or a
+    dict keyed by a Model's input names; integer inputs (ids) are not checked. Returns
+    a :class:`GradcheckResult` keyed by "x" ("x[0]", "x[1]" for a list; input names for
+    a dict) and parameter names, which passes when each gradient is within
+    ``FD_FACTOR`` times the finite differences' measured error, or, when ``tolerance``
+    is given, below that relative error."""
     rng = np.random.default_rng(rng)
-    x = np.array(x, dtype=np.float64)
+    keys, arrays = _checked_inputs(layer, x)
+    several = not (len(keys) == 1 and keys[0] == "x")
     if not layer.built:
-        layer.build(x.shape[1:], rng=rng, dtype=np.float64)
+        layer.graph_build([a.shape[1:] for a in arrays], rng, np.float64)
+    narrow = sorted(k for k, v in layer.named_parameters().items() if v.dtype != np.float64)
+    if narrow:
+        raise TypeError(f"gradcheck: finite differences need float64; {layer.label} has "
+                        f"parameters {narrow} of another dtype (build it with "
+                        f"dtype='float64')")
     state = copy.deepcopy(layer.extra_state())
     buffers = {k: v.copy() for k, v in layer.named_buffers().items()}
 
-    def loss(inputs, dy):
+    def forward():
         layer.load_extra_state(copy.deepcopy(state))
         for key, value in layer.named_buffers().items():
             value[...] = buffers[key]
-        y = layer.forward(inputs, training=True)
-        layer.clear_caches()
-        return float(np.sum(y * dy))
+        y = layer.graph_forward(arrays, True) if several else layer.forward(arrays[0],
+                                                                             training=True)
+        return y if isinstance(y, (list, tuple)) else [y]
 
-    layer.load_extra_state(copy.deepcopy(state))
-    y = layer.forward(x, training=True)
-    dy = rng.standard_normal(y.shape)
+    def loss(dys):
+        ys = forward()
+        layer.clear_caches()
+        return float(sum(np.sum(y * dy) for y, dy in zip(ys, dys)))
+
+    ys = forward()
+    dys = [rng.standard_normal(y.shape) for y in ys]
     layer.clear_caches()
-    layer.load_extra_state(copy.deepcopy(state))
+    ys = forward()
     layer.zero_grad()
-    layer.forward(x, training=True)
-    dx = layer.backward(dy)
-    tensors = {"x": (x, dx)}
+    dy = dys if len(ys) > 1 else dys[0]
+    dxs = layer.graph_backward(dy) if several else [layer.backward(dy)]
+    tensors = {key: (array, dx) for key, array, dx in zip(keys, arrays, dxs)
+               if array.dtype.kind == "f" and dx is not None}
     for key, param in layer.named_parameters().items():
         tensors[key] = (param, layer.named_gradients()[key].copy())
     errors, bounds = {}, {}
@@ -201,10 +238,10 @@ def gradcheck(layer: Layer, x, *, rng=None, eps=1e-6, tolerance=None, max_entrie
         picks = np.arange(value.size)
         if value.size > max_entries:
             picks = rng.choice(value.size, max_entries, replace=False)
-        numeric, fd_error = numeric_gradient(lambda: loss(x, dy), value, eps, picks,
+        numeric, fd_error = numeric_gradient(lambda: loss(dys), value, eps, picks,
                                              with_error=True)
-        analytic, numeric, fd_error = (analytic.reshape(-1)[picks], numeric.reshape(-1),
-                                       fd_error.reshape(-1))
+        analytic, numeric, fd_error = (np.asarray(analytic).reshape(-1)[picks],
+                                       numeric.reshape(-1), fd_error.reshape(-1))
         errors[key] = _relative(max_abs_error(analytic, numeric), numeric, analytic)
         bounds[key] = _relative(_fd_bound(numeric, fd_error, FD_FACTOR), numeric, analytic)
     layer.load_extra_state(state)

@@ -7,6 +7,12 @@ and the step; that step's update is not applied, so the weights are those from b
 after that step, without its update, and say so on stderr) or ``"ignore"`` (train on, as
 Keras does). Passing a :class:`~handgrad.training.TerminateOnNaN` callback leaves the
 decision to it (the default becomes ``"ignore"``, Keras's behaviour).
+
+A model with several inputs or outputs takes lists or dicts of arrays (see
+:mod:`handgrad.training.data`) and per-output losses, loss weights and metrics (see
+:mod:`handgrad.training.objective`). A subclass may override :meth:`TrainingMixin.train_step`
+(and :meth:`TrainingMixin.test_step`) with a step of its own; ``fit`` then hands it the
+batches as given and its callbacks see the logs it returns.
 """
 
 from __future__ import annotations
@@ -16,13 +22,21 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .. import losses, ops, optimizers
+from .. import optimizers
 from .._checks import array_module, as_generator, choice, describe, is_int, positive_int
-from ..data.batching import batches, num_batches
-from ..layers.activations import Activation
+from ..data.batching import batches, leaves, num_batches
 from . import metrics as _metrics
 from .callbacks import Callback, History, TerminateOnNaN
-from .checks import check_data, check_layout, check_validation_data, edge_layer, split_validation
+from .checks import check_layout
+from .data import (
+    batch_pairs,
+    check_validation_data,
+    count,
+    given_data,
+    model_data,
+    split_validation,
+)
+from .objective import Objective
 from .progress import ProgressBar
 
 METRICS = tuple(_metrics.METRICS)
@@ -62,8 +76,12 @@ class _Run:
 
 
 def _finite_inputs(xb) -> bool:
-    kind = getattr(getattr(xb, "dtype", None), "kind", "")
-    return kind != "f" or bool(array_module(xb).isfinite(xb).all())
+    return all(getattr(a.dtype, "kind", "") != "f" or bool(array_module(a).isfinite(a).all())
+               for _, a in leaves("x", xb))
+
+
+def _as_list(value, single):
+    return [value] if single else list(value)
 
 
 class TrainingMixin:
@@ -71,121 +89,207 @@ class TrainingMixin:
 
     optimizer = None
     loss_fn = None
+    loss_name = None
+    loss_weights = None
     metrics: tuple = ()
     stop_training = False
-    _metric_fns = None  # {name: metric}, set by compile
+    _objective = None  # an Objective, set by compile
     _on_nonfinite = "raise"
 
-    def compile(self, optimizer="adam", loss="cross_entropy", metrics=("accuracy",)):
+    def compile(self, optimizer="adam", loss="cross_entropy", metrics=("accuracy",),
+                loss_weights=None):
         """Choose the optimizer (name or instance), the loss (a name of
         :data:`handgrad.losses.LOSSES`, Keras's names included, or a callable
         ``(pred, y) -> (loss, dpred)``) and the metrics (names of
         :data:`handgrad.training.metrics.METRICS`; logged under the name given, e.g. ``"acc"``).
-        The cross-entropy losses take logits: a model ending with Softmax or Sigmoid is
-        refused."""
-        metric_fns = _metrics.get("compile", () if metrics is None else metrics)
-        loss_fn = losses.get(loss)
-        last = edge_layer(self, -1)
-        if loss_fn in losses.LOGIT_LOSSES and isinstance(last, Activation) \
-                and last.forward_op in (ops.softmax, ops.sigmoid):
-            raise ValueError(f"compile: loss {loss!r} takes logits, but the model ends with "
-                             f"{last.label}, which outputs probabilities; remove that last "
-                             f"layer (apply it to predict's outputs instead)")
+        The cross-entropy losses take logits: an output that comes from Softmax or Sigmoid
+        is refused.
+
+        With several outputs, ``loss`` and ``loss_weights`` are one value for every output,
+        a list in output order or a dict keyed by ``model.output_names`` (an output left
+        out, or None, has no loss and gets no gradient); ``metrics`` is one list for every
+        output that has a loss, or a dict keyed by output names. The loss is
+        ``sum_i loss_weights[i] * loss_i``; see :mod:`handgrad.training.objective` for the
+        logged keys. ``loss=None`` compiles only the optimizer (no metrics), for a custom
+        ``train_step``; :meth:`compile_config` gives the arguments back.
+        """
+        objective = None if loss is None else Objective(self, loss, loss_weights, metrics)
         self.optimizer = optimizers.get(optimizer)
-        self.loss_fn = loss_fn
-        self.loss_name = loss if isinstance(loss, str) else getattr(loss, "__name__", "loss")
-        self.metrics = tuple(metric_fns)
-        self._metric_fns = metric_fns
+        self._objective = objective
+        config = self.compile_config()
+        self.metrics, self.loss_weights = config["metrics"], config["loss_weights"]
+        specs = {} if objective is None else objective.loss_specs
+        fns = {key: objective.losses[key] for key in specs}
+        names = {key: spec if isinstance(spec, str) else getattr(spec, "__name__", "loss")
+                 for key, spec in specs.items()}
+        multi = objective is not None and objective.multi
+        self.loss_fn = fns if multi else next(iter(fns.values()), None)
+        self.loss_name = names if multi else next(iter(names.values()), None)
         return self
 
-    def _require_compiled(self, what):
-        if self.optimizer is None or self.loss_fn is None:
-            raise RuntimeError(f"{what}: call model.compile(optimizer, loss) first")
+    def compile_config(self) -> dict:
+        """``{"loss", "metrics", "loss_weights"}`` as ``compile`` takes them again (dicts
+        keyed by output name for several outputs; losses as given: names or callables)."""
+        self._require_compiled("compile_config", need_loss=False)
+        if self._objective is None:
+            return {"loss": None, "metrics": (), "loss_weights": None}
+        return self._objective.config()
 
-    def _logs(self, loss, pred, y):
-        logs = {"loss": float(loss)}
-        for name, metric in (self._metric_fns or {}).items():
-            logs[name] = metric(pred, y)
-        return logs
+    def _require_compiled(self, what, need_loss=True):
+        if self.optimizer is None:
+            raise RuntimeError(f"{what}: call model.compile(optimizer, loss) first")
+        if need_loss and self._objective is None:
+            raise RuntimeError(f"{what}: the model was compiled without a loss (loss=None); "
+                               f"compile it with a loss, or override train_step and "
+                               f"test_step")
+
+    def _custom(self, method) -> bool:
+        """Whether ``train_step``/``test_step`` is a model's own (subclass or instance)."""
+        return method in vars(self) or getattr(type(self), method) is not \
+            getattr(TrainingMixin, method)
+
+    def _step_logs(self, x, y, training):
+        """Forward, then the objective: ``(logs, output gradients in the model's form)``."""
+        single = getattr(self, "single_output", True)
+        preds = _as_list(self.forward(x, training=training), single)
+        names = self._objective.names
+        if isinstance(y, dict) and getattr(self, "output_names", None):
+            ys = [y.get(name) for name in names]
+        else:
+            ys = _as_list(y, single)
+        logs, dpreds = self._objective(preds, ys, gradients=training)
+        return logs, dpreds[0] if single else dpreds
 
     def train_step(self, x, y):
         """One optimizer step on a batch: zero grads, forward, loss, backward, update.
         Returns the batch's logs ({"loss": ..., "accuracy": ...}).
 
         A NaN or infinite loss raises :class:`NonFiniteLossError` before the backward
-        pass: the weights and the optimizer are left as they were."""
+        pass: the weights and the optimizer are left as they were.
+
+        **Your own step.** Override ``train_step(self, x, y) -> dict`` in a subclass of
+        ``handgrad.Model`` or ``Sequential`` to train differently (a GAN's critic and
+        generator steps, a VAE's extra loss): run as many forwards, backwards and optimizer
+        steps as it needs, and return a dict of floats. ``fit`` slices ``x`` and ``y``
+        (arrays, or lists or dicts of arrays, same number of examples; ``y`` may be None)
+        into batches with the same indices and hands them over as given; it averages the
+        returned logs over each epoch (weighted by batch size), shows them in the progress
+        bar, records them in ``History`` and hands them to callbacks (``EarlyStopping`` may
+        monitor any key). A ``"loss"`` key, if returned, is checked for NaN after the step.
+        ``fit`` then needs no ``compile``; the step may use optimizers of its own (e.g. one
+        per sub-model), and ``self.optimizer``, if compiled (``compile(opt, loss=None)``),
+        has its ``lr`` logged. Validation data go through :meth:`test_step`, which needs a
+        compiled loss unless it is overridden too.
+        """
         self._require_compiled("train_step")
         self.zero_grad()
-        pred = self.forward(x, training=True)
-        loss, dpred = self.loss_fn(pred, y)
-        logs = self._logs(loss, pred, y)
+        logs, dpred = self._step_logs(x, y, training=True)
         if self._on_nonfinite != "ignore" and not math.isfinite(logs["loss"]):
             self.clear_caches()
             raise NonFiniteLossError(f"train_step: the loss is {logs['loss']}; the update was "
                                      f"not applied; {HINT}", logs)
+        if dpred is None or (isinstance(dpred, list) and all(g is None for g in dpred)):
+            self.clear_caches()  # no output has a gradient: nothing to learn from
+            return logs
         self.backward(dpred)
         self.optimizer.step(self.named_parameters(trainable_only=True),
                             self.named_gradients(trainable_only=True))
         return logs
 
+    def test_step(self, x, y):
+        """The logs of one batch in inference mode (loss and metrics, no update); used by
+        ``evaluate`` and for ``fit``'s validation data. May be overridden like
+        :meth:`train_step`."""
+        self._require_compiled("evaluate")
+        return self._step_logs(x, y, training=False)[0]
+
+    def _data(self, op, x, y, step, *, need_y=True, allow_empty=False):
+        """``(x, y)`` checked: in the model's form for the built-in step, or as given
+        (arrays, lists or dicts of arrays of one length) for a custom one."""
+        if not self._custom(step):
+            return model_data(op, self, x, y, objective=self._objective, need_y=need_y,
+                              allow_empty=allow_empty)
+        return given_data(op, x, y, allow_empty=allow_empty)
+
     def predict(self, x, batch_size=256):
-        """Outputs in inference mode, computed batch by batch; zero examples give an
-        empty ``(0, ...)`` array of the output's shape and dtype."""
-        x, _ = check_data("predict", x, need_y=False, allow_empty=True)
+        """Outputs in inference mode, computed batch by batch: an array, or a list in
+        output order for a model with several outputs. ``x`` is an array, a list in input
+        order or a dict keyed by input names. Zero examples give empty ``(0, ...)``
+        arrays of the outputs' shapes and dtypes."""
+        x, _ = model_data("predict", self, x, need_y=False, allow_empty=True)
         batch_size = positive_int("predict", "batch_size", batch_size)
         check_layout("predict", self, x)
-        xp = array_module(x)
-        if x.shape[0] == 0:  # one all-zero example gives the output's shape and dtype
-            return self.forward(xp.zeros((1, *x.shape[1:]), dtype=x.dtype), training=False)[:0]
-        outputs = [self.forward(xb, training=False)
-                   for xb in batches(x, None, batch_size, shuffle=False)]
-        return xp.concatenate(outputs, axis=0)
+        single = getattr(self, "single_output", True)
+        arrays = [array for _, array in leaves("x", x)]
+        xp = array_module(*arrays)
+        if count(x) == 0:  # one all-zero example gives the output's shape and dtype
+            zeros = [xp.zeros((1, *a.shape[1:]), dtype=a.dtype) for a in arrays]
+            outputs = _as_list(self.forward(zeros if isinstance(x, list) else zeros[0],
+                                            training=False), single)
+            outputs = [out[:0] for out in outputs]
+            return outputs[0] if single else outputs
+        parts = [_as_list(self.forward(xb, training=False), single)
+                 for xb in batches(x, None, batch_size, shuffle=False)]
+        outputs = [xp.concatenate(column, axis=0) for column in zip(*parts)]
+        return outputs[0] if single else outputs
 
     def evaluate(self, x, y, batch_size=256):
-        """Mean loss (and metrics) over the dataset in inference mode."""
-        self._require_compiled("evaluate")
-        x, y = check_data("evaluate", x, y)
+        """Mean loss (and metrics) over the dataset in inference mode; ``x`` and ``y`` as
+        for :meth:`fit`."""
+        if not self._custom("test_step"):
+            self._require_compiled("evaluate")
+        x, y = self._data("evaluate", x, y, "test_step")
         batch_size = positive_int("evaluate", "batch_size", batch_size)
-        check_layout("evaluate", self, x)
-        totals, count = {}, 0
-        for xb, yb in batches(x, y, batch_size, shuffle=False):
-            pred = self.forward(xb, training=False)
-            loss, _ = self.loss_fn(pred, yb)
-            for key, value in self._logs(loss, pred, yb).items():
-                totals[key] = totals.get(key, 0.0) + value * len(xb)
-            count += len(xb)
-        return {key: value / count for key, value in totals.items()}
+        if not self._custom("test_step"):
+            check_layout("evaluate", self, x)
+        totals, seen = {}, 0
+        for xb, yb in batch_pairs(x, y, batch_size, shuffle=False):
+            n = count(xb)
+            for key, value in self.test_step(xb, yb).items():
+                totals[key] = totals.get(key, 0.0) + value * n
+            seen += n
+        return {key: value / seen for key, value in totals.items()}
 
-    def fit(self, x, y, epochs=1, batch_size=32, validation_data=None, callbacks=(), rng=None,
-            verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
+    def fit(self, x, y=None, epochs=1, batch_size=32, validation_data=None, callbacks=(),
+            rng=None, verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
             on_nonfinite=None):
         """Train for ``epochs`` epochs; returns a :class:`History`.
 
+        ``x`` is an array, a list in input order or a dict keyed by ``model.input_names``;
+        ``y`` likewise by output (an output without a loss or metrics needs no targets).
         ``rng`` (Generator or seed) drives the shuffling; the same seed gives the same
         run. ``validation_data=(x_val, y_val)`` is evaluated after every epoch (logged as
         ``val_*``); ``validation_split=0.1`` holds out the last 10% of ``x``/``y``
         (taken before shuffling) for that instead. ``initial_epoch`` resumes the epoch
         count (e.g. from a checkpoint). ``on_nonfinite`` ("raise", "stop" or "ignore")
-        says what a NaN or infinite loss does (see :mod:`handgrad.training`).
+        says what a NaN or infinite loss does (see :mod:`handgrad.training`). A custom
+        :meth:`train_step` gets the batches of ``x`` and ``y`` as given.
         """
-        self._require_compiled("fit")
+        custom = self._custom("train_step")
+        if not custom:
+            self._require_compiled("fit")
         for name, value, low in (("epochs", epochs, 0), ("batch_size", batch_size, 1),
                                  ("initial_epoch", initial_epoch, 0)):
             if not is_int(value) or value < low:
                 raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
-        x, y = check_data("fit", x, y)
+        x, y = self._data("fit", x, y, "train_step")
         x, y, validation_data = split_validation("fit", x, y, validation_split,
                                                  validation_data)
-        validation_data = check_validation_data("fit", validation_data, x)
-        check_layout("fit", self, x)
-        if validation_data is not None:
+        if validation_data is not None and not self._custom("test_step"):
+            self._require_compiled("fit")
+        validation_data = check_validation_data(
+            "fit", validation_data, lambda op, xv, yv: self._data(op, xv, yv, "test_step",
+                                                                  allow_empty=True), x)
+        if not custom:
+            check_layout("fit", self, x)
+        if validation_data is not None and not self._custom("test_step"):
             check_layout("fit", self, validation_data[0], "x_val")
         callbacks = self._fit_callbacks(callbacks, validation_data is not None)
         if on_nonfinite is None:
             terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
             on_nonfinite = "ignore" if terminate else "raise"
         on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
-        run = _Run(x, y, epochs, batch_size, num_batches(len(x), batch_size),
+        run = _Run(x, y, epochs, batch_size, num_batches(count(x), batch_size),
                    as_generator("fit", "rng", rng), shuffle, callbacks, verbose,
                    validation_data, on_nonfinite)
         self.stop_training = False
@@ -205,31 +309,35 @@ class TrainingMixin:
 
     def _fit_callbacks(self, callbacks, validating):
         """``[History(), *callbacks]``, each attached to the model and checked against
-        the keys the epoch logs will have."""
+        the keys the epoch logs will have (known unless a step is custom)."""
         if not isinstance(callbacks, (list, tuple)):
             raise TypeError(f"fit: 'callbacks' must be a list of Callback objects; received "
                             f"{describe(callbacks)}")
         callbacks = [History(), *callbacks]
-        names = ["loss", *self.metrics]
-        keys = {*names, *(f"val_{name}" for name in names if validating), "lr", "seconds"}
+        keys = None
+        if not self._custom("train_step") and not (validating and self._custom("test_step")):
+            names = self._objective.keys()
+            keys = {*names, *(f"val_{name}" for name in names if validating), "lr", "seconds"}
         for callback in callbacks:
             if not isinstance(callback, Callback):
                 raise TypeError(f"fit: 'callbacks' must hold Callback objects; received "
                                 f"{describe(callback)}")
         for callback in callbacks:
             callback.set_model(self)
-            callback.check_logs(keys)
+            if keys is not None:
+                callback.check_logs(keys)
         return callbacks
 
     def _run_epoch(self, run, epoch):
         bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
         totals, seen, start = {}, 0, time.perf_counter()
-        for step, (xb, yb) in enumerate(batches(run.x, run.y, run.batch_size,
-                                                shuffle=run.shuffle, rng=run.rng)):
+        for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
+                                                      shuffle=run.shuffle, rng=run.rng)):
             logs = self._checked_step(run, epoch, step, xb, yb)
+            n = count(xb)
             for key, value in logs.items():
-                totals[key] = totals.get(key, 0.0) + value * len(xb)
-            seen += len(xb)
+                totals[key] = totals.get(key, 0.0) + value * n
+            seen += n
             self._notify(run.callbacks, "on_train_batch_end", step, logs)
             averages = {key: value / seen for key, value in totals.items()}
             bar.update(step + 1, averages, seen / max(time.perf_counter() - start, 1e-9))
@@ -239,7 +347,8 @@ class TrainingMixin:
         if run.validation_data is not None and not self.stop_training:
             val = self.evaluate(*run.validation_data, batch_size=max(run.batch_size, 256))
             logs.update({f"val_{key}": value for key, value in val.items()})
-        logs["lr"] = float(self.optimizer.lr)
+        if self.optimizer is not None:
+            logs["lr"] = float(self.optimizer.lr)
         logs["seconds"] = time.perf_counter() - start
         bar.finish(logs)
         return logs

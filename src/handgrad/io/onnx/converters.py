@@ -11,17 +11,24 @@ import math
 
 import numpy as np
 
-from ...layers import activations as A
-from ...layers.attention import MultiHeadAttention
-from ...layers.conv import ConvND
-from ...layers.core import Dense, Dropout, Flatten, Reshape
-from ...layers.embedding import Embedding
-from ...layers.normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm
-from ...layers.pooling import GlobalPool, Pool
-from ...layers.recurrent import Recurrent
-from ...ops import activations as act_ops
-from ...ops._args.conv import prepare_conv, prepare_conv_transpose
-from ...ops._args.pool import prepare_pool
+from ... import ops
+from ...layers import (
+    Activation,
+    BatchNorm,
+    ConvND,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    GlobalPool,
+    GroupNorm,
+    InstanceNorm,
+    LayerNorm,
+    MultiHeadAttention,
+    Pool,
+    Recurrent,
+    Reshape,
+)
 from ..torch_layouts import conv_weight_perm
 from .graph import Value, channels_first, channels_last
 
@@ -54,62 +61,63 @@ def dropout(g, layer, v, out_shape):
 
 
 # ------------------------------------------------------------- convolution, pooling
-def _example(g, v):
-    return np.zeros((1, *v.shape), g.dtype)
-
-
 def conv(g, layer, v, out_shape):
     v = channels_first(g, v)
     w, n = layer.parameters["W"], layer.rank
+    spatial, kernel = v.shape[:-1], w.shape[:n]
     if layer.transposed:
-        call = prepare_conv_transpose(layer.label, n, _example(g, v), w, None, layer.stride,
-                                      layer.padding, layer.output_padding, layer.dilation,
-                                      layer.groups)
+        geometry = ops.conv_transpose_geometry(
+            spatial, kernel, stride=layer.stride, padding=layer.padding,
+            output_padding=layer.output_padding, dilation=layer.dilation, op=layer.label)
         # the adjoint convolution's pad_after is the end padding minus output_padding
-        ends = [max(a.pad_after, 0) for a in call.axes]
-        extra = {"output_padding": [max(-a.pad_after, 0) for a in call.axes]}
+        extra = {"output_padding": [max(-a.pad_after, 0) for a in geometry.axes]}
     else:
-        call = prepare_conv(layer.label, n, _example(g, v), w, None, layer.stride,
-                            layer.padding, layer.dilation, layer.groups)
-        ends, extra = [max(a.pad_after, 0) for a in call.axes], {}
+        geometry = ops.conv_geometry(spatial, kernel, stride=layer.stride,
+                                     padding=layer.padding, dilation=layer.dilation,
+                                     op=layer.label)
+        extra = {}
     inputs = [v.name, g.const(w.transpose(conv_weight_perm(n)), "W")]
     if layer.use_bias:
         inputs.append(g.const(layer.parameters["b"], "b"))
     y = g.op("ConvTranspose" if layer.transposed else "Conv", inputs, "conv",
-             kernel_shape=list(w.shape[:n]), strides=list(layer.stride),
+             kernel_shape=list(kernel), strides=list(layer.stride),
              dilations=list(layer.dilation), group=layer.groups,
-             pads=[a.pad_before for a in call.axes] + ends, **extra)
+             pads=[*geometry.pads_begin, *geometry.pads_end], **extra)
     return _out(v, y, out_shape)
+
+
+MAX_POOLS = (ops.max_pool1d, ops.max_pool2d)
 
 
 def pool(g, layer, v, out_shape):
     v = channels_first(g, v)
     kw = layer.kwargs
-    call = prepare_pool(layer.label, layer.rank, _example(g, v), kw["kernel_size"],
-                        kw["stride"], kw["padding"], kw.get("dilation", 1), kw["ceil_mode"])
-    axes = call.axes
-    geometry = {"kernel_shape": [a.kernel for a in axes], "strides": [a.stride for a in axes]}
-    begins, ends = [a.pad_before for a in axes], [max(a.pad_after, 0) for a in axes]
+    geometry = ops.pool_geometry(v.shape[:-1], kw["kernel_size"], stride=kw["stride"],
+                                 padding=kw["padding"], dilation=kw.get("dilation", 1),
+                                 ceil_mode=kw["ceil_mode"], op=layer.label)
+    axes = geometry.axes
+    attrs = {"kernel_shape": [a.kernel for a in axes], "strides": [a.stride for a in axes]}
+    begins, ends = list(geometry.pads_begin), list(geometry.pads_end)
     x = v.name
-    if layer.forward_op.__name__.startswith("max"):
+    if layer.forward_op in MAX_POOLS:
         y = g.op("MaxPool", [x], "max_pool", dilations=[a.dilation for a in axes],
-                 pads=begins + ends, **geometry)
+                 pads=begins + ends, **attrs)
         return _out(v, y, out_shape)
-    if kw["count_include_pad"] and any(p for pair in call.pads for p in pair):
+    if kw["count_include_pad"] and any(p for pair in geometry.padding for p in pair):
         # zero padding that counts in the divisor, then windows clipped to it
-        user_ends = [after for _, after in call.pads]
+        user_ends = [after for _, after in geometry.padding]
         x = g.op("Pad", [x, g.ints([0, 0, *begins, 0, 0, *user_ends], "pads")], "pad")
         ends = [max(e - u, 0) for e, u in zip(ends, user_ends)]
         begins = [0] * len(axes)
     y = g.op("AveragePool", [x], "avg_pool", pads=begins + ends, count_include_pad=0,
-             **geometry)
+             **attrs)
     return _out(v, y, out_shape)
 
 
 def global_pool(g, layer, v, out_shape):
     keep = layer.kwargs["keepdims"]
     axes = list(range(2, v.rank)) if v.first else list(range(1, v.rank - 1))
-    op = "ReduceMax" if "max" in layer.forward_op.__name__ else "ReduceMean"
+    op = "ReduceMax" if layer.forward_op is ops.global_max_pool else "ReduceMean"
     y = g.op(op, [v.name], "global_pool", axes=axes, keepdims=int(keep))
     return _out(v, y, out_shape, v.first and keep)
 
@@ -181,30 +189,16 @@ def layer_norm(g, layer, v, out_shape):
 
 # ---------------------------------------------------------------------- activations
 def activation(g, layer, v, out_shape):
-    op, hyper = layer.forward_op.__name__, layer.hyper
-    simple = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid"}
-    x = v.name
-    if op == "identity":
+    kernel, x = layer.forward_op, v.name
+    if kernel is ops.identity:
         return v
-    if op in simple:
-        y = g.op(simple[op], [x], op)
-    elif op == "leaky_relu":
-        y = g.op("LeakyRelu", [x], op, alpha=hyper["negative_slope"])
-    elif op == "elu":
-        y = g.op("Elu", [x], op, alpha=hyper["alpha"])
-    elif op == "selu":
-        y = g.op("Selu", [x], op, alpha=act_ops.SELU_ALPHA, gamma=act_ops.SELU_SCALE)
-    elif op == "hard_sigmoid":
-        y = g.op("HardSigmoid", [x], op, alpha=1 / 6, beta=0.5)
-    elif op == "gelu":
-        y = _gelu(g, x, hyper["approximate"])
-    elif op == "softplus":
-        y = _softplus(g, x, hyper["beta"], hyper["threshold"])
-    else:  # softmax, log_softmax: the axis refers to the channels-last layout
+    if kernel in AXIS_ACTIVATIONS:  # the axis refers to the channels-last layout
         v = channels_last(g, v)
-        name = "Softmax" if op == "softmax" else "LogSoftmax"
-        y = g.op(name, [v.name], op, axis=hyper["axis"])
-    return _out(v, y, out_shape)
+        name, hint = AXIS_ACTIVATIONS[kernel]
+        return _out(v, g.op(name, [v.name], hint, axis=layer.hyper["axis"]), out_shape)
+    if kernel not in ACTIVATIONS:
+        raise _no_export(layer)
+    return _out(v, ACTIVATIONS[kernel](g, x, layer.hyper), out_shape)
 
 
 def _gelu(g, x, approximate):
@@ -227,9 +221,29 @@ def _softplus(g, x, beta, threshold):
     return g.op("Where", [g.op("Greater", [bx, limit], "linear"), x, soft], "softplus")
 
 
+# kernel -> the nodes of an elementwise activation: f(g, x, hyper) -> output name
+ACTIVATIONS = {
+    ops.relu: lambda g, x, h: g.op("Relu", [x], "relu"),
+    ops.tanh: lambda g, x, h: g.op("Tanh", [x], "tanh"),
+    ops.sigmoid: lambda g, x, h: g.op("Sigmoid", [x], "sigmoid"),
+    ops.leaky_relu: lambda g, x, h: g.op("LeakyRelu", [x], "leaky_relu",
+                                         alpha=h["negative_slope"]),
+    ops.elu: lambda g, x, h: g.op("Elu", [x], "elu", alpha=h["alpha"]),
+    ops.selu: lambda g, x, h: g.op("Selu", [x], "selu", alpha=ops.activations.SELU_ALPHA,
+                                   gamma=ops.activations.SELU_SCALE),
+    ops.hard_sigmoid: lambda g, x, h: g.op("HardSigmoid", [x], "hard_sigmoid", alpha=1 / 6,
+                                           beta=0.5),
+    ops.gelu: lambda g, x, h: _gelu(g, x, h["approximate"]),
+    ops.softplus: lambda g, x, h: _softplus(g, x, h["beta"], h["threshold"]),
+}
+# kernel -> (ONNX op, name hint) of the activations along an axis
+AXIS_ACTIVATIONS = {ops.softmax: ("Softmax", "softmax"),
+                    ops.log_softmax: ("LogSoftmax", "log_softmax")}
+
+
 # ------------------------------------------------------------ embedding, sequences
 def embedding(g, layer, v, out_shape):
-    if v.name != "input":
+    if not v.ids:
         raise ValueError(f"export_onnx: {layer.label} must be the model's first layer (its "
                          f"input is the graph's int64 ids)")
     return _out(v, g.op("Gather", [g.const(layer.parameters["W"], "W"), v.name], "embedding",
@@ -256,7 +270,7 @@ def recurrent(g, layer, v, out_shape):
     if cell == "rnn":
         attrs["activations"] = ["Relu" if layer.nonlinearity == "relu" else "Tanh"] * dirs
     for k in range(layer.num_layers):
-        s = [layer._suffix(k, d) for d in range(dirs)]
+        s = [layer.parameter_suffix(k, d) for d in range(dirs)]
         w = np.stack([_gates(p[f"W_ih{sfx}"], cell).T for sfx in s])
         r = np.stack([_gates(p[f"W_hh{sfx}"], cell).T for sfx in s])
         inputs = [x, g.const(w, "W"), g.const(r, "R")]
@@ -275,9 +289,12 @@ def recurrent(g, layer, v, out_shape):
     return _out(v, out, out_shape)
 
 
-def attention(g, layer, v, out_shape):
-    """Self-attention: heads split by Reshape/Transpose, softmax(q k^T / sqrt(d)) v."""
+def attention(g, layer, v, out_shape, key=None, value=None):
+    """Attention of the query ``v`` to ``key`` and ``value`` (None: self-attention, or
+    ``value = key``): heads split by Reshape/Transpose, softmax(q k^T / sqrt(d)) v."""
     v = channels_last(g, v)
+    key = v if key is None else channels_last(g, key)
+    value = key if value is None else channels_last(g, value)
     p, e, heads = layer.parameters, layer.embed_dim, layer.num_heads
     steps, d = v.shape[0], e // heads
     if layer.packed:
@@ -286,19 +303,19 @@ def attention(g, layer, v, out_shape):
     else:
         weights = [p["W_q"], p["W_k"], p["W_v"]]
         biases = [p.get("b_q"), p.get("b_k"), p.get("b_v")]
-    split = g.ints([0, steps, heads, d], "heads")
+    split = g.ints([0, -1, heads, d], "heads")
     parts = []
-    for role, w, b, perm in zip("qkv", weights, biases, ([0, 2, 1, 3], [0, 2, 3, 1],
-                                                          [0, 2, 1, 3])):
-        y = g.op("MatMul", [v.name, g.const(w, f"W_{role}")], role)
+    for role, source, w, b, perm in zip("qkv", (v, key, value), weights, biases,
+                                        ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3])):
+        y = g.op("MatMul", [source.name, g.const(w, f"W_{role}")], role)
         if b is not None:
             y = g.op("Add", [y, g.const(b, f"b_{role}")], role)
         y = g.op("Reshape", [y, split], role)
         parts.append(g.op("Transpose", [y], role, perm=perm))  # k: (N, H, d, T)
     scores = g.op("MatMul", [parts[0], parts[1]], "scores")
     scores = g.op("Mul", [scores, g.const(1 / math.sqrt(d), "scale")], "scores")
-    if layer.causal:
-        mask = np.triu(np.full((steps, steps), -np.inf), k=1)
+    if layer.causal:  # query i sees keys j <= i
+        mask = np.triu(np.full((steps, key.shape[0]), -np.inf), k=1)
         scores = g.op("Add", [scores, g.const(mask, "causal_mask")], "scores")
     probs = g.op("Softmax", [scores], "attention", axis=-1)
     ctx = g.op("Transpose", [g.op("MatMul", [probs, parts[2]], "context")], "context",
@@ -314,9 +331,17 @@ CONVERTERS = {
     Dense: dense, Flatten: flatten, Reshape: reshape, Dropout: dropout, ConvND: conv,
     GlobalPool: global_pool, Pool: pool, BatchNorm: running_norm,
     InstanceNorm: running_norm, GroupNorm: group_norm, LayerNorm: layer_norm,
-    A.Activation: activation, Embedding: embedding, Recurrent: recurrent,
+    Activation: activation, Embedding: embedding, Recurrent: recurrent,
     MultiHeadAttention: attention,
 }
+
+
+def _no_export(layer):
+    return ValueError(f"export_onnx: {layer.label} ({type(layer).__name__}) has no ONNX "
+                      f"export; exportable: Sequential, graph Model, Residual, Add, Multiply, "
+                      f"Concatenate, Dense, Flatten, Reshape, Dropout, convolutions, pooling, "
+                      f"normalizations, activations, Embedding, RNN/LSTM/GRU and "
+                      f"MultiHeadAttention")
 
 
 def converter(layer):
@@ -324,8 +349,4 @@ def converter(layer):
     for cls in type(layer).__mro__:
         if cls in CONVERTERS:
             return CONVERTERS[cls]
-    raise ValueError(f"export_onnx: {layer.label} ({type(layer).__name__}) has no ONNX "
-                     f"export; exportable: Sequential, Residual, Dense, Flatten, Reshape, "
-                     f"Dropout, convolutions, pooling, normalizations, activations, "
-                     f"Embedding, RNN/LSTM/GRU and MultiHeadAttention")
-
+    raise _no_export(layer)

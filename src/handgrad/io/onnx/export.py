@@ -67,9 +67,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..._checks import describe
-from ...layers.base import Layer
-from ...layers.embedding import Embedding
-from ...layers.structure import Residual
+from ...layers import Embedding, Layer, Residual
 from .converters import converter
 from .graph import Graph, Value, channels_first, channels_last
 
@@ -78,15 +76,17 @@ IR_VERSION = 8  # the IR version of opset 17, for older runtimes
 
 
 def convert(g, layer, v):
-    """The graph of ``layer`` applied to ``v``; returns the output :class:`Value`."""
+    """The graph of ``layer`` applied to ``v``; returns the output :class:`Value`.
+
+    A ``Residual`` adds its branches; a chain (``layer.chain``: ``Sequential``) converts
+    its children in order; any other layer has a converter of its family or raises."""
     if isinstance(layer, Residual):
         block = convert(g, layer.block, v)
         short = v if layer.shortcut is None else convert(g, layer.shortcut, v)
         short = channels_first(g, short) if block.first else channels_last(g, short)
         return replace(block, name=g.op("Add", [block.name, short.name], "residual"))
-    children = getattr(layer, "layers", None)
-    if isinstance(children, list):
-        for child in children:
+    if layer.chain:
+        for _, child in layer.children():
             v = convert(g, child, v)
         return v
     out_shape = tuple(layer.output_shape(v.shape))
@@ -94,13 +94,12 @@ def convert(g, layer, v):
 
 
 def _first_leaf(layer):
-    while True:
-        if isinstance(layer, Residual):
-            layer = layer.block
-        elif isinstance(getattr(layer, "layers", None), list) and layer.layers:
-            layer = layer.layers[0]
-        else:
-            return layer
+    """The layer that sees the graph input: the first child of a chain or a
+    ``Residual`` (its block), down to a leaf."""
+    if layer.chain or isinstance(layer, Residual):
+        for _, child in layer.children():
+            return _first_leaf(child)
+    return layer
 
 
 def export_onnx(model, path, input_shape=None):

@@ -4,6 +4,7 @@ and ONNX's channels-first operators."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -11,12 +12,14 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Value:
-    """A tensor of the graph: its name, handgrad's per-example shape (channels last)
-    and whether the graph holds it channels first."""
+    """A tensor of the graph: its name, handgrad's per-example shape (channels last),
+    whether the graph holds it channels first, and whether it is a graph input of
+    int64 ids (what an ``Embedding`` takes)."""
 
     name: str
     shape: tuple
     first: bool = False
+    ids: bool = False
 
     @property
     def rank(self):
@@ -25,12 +28,15 @@ class Value:
 
 
 class Graph:
-    """Nodes and initializers of the graph being built, with unique names."""
+    """Nodes and initializers of the graph being built, with unique names. ``reserved``
+    are the names of the graph's own inputs and outputs. Equal constants are stored
+    once, so the calls of a shared layer use the same initializers."""
 
-    def __init__(self, onnx, dtype):
+    def __init__(self, onnx, dtype, reserved=("input", "output")):
         self.onnx, self.dtype = onnx, np.dtype(dtype)
         self.nodes, self.initializers = [], []
-        self._names = {"input", "output"}  # the graph's own input and output
+        self._names = set(reserved)
+        self._constants = {}  # (dtype, shape, digest of the bytes) -> initializer name
 
     def fresh(self, hint):
         name, index = hint, 1
@@ -43,9 +49,11 @@ class Graph:
     def const(self, array, hint="const", dtype=None):
         """An initializer holding ``array`` (in the model's dtype unless ``dtype``)."""
         array = np.ascontiguousarray(np.asarray(array, dtype=dtype or self.dtype))
-        name = self.fresh(hint)
-        self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
-        return name
+        key = (array.dtype.str, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
+        if key not in self._constants:
+            self._constants[key] = name = self.fresh(hint)
+            self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
+        return self._constants[key]
 
     def ints(self, values, hint="shape"):
         return self.const(np.asarray(values, np.int64), hint, np.int64)

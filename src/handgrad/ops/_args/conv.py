@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 from ..._checks import float_array, int_tuple, positive_int, same_dtype, upstream_grad
 from .cache import Cache, check_cache
-from .windows import Axis, check_not_empty, check_output_size, parse_padding, window_axes
+from .windows import (
+    WindowAxis,
+    WindowGeometry,
+    check_not_empty,
+    check_output_size,
+    parse_padding,
+    window_axes,
+)
 
 LAYOUTS = {1: "(N, L, C)", 2: "(N, H, W, C)"}
 WEIGHT_LAYOUTS = {
@@ -30,7 +37,7 @@ class ConvCall(Cache):
     x: object
     w: object
     b: object
-    axes: tuple[Axis, ...]
+    axes: tuple[WindowAxis, ...]
     groups: int
     transposed: bool
 
@@ -97,28 +104,26 @@ def _check_common(op, x, w, b, nd, transposed, groups):
     return x, w, b, groups
 
 
-def prepare_conv(op, nd, x, w, b, stride, padding, dilation, groups) -> ConvCall:
-    """Validate a conv{nd}d call and compute its geometry."""
-    x, w, b, groups = _check_common(op, x, w, b, nd, False, groups)
+def conv_window(op, spatial, kernel, stride, padding, dilation) -> WindowGeometry:
+    """Geometry of a convolution over the spatial sizes ``spatial`` with kernel ``kernel``
+    (validated ints); ``stride``, ``padding`` and ``dilation`` as the user gave them."""
+    nd = len(spatial)
     stride = int_tuple(op, "stride", stride, nd)
     dilation = int_tuple(op, "dilation", dilation, nd)
-    kernel = tuple(w.shape[:nd])
-    spatial = tuple(x.shape[1:-1])
     strings = ("valid", "same", "causal") if nd == 1 else ("valid", "same")
     pads = parse_padding(op, padding, nd, kernel, stride, dilation, spatial, strings)
-    axes = window_axes(op, spatial, kernel, stride, dilation, pads)
-    return ConvCall(op, x, w, b, axes, groups, transposed=False)
+    return WindowGeometry(window_axes(op, spatial, kernel, stride, dilation, pads), pads)
 
 
-def prepare_conv_transpose(
-    op, nd, x, w, b, stride, padding, output_padding, dilation, groups
-) -> ConvCall:
-    """Validate a conv_transpose{nd}d call; its axes describe the adjoint convolution.
+def conv_transpose_window(op, spatial, kernel, stride, padding, output_padding,
+                          dilation) -> WindowGeometry:
+    """Geometry of a transposed convolution whose input has the spatial sizes
+    ``spatial``; its axes describe the adjoint convolution.
 
     Output size per axis (PyTorch): ``(in - 1) * stride - pad_before - pad_after
     + dilation * (kernel - 1) + 1 + output_padding``; the output padding goes after.
     """
-    x, w, b, groups = _check_common(op, x, w, b, nd, True, groups)
+    nd = len(spatial)
     stride = int_tuple(op, "stride", stride, nd)
     dilation = int_tuple(op, "dilation", dilation, nd)
     output_padding = int_tuple(op, "output_padding", output_padding, nd, minimum=0)
@@ -128,8 +133,6 @@ def prepare_conv_transpose(
                 f"{op}: 'output_padding' along spatial axis {i} must be smaller than either "
                 f"stride ({s}) or dilation ({d}); received {op_pad}"
             )
-    kernel = tuple(w.shape[:nd])
-    spatial = tuple(x.shape[1:-1])
     # "same" for a transposed convolution: output = input * stride (TensorFlow).
     scaled = tuple(size * s for size, s in zip(spatial, stride))
     pads = parse_padding(op, padding, nd, kernel, stride, dilation, scaled)
@@ -144,5 +147,23 @@ def prepare_conv_transpose(
             f"(input {size} - 1) * stride {s} + kernel span {span} + output_padding {extra} "
             f"is not larger than the padding {(before, after)}",
         )
-        axes.append(Axis(size_out, k, s, d, before, size))
-    return ConvCall(op, x, w, b, tuple(axes), groups, transposed=True)
+        axes.append(WindowAxis(size_out, k, s, d, before, size))
+    return WindowGeometry(tuple(axes), pads, transposed=True)
+
+
+def prepare_conv(op, nd, x, w, b, stride, padding, dilation, groups) -> ConvCall:
+    """Validate a conv{nd}d call and compute its geometry."""
+    x, w, b, groups = _check_common(op, x, w, b, nd, False, groups)
+    geometry = conv_window(op, tuple(x.shape[1:-1]), tuple(w.shape[:nd]), stride, padding,
+                           dilation)
+    return ConvCall(op, x, w, b, geometry.axes, groups, transposed=False)
+
+
+def prepare_conv_transpose(
+    op, nd, x, w, b, stride, padding, output_padding, dilation, groups
+) -> ConvCall:
+    """Validate a conv_transpose{nd}d call; its axes describe the adjoint convolution."""
+    x, w, b, groups = _check_common(op, x, w, b, nd, True, groups)
+    geometry = conv_transpose_window(op, tuple(x.shape[1:-1]), tuple(w.shape[:nd]), stride,
+                                     padding, output_padding, dilation)
+    return ConvCall(op, x, w, b, geometry.axes, groups, transposed=True)

@@ -135,7 +135,7 @@ def prepare_instance_norm(op, x, gamma, beta, running_mean, running_var, use_inp
                                "spatial element per example and channel")
 
 
-def normalized_shape_tuple(op, normalized_shape) -> tuple[int, ...]:
+def check_normalized_shape(op, normalized_shape) -> tuple[int, ...]:
     """An int d (meaning (d,)) or a non-empty tuple of ints >= 0 (a 0 gives empty groups,
     as in PyTorch)."""
     if is_int(normalized_shape):
@@ -152,7 +152,7 @@ def normalized_shape_tuple(op, normalized_shape) -> tuple[int, ...]:
 
 def prepare_layer_norm(op, x, normalized_shape, gamma, beta, eps):
     """x (..., *normalized_shape): statistics over the trailing axes, per leading index."""
-    shape = normalized_shape_tuple(op, normalized_shape)
+    shape = check_normalized_shape(op, normalized_shape)
     x = float_array(op, "x", x)
     k = len(shape)
     if x.ndim < k or tuple(x.shape[x.ndim - k:]) != shape:

@@ -7,33 +7,34 @@ from dataclasses import dataclass
 from ..._checks import float_array, int_tuple
 from ..._hyper import flag
 from .conv import LAYOUTS
-from .windows import Axis, check_not_empty, parse_padding, window_axes
+from .windows import WindowAxis, WindowGeometry, check_not_empty, parse_padding, window_axes
 
 
 @dataclass(frozen=True)
 class PoolCall:
-    """A validated pooling call: the op's name, the input and one :class:`Axis` per
+    """A validated pooling call: the op's name, the input and one :class:`WindowAxis` per
     spatial axis."""
 
     op: str
     x: object
-    axes: tuple[Axis, ...]
+    axes: tuple[WindowAxis, ...]
     pads: tuple[tuple[int, int], ...]
 
 
-def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -> PoolCall:
-    """Validate a pooling call. ``stride=None`` means ``stride = kernel_size``.
+def pool_window(op, spatial, kernel_size, stride, padding, dilation,
+                ceil_mode) -> WindowGeometry:
+    """Geometry of a pooling over the spatial sizes ``spatial``. ``stride=None`` means
+    ``stride = kernel_size``.
 
     Numeric padding may be at most half the kernel on each side (as PyTorch), so
-    no window lies entirely in the padding. Only the batch axis of ``x`` may be empty.
+    no window lies entirely in the padding.
     """
-    x = check_not_empty(op, "x", float_array(op, "x", x, nd + 2, LAYOUTS[nd]), LAYOUTS[nd])
+    nd = len(spatial)
     kernel = int_tuple(op, "kernel_size", kernel_size, nd)
     stride = kernel if stride is None else int_tuple(op, "stride", stride, nd)
     dilation = int_tuple(op, "dilation", dilation, nd)
     if not isinstance(ceil_mode, bool):
         raise TypeError(f"{op}: 'ceil_mode' must be a bool; received {ceil_mode!r}")
-    spatial = tuple(x.shape[1:-1])
     pads = parse_padding(op, padding, nd, kernel, stride, dilation, spatial)
     if not isinstance(padding, str):
         for k, pair in zip(kernel, pads):
@@ -43,8 +44,17 @@ def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -
                     f"{kernel}, so at most {tuple(k // 2 for k in kernel)}); received "
                     f"{padding!r}"
                 )
-    axes = window_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode)
-    return PoolCall(op, x, axes, pads)
+    return WindowGeometry(window_axes(op, spatial, kernel, stride, dilation, pads, ceil_mode),
+                          pads)
+
+
+def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -> PoolCall:
+    """Validate a pooling call (see :func:`pool_window`). Only the batch axis of ``x``
+    may be empty."""
+    x = check_not_empty(op, "x", float_array(op, "x", x, nd + 2, LAYOUTS[nd]), LAYOUTS[nd])
+    geometry = pool_window(op, tuple(x.shape[1:-1]), kernel_size, stride, padding, dilation,
+                           ceil_mode)
+    return PoolCall(op, x, geometry.axes, geometry.padding)
 
 
 def prepare_global_pool(op, x, keepdims):

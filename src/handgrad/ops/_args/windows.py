@@ -1,6 +1,6 @@
 """Sliding-window geometry shared by convolutions and pooling.
 
-Along one spatial axis a window op is described by an :class:`Axis`: input
+Along one spatial axis a window op is described by a :class:`WindowAxis`: input
 size, kernel, stride, dilation, padding before, and the number of outputs.
 Output ``o`` reads the (zero- or -inf-padded) input at positions
 ``o * stride + k * dilation - pad_before`` for ``k`` in ``range(kernel)``.
@@ -17,7 +17,7 @@ from ..._checks import describe, is_int
 
 
 @dataclass(frozen=True)
-class Axis:
+class WindowAxis:
     """Geometry of one spatial axis of a sliding-window op."""
 
     size_in: int
@@ -41,6 +41,42 @@ class Axis:
         """Positions in the padded input that kernel tap ``k`` reads, one per output."""
         start = k * self.dilation
         return slice(start, start + (self.size_out - 1) * self.stride + 1, self.stride)
+
+
+@dataclass(frozen=True)
+class WindowGeometry:
+    """Resolved geometry of a convolution or pooling: one :class:`WindowAxis` per
+    spatial axis and the user's padding as ``(before, after)`` pairs.
+
+    The axes always describe a forward window op. For a transposed convolution they
+    describe its adjoint convolution, whose input is the transposed convolution's
+    output: ``input_size`` and ``output_size`` give the op's own view.
+    """
+
+    axes: tuple[WindowAxis, ...]
+    padding: tuple[tuple[int, int], ...]
+    transposed: bool = False
+
+    @property
+    def input_size(self) -> tuple[int, ...]:
+        """Spatial size of the op's input."""
+        return tuple(a.size_out if self.transposed else a.size_in for a in self.axes)
+
+    @property
+    def output_size(self) -> tuple[int, ...]:
+        """Spatial size of the op's output."""
+        return tuple(a.size_in if self.transposed else a.size_out for a in self.axes)
+
+    @property
+    def pads_begin(self) -> tuple[int, ...]:
+        """Padding before the input, per axis (of the forward window op)."""
+        return tuple(a.pad_before for a in self.axes)
+
+    @property
+    def pads_end(self) -> tuple[int, ...]:
+        """Padding after the input that some window reads, per axis: ``max(pad_after, 0)``
+        (of the forward window op)."""
+        return tuple(max(a.pad_after, 0) for a in self.axes)
 
 
 def parse_padding(op, padding, n, kernel, stride, dilation, size_in, strings=("valid", "same")):
@@ -130,7 +166,7 @@ def window_axes(op, spatial_in, kernel, stride, dilation, pads, ceil_mode=False)
             f"input size {size} padded by {(before, after)} is smaller than the dilated "
             f"kernel span {span}",
         )
-        axes.append(Axis(size, k, s, d, before, size_out))
+        axes.append(WindowAxis(size, k, s, d, before, size_out))
     return tuple(axes)
 
 

@@ -5,9 +5,18 @@ passes (not the GEMMs) dominate pooling, depthwise convolution and col2im. When
 `numba` is installed (the ``fast`` extra) and the inputs are NumPy arrays, these
 loops are compiled; otherwise, or with the environment variable ``HANDGRAD_NUMBA=0``,
 the pure-NumPy code runs. Both paths compute the same thing and are tested against
-each other and against torch. Pooling and depthwise kernels run in parallel over the
-batch, or serially while another thread is in a parallel kernel, so any number of
-threads may call the ops at once; col2im is single-threaded (see ``kernels``).
+each other and against torch.
+
+A kernel in ``ops`` dispatches at its top (``if engine.enabled(x): return
+engine.max_pool(x, axes)``) and then does its NumPy math; each function below is
+one such compiled path and returns exactly what the NumPy code returns.
+
+Threads: the pooling and depthwise loops run in parallel over the batch on numba's
+threads, under a launch lock: a call that finds another thread inside a parallel
+kernel runs the serial twin instead (same loops, compiled with ``range``), so any
+number of threads may call the ops at once and none waits. col2im is compiled
+single-threaded only, since it runs between two BLAS calls whose threads it would
+fight (see ``kernels``).
 
 Every kernel is written for 2-D channels-last data; 1-D data gets a unit height.
 Geometry per axis: input size, output size, kernel, stride, dilation, padding
@@ -17,11 +26,12 @@ before -- output ``o`` and tap ``k`` read input ``o*stride + k*dilation - pad``.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import numpy as np
 
-from .._args.windows import Axis
+from .._args.windows import WindowAxis
 
 try:  # pragma: no cover - exercised when the optional dependency is present
     import numba
@@ -54,7 +64,7 @@ def use_compiled(flag: bool):
 def geometry_2d(axes):
     """Flat int tuple (H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW) for 1-D or 2-D axes."""
     if len(axes) == 1:
-        axes = (Axis(1, 1, 1, 1, 0, 1), axes[0])
+        axes = (WindowAxis(1, 1, 1, 1, 0, 1), axes[0])
     a, b = axes
     return (a.size_in, b.size_in, a.size_out, b.size_out, a.kernel, b.kernel, a.stride,
             b.stride, a.dilation, b.dilation, a.pad_before, b.pad_before)
@@ -71,3 +81,73 @@ if numba is not None:  # pragma: no branch
     kernels = build_kernels(numba)
 else:  # pragma: no cover
     kernels = None
+
+
+# ------------------------------------------------------------------ compiled paths
+def _output(x, axes, channels, dtype):
+    return np.empty((x.shape[0], *(a.size_out for a in axes), channels), dtype)
+
+
+def max_pool(x, axes):
+    """(y, index): the window maxima and the flat position h*W + w of each window's
+    winner (PyTorch's rule), for :func:`max_pool_backward`."""
+    y, index = _output(x, axes, x.shape[-1], x.dtype), _output(x, axes, x.shape[-1], np.int32)
+    kernels.max_pool(as_2d(x), geometry_2d(axes), as_2d(y), as_2d(index))
+    return y, index
+
+
+def max_pool_backward(dy, index, x_shape, dtype):
+    """dx: each dy added at its window's winner."""
+    dx = np.zeros(x_shape, dtype)
+    flat = dx.reshape(dx.shape[0], math.prod(dx.shape[1:]))
+    kernels.max_pool_backward(as_2d(dy), as_2d(index), flat)
+    return dx
+
+
+def _reciprocal_2d(divisor, axes):
+    """1 / divisor (1, *O, 1) as a full (OH, OW) array (1-D: (1, OW))."""
+    out = tuple(a.size_out for a in axes)
+    full = np.broadcast_to(1 / divisor.reshape(divisor.shape[1:-1]), out)
+    return np.ascontiguousarray(full.reshape(-1, out[-1]))
+
+
+def avg_pool(x, axes, divisor):
+    """y: the window sums times 1 / ``divisor`` (1, *O, 1)."""
+    y = _output(x, axes, x.shape[-1], x.dtype)
+    kernels.avg_pool(as_2d(x), geometry_2d(axes), _reciprocal_2d(divisor, axes), as_2d(y))
+    return y
+
+
+def avg_pool_backward(dy, axes, divisor, x_shape, dtype):
+    """dx: dy / divisor added over every window that contains a position."""
+    dx = np.zeros(x_shape, dtype)
+    kernels.avg_pool_backward(as_2d(dy), geometry_2d(axes), _reciprocal_2d(divisor, axes),
+                              as_2d(dx))
+    return dx
+
+
+def depthwise(x, w, axes):
+    """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y)."""
+    y = _output(x, axes, w.shape[-1], x.dtype)
+    kernels.depthwise(as_2d(x), w.reshape(-1, w.shape[-1]), geometry_2d(axes), as_2d(y))
+    return y
+
+
+def depthwise_gradients(x_shape, w, dy, axes, x=None):
+    """(dx, dw) of a depthwise convolution in one pass; without ``x`` only dx is
+    computed (dw is then zero)."""
+    taps_w = w.reshape(-1, w.shape[-1])
+    dx = np.zeros(x_shape, dy.dtype)
+    want_dw = x is not None
+    partial = np.zeros((x_shape[0] if want_dw else 1, *taps_w.shape), dy.dtype)
+    kernels.depthwise_backward(as_2d(x if want_dw else dx), taps_w, as_2d(dy),
+                               geometry_2d(axes), as_2d(dx), partial, want_dw)
+    return dx, partial.sum(axis=0).reshape(w.shape)
+
+
+def col2im_matmul(a, b, x_shape, axes, groups):
+    """col2im(a @ b) as an array of ``x_shape``: the product by BLAS, the scatter-add
+    compiled."""
+    dx = np.zeros(x_shape, a.dtype)
+    kernels.col2im(np.matmul(a, b), geometry_2d(axes), groups, as_2d(dx))
+    return dx

@@ -13,7 +13,12 @@ amplified. In float64 the relative error is a few ulps over the whole line,
 including the far tail of ``erfc``; float32 inputs are evaluated in float32.
 
 ``sigmoid`` and ``softplus`` never evaluate ``exp`` of a positive number, so
-they neither overflow nor warn for any finite input.
+they neither overflow nor warn for any finite input; ``log_softmax`` subtracts the
+maximum first, for the same reason.
+
+Every function is ``f(xp, x)``: ``xp`` the array module of ``x`` (NumPy or a
+compatible one), no validation, no cache, the result in ``x``'s shape and dtype. The
+kernels (:mod:`.activations`, :mod:`.softmax`) and the losses build on them.
 """
 
 from __future__ import annotations
@@ -110,3 +115,12 @@ def sigmoid(xp, x):
 def softplus(xp, x):
     """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), exact for any finite x."""
     return xp.maximum(x, 0.0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def log_softmax(xp, x, axis):
+    """log(softmax(x)) along ``axis`` = z - log(sum(exp(z))), z = x - max(x); an axis of
+    length 0 gives an empty copy."""
+    if x.shape[axis] == 0:  # nothing to normalize (and no maximum to subtract)
+        return x.copy()
+    z = x - xp.max(x, axis=axis, keepdims=True)
+    return z - xp.log(xp.sum(xp.exp(z), axis=axis, keepdims=True))

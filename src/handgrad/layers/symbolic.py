@@ -1,0 +1,138 @@
+"""Symbolic tensors: what calling a layer on ``handgrad.Input`` returns.
+
+A :class:`SymbolicTensor` holds no data, only a per-example ``shape`` (no batch
+axis), a ``dtype`` (or None: the model's) and the :class:`Node` that produces it
+(None for an input). A :class:`Node` records one call of a layer: the layer, its
+input tensors and its output tensors. ``handgrad.Model`` walks these records back
+from its outputs to its inputs and runs the nodes in topological order.
+
+The output shape of a call is found without touching the layer's parameters: an
+unbuilt layer is probed through a throwaway copy, built from the input shapes and
+run once on an all-zero example in inference mode (no data needed, nothing drawn
+from the layer's own generator).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+
+import numpy as np
+
+from .._checks import describe
+
+_ids = itertools.count()
+
+
+class SymbolicTensor:
+    """A tensor of a graph under construction: per-example ``shape``, ``dtype``, the
+    producing ``node`` (None for an ``Input``) and the output ``index`` in that node."""
+
+    def __init__(self, shape, dtype=None, node=None, index=0, name=None):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        self.node, self.index, self.name = node, index, name
+        self.uid = next(_ids)
+
+    def __repr__(self):
+        source = "input" if self.node is None else f"{self.node.layer.label}"
+        label = f" {self.name!r}" if self.name else ""
+        return f"SymbolicTensor{label}(shape={self.shape}, from {source})"
+
+
+class Node:
+    """One call of ``layer`` on ``inputs`` (SymbolicTensors) giving ``outputs``."""
+
+    def __init__(self, layer, inputs, output_shapes, dtype):
+        self.layer, self.inputs = layer, list(inputs)
+        self.outputs = [SymbolicTensor(shape, dtype, self, i)
+                        for i, shape in enumerate(output_shapes)]
+
+
+class GraphNetwork:
+    """The mark of a layer that runs a graph of :class:`Node` calls (``handgrad.Model``),
+    by which the floors below the model (the summary, the exports, torch interop)
+    recognize it with ``isinstance`` without importing it. Such a layer has ``inputs``
+    and ``outputs`` (SymbolicTensors), ``nodes`` (topological order), ``input_names``,
+    ``output_names`` (the output-producing layers' names), ``single_input`` and
+    ``single_output``."""
+
+
+def call_labels(nodes) -> dict:
+    """``{id(node): label}``: the layer's name for its first call among ``nodes``,
+    ``name[k]`` for its call ``k`` (0-based) when the layer is shared."""
+    calls, labels = {}, {}
+    for node in nodes:
+        k = calls[id(node.layer)] = calls.get(id(node.layer), -1) + 1
+        labels[id(node)] = node.layer.name if k == 0 else f"{node.layer.name}[{k}]"
+    return labels
+
+
+def tensor_labels(network) -> dict:
+    """``{tensor uid: label}`` for the inputs and every node output of a graph
+    ``network``: the Input's name, the call label of the node that made it
+    (:func:`call_labels`), or ``label:i`` for output ``i`` of a call with several."""
+    labels = dict(zip((t.uid for t in network.inputs), network.input_names))
+    calls = call_labels(network.nodes)
+    for node in network.nodes:
+        for t in node.outputs:
+            several = len(node.outputs) > 1
+            labels[t.uid] = f"{calls[id(node)]}:{t.index}" if several else calls[id(node)]
+    return labels
+
+
+def input_tensor(shape, name=None, dtype=None) -> SymbolicTensor:
+    """``handgrad.Input``: a graph input of per-example ``shape`` (no batch axis)."""
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+            for d in shape):
+        raise TypeError(f"Input: 'shape' must be a tuple of ints >= 0 (per example, no batch "
+                        f"axis); received {describe(shape)}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"Input: 'name' must be a string or None; received {describe(name)}")
+    if dtype is not None:
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"Input: 'dtype' must be a NumPy dtype or None; received "
+                            f"{dtype!r}") from None
+    return SymbolicTensor(shape, dtype, None, 0, name)
+
+
+def _float_dtype(layer, tensors):
+    """The float dtype a call computes in, or None for the model's: the layer's own (set,
+    or from its build), else that of its first float input with a dtype (an integer
+    input, such as an Embedding's ids, says nothing about it)."""
+    if layer.dtype is not None:
+        return layer.dtype
+    return next((t.dtype for t in tensors if t.dtype is not None and t.dtype.kind == "f"),
+                None)
+
+
+def connect(layer, inputs):
+    """Record ``layer`` called on the SymbolicTensors ``inputs``; returns its output
+    tensor (or the list of them when the layer has several outputs)."""
+    tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if not tensors or not all(isinstance(t, SymbolicTensor) for t in tensors):
+        received = (f"[{', '.join(describe(t) for t in tensors)}]"
+                    if isinstance(inputs, (list, tuple)) else describe(inputs))
+        raise TypeError(f"{layer.label}: calling a layer builds a graph and takes a "
+                        f"handgrad.Input tensor or what another layer call returned (or a "
+                        f"list of them); received {received}; to run it on arrays use "
+                        f"{type(layer).__name__}.forward(x)")
+    given = _float_dtype(layer, tensors)
+    dtype = given or np.dtype(np.float32)
+    probe = layer if layer.built else copy.deepcopy(layer)
+    try:
+        if not probe.built:
+            probe.graph_build([t.shape for t in tensors], np.random.default_rng(0), dtype)
+        examples = [np.zeros((1, *t.shape), dtype=t.dtype if t.dtype is not None and
+                             t.dtype.kind in "iu" else dtype) for t in tensors]
+        out = probe.graph_forward(examples, training=False)
+    except (ValueError, TypeError) as error:
+        shapes = ", ".join(str(t.shape) for t in tensors)
+        raise ValueError(f"{layer.label} cannot be called on per-example shape(s) {shapes}: "
+                         f"{error}") from None
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    node = Node(layer, tensors, [o.shape[1:] for o in outs], given)
+    return node.outputs if isinstance(out, (list, tuple)) else node.outputs[0]

@@ -1,0 +1,268 @@
+"""``Model``: any directed acyclic graph of layers, built by calling layers on tensors.
+
+    image, meta = hg.Input((28, 28, 1), name="image"), hg.Input((4,), name="meta")
+    h = L.GlobalAvgPool2D()(L.ReLU()(L.Conv2D(16, 3, padding="same")(image)))
+    z = L.Concatenate()([h, L.Dense(16)(meta)])
+    model = hg.Model([image, meta], [L.Dense(10, name="logits")(z), L.Dense(1)(z)])
+
+Forward runs the nodes (layer calls) in topological order. Backward runs them in
+reverse: each node's output gradient is the sum over the nodes that consume that
+tensor (fan-out), ``dL/dt = sum_j dL/dt_j``, and the node's layer turns it into its
+input gradients. A layer called twice shares its weights: its cache stack pairs the
+second forward with the first backward, so both gradients add into one array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._checks import describe
+from ..inspect.anomaly import AnomalyError, at_node, reports_anomalies, reports_itself
+from ..inspect.summary import print_summary
+from ..layers import base as layer_base
+from ..layers.base import Layer, check_dtype, snake_case
+from ..layers.registry import REGISTRY, register
+from ..layers.symbolic import GraphNetwork, SymbolicTensor, input_tensor
+from ..training.loop import TrainingMixin
+from .graph_io import arrays_by_input, config_of, output_gradients, replay
+
+
+def Input(shape, name=None, dtype=None) -> SymbolicTensor:
+    """A graph input: per-example ``shape`` (no batch axis), an optional ``name`` (the
+    key of a dict passed to ``Model.forward``) and ``dtype`` (None: the model's)."""
+    return input_tensor(shape, name, dtype)
+
+
+def _as_list(owner, name, value):
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(isinstance(v, SymbolicTensor) for v in values):
+        raise TypeError(f"{owner}: '{name}' must be a tensor or a list of tensors from "
+                        f"handgrad.Input and layer calls; received {describe(value)}")
+    return values
+
+
+def _topological(outputs, inputs):
+    """The nodes that lead from ``inputs`` to ``outputs``, each after its producers."""
+    order, seen, given = [], set(), {t.uid for t in inputs}
+    stack = [(t, False) for t in reversed(outputs)]
+    while stack:
+        tensor, expanded = stack.pop()
+        node = tensor.node
+        if tensor.uid in given:
+            continue
+        if node is None:
+            raise ValueError(f"Model: an output depends on {tensor!r}, which is not in "
+                             f"'inputs'; pass every Input the outputs need")
+        if id(node) in seen:
+            continue
+        if expanded:
+            seen.add(id(node))
+            order.append(node)
+            continue
+        stack.append((tensor, True))
+        stack.extend((t, False) for t in reversed(node.inputs)
+                     if t.uid not in given and id(t.node) not in seen)
+    return order
+
+
+def _unique(names):
+    """``names`` with a repeated one suffixed ``_1``, ``_2``, ... (an output made by a
+    shared layer's several calls)."""
+    unique = []
+    for name in names:
+        candidate, k = name, 0
+        while candidate in unique:
+            k += 1
+            candidate = f"{name}_{k}"
+        unique.append(candidate)
+    return unique
+
+
+@register
+class Model(GraphNetwork, TrainingMixin, Layer):
+    """A graph of layer calls from ``inputs`` to ``outputs`` (a tensor or a list).
+
+    ``forward(x)`` takes an array, a list in input order or a dict keyed by Input names
+    and returns an array (one output) or a list; ``backward(dy)`` takes an array or a
+    list in output order (``None``: no gradient from that output) and returns ``dx``
+    or a list in input order. ``dtype`` and ``seed`` decide the parameters of every
+    layer that does not set its own. A Model is a layer: it can be called on tensors
+    of another Model and used in ``Sequential``.
+    """
+
+    def __init__(self, inputs, outputs, *, name=None, dtype=None, seed=None, trainable=True):
+        self.inputs = _as_list("Model", "inputs", inputs)
+        self.outputs = _as_list("Model", "outputs", outputs)
+        self.single_input = not isinstance(inputs, (list, tuple))
+        self.single_output = not isinstance(outputs, (list, tuple))
+        if any(t.node is not None for t in self.inputs):
+            raise ValueError("Model: 'inputs' must be handgrad.Input tensors, not the "
+                             "outputs of layer calls")
+        if len({t.uid for t in self.inputs}) != len(self.inputs):
+            raise ValueError("Model: the same Input appears twice in 'inputs'")
+        self.nodes = _topological(self.outputs, self.inputs)
+        self._layers = []  # no children yet: a frozen layer stays frozen in a trainable model
+        super().__init__(name=name, dtype=dtype, seed=seed, trainable=trainable)
+        for node in self.nodes:
+            if not any(layer is node.layer for layer in self._layers):
+                self._layers.append(node.layer)
+        if not trainable:
+            self.trainable = False
+        self._name_layers()
+        self.input_names = [t.name or f"input_{i}" for i, t in enumerate(self.inputs)]
+        if len(set(self.input_names)) != len(self.input_names):
+            raise ValueError(f"Model: the Inputs' names must be unique (they key the dicts "
+                             f"given to forward and fit); received {self.input_names}")
+        self.output_names = _unique([
+            t.node.layer.name if t.node is not None else self.input_names[
+                self.inputs.index(t)] for t in self.outputs])
+        self.training = True
+        self.build(self.inputs[0].shape if self.single_input else [t.shape for t in self.inputs])
+
+    def _name_layers(self):
+        names = set()
+        for index, layer in enumerate(self._layers):
+            if layer is self:
+                raise ValueError("Model: a model cannot contain itself")
+            if layer.name is None:
+                layer.name = f"{snake_case(type(layer).__name__)}_{index}"
+            if layer.name in names:
+                raise ValueError(f"Model: two layers are named {layer.name!r}; layer names "
+                                 f"must be unique in a model")
+            names.add(layer.name)
+
+    # ----------------------------------------------------------- structure
+    @property
+    def layers(self):
+        """The distinct layers in the order of their first call."""
+        return list(self._layers)
+
+    def children(self):
+        return ((layer.name, layer) for layer in self._layers)
+
+    def get_layer(self, name):
+        for layer in self._layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"{self.label}: no layer named {name!r}")
+
+    def get_config(self):
+        return {**super().get_config(), **config_of(self)}
+
+    @classmethod
+    def from_config(cls, config):
+        inputs, outputs, rest = replay(config, REGISTRY, Input)
+        return cls(inputs, outputs, **rest)
+
+    def summary(self, print_fn=print):
+        """Print (and return) a table with one row per node (layer call): output shape,
+        parameters (a shared layer's at its first call), parameter memory, the calls or
+        Inputs it is "Connected to" and, for spatial inputs, the receptive field; see
+        :mod:`handgrad.inspect`."""
+        return print_summary(self, print_fn=print_fn)
+
+    # -------------------------------------------------------------- build
+    def build(self, input_shape, rng=None, dtype=None):
+        """Build every unbuilt layer, node by node, for the Inputs' shapes (given again
+        as ``input_shape``: one shape, or a list for several inputs)."""
+        expected = [t.shape for t in self.inputs]
+        given = [input_shape] if self.single_input else list(input_shape)
+        if [tuple(int(d) for d in s) for s in given] != expected:
+            raise ValueError(f"{self.label}: built for per-example input shape(s) "
+                             f"{expected[0] if self.single_input else expected}; received "
+                             f"{input_shape}")
+        self.dtype = self.dtype or check_dtype(self.label, dtype) or np.dtype(np.float32)
+        rng = np.random.default_rng(self.seed) if rng is None else rng
+        for node in self.nodes:
+            if not node.layer.built:
+                node.layer.graph_build([t.shape for t in node.inputs], rng, self.dtype)
+        self.input_shape = expected[0] if self.single_input else expected
+        self.built = True
+        return self
+
+    def graph_build(self, input_shapes, rng, dtype):
+        self.build(input_shapes[0] if self.single_input else input_shapes, rng, dtype)
+
+    def output_shape(self, input_shape):
+        """The Outputs' per-example shapes (a list for several outputs), for inputs of the
+        shape(s) the model was made for."""
+        expected = [t.shape for t in self.inputs]
+        given = [input_shape] if self.single_input else list(input_shape)
+        if [tuple(int(d) for d in s) for s in given] != expected:
+            raise ValueError(f"{self.label}: takes per-example input shape(s) "
+                             f"{expected[0] if self.single_input else expected}; received "
+                             f"{input_shape}")
+        shapes = [t.shape for t in self.outputs]
+        return shapes[0] if self.single_output else shapes
+
+    # --------------------------------------------------- forward/backward
+    def train(self):
+        self.training = True
+        return self
+
+    def eval(self):
+        self.training = False
+        return self
+
+    @reports_anomalies  # its outputs are its nodes' outputs, which they report
+    def forward(self, x, training=None):
+        """The outputs (an array, or a list in output order) for ``x``: an array, a list
+        in input order or a dict keyed by Input names. ``training`` (default: the mode
+        set by :meth:`train`/:meth:`eval`) keeps the caches for :meth:`backward`."""
+        training = self.training if training is None else training
+        values = dict(zip((t.uid for t in self.inputs), arrays_by_input(self, x)))
+        shapes = {uid: (value.shape, value.dtype) for uid, value in values.items()}
+        node = None
+        try:
+            for node in self.nodes:
+                inputs = [values[t.uid] for t in node.inputs]
+                out = node.layer.graph_forward(inputs, training)
+                if layer_base.anomaly_hook is not None and not reports_itself(node.layer):
+                    layer_base.anomaly_hook(node.layer, "forward", inputs, out)
+                outs = out if isinstance(out, (list, tuple)) else [out]
+                for tensor, value in zip(node.outputs, outs):
+                    values[tensor.uid] = value
+                    shapes[tensor.uid] = (value.shape, value.dtype)
+        except AnomalyError as error:
+            at_node(error, self, node)
+            raise
+        if training:
+            self._caches.append(shapes)
+        results = [values[t.uid] for t in self.outputs]
+        return results[0] if self.single_output else results
+
+    def backward(self, dy):
+        """The input gradients (an array, or a list in input order; None for an integer
+        input) of the latest training forward, from ``dy``: an array or a list in output
+        order, ``None`` for an output that gets no gradient. Parameter gradients are
+        added into the layers' ``gradients``."""
+        if not self._caches:
+            raise RuntimeError(f"{self.label}: backward() called without a matching "
+                               f"forward(x, training=True)")
+        shapes = self._caches[-1]
+        grads = output_gradients(self, dy, shapes)  # checked before the cache is consumed
+        self._caches.pop()
+        node = None
+        try:
+            for node in reversed(self.nodes):
+                dys = [grads.pop(t.uid, None) for t in node.outputs]
+                dys = [np.zeros(*shapes[t.uid]) if g is None else g
+                       for g, t in zip(dys, node.outputs)]
+                dxs = node.layer.graph_backward(dys if len(dys) > 1 else dys[0])
+                for tensor, dx in zip(node.inputs, dxs):
+                    if dx is not None:
+                        grads[tensor.uid] = grads[tensor.uid] + dx if tensor.uid in grads \
+                            else dx
+        except AnomalyError as error:
+            at_node(error, self, node)
+            raise
+        dx = [grads.get(t.uid, np.zeros(*shapes[t.uid])) if shapes[t.uid][1].kind in "fc"
+              else None for t in self.inputs]
+        return dx[0] if self.single_input else dx
+
+    def graph_forward(self, inputs, training):
+        return self.forward(inputs[0] if self.single_input else list(inputs), training)
+
+    def graph_backward(self, dy):
+        dx = self.backward(dy)
+        return [dx] if self.single_input else dx

@@ -1,0 +1,166 @@
+"""What ``compile`` chose for each output of a model: its loss, its weight, its metrics.
+
+``loss``, ``loss_weights`` and ``metrics`` each come in three forms: one value for every
+output, a list in output order, or a dict keyed by the output names (the names of the
+layers that produce the outputs, ``model.output_names``). The total loss is
+``sum_i w_i * L_i`` over the outputs that have a loss, so the gradient sent back into
+output ``i`` is ``w_i * dL_i/dpred_i``; an output without a loss, or with weight 0, gets
+``None`` (no gradient). A list of metrics applies to every output that has a loss; a dict
+of metrics names the outputs it measures.
+
+Logs: a model with one output logs ``loss`` and its metrics under the names given
+(``accuracy``). With several outputs the logs are ``loss`` (the weighted total), then
+``<output>_loss`` (unweighted, as Keras does) and ``<output>_<metric>`` for each output.
+"""
+
+from __future__ import annotations
+
+from .. import losses, ops
+from .._checks import describe
+from .._hyper import number
+from ..layers.activations import Activation
+from . import metrics as _metrics
+from .checks import edge_layer
+
+
+def output_names(model) -> list:
+    """The model's output names (unique); a model without them (Sequential) has one."""
+    names = getattr(model, "output_names", None)
+    return list(names) if names else ["output"]
+
+
+def _output_layers(model) -> list:
+    """The last layer before each output (None for an output that is an Input)."""
+    tensors = getattr(model, "outputs", None)
+    if not tensors:
+        return [edge_layer(model, -1)]
+    return [None if t.node is None else edge_layer(t.node.layer, -1) for t in tensors]
+
+
+def per_output(op, arg, value, names, *, check, listed=None):
+    """``value`` (one for all, a list in output order, or a dict keyed by ``names``) as
+    ``{name: check(name, value) or None}``; dict keys left out and None entries give None.
+    ``listed(value)`` says whether a list is one entry per output (default: any list)."""
+    if isinstance(value, dict):
+        unknown = [key for key in value if key not in names]
+        if unknown:
+            raise ValueError(f"{op}: '{arg}' keys must be output names {names}; received "
+                             f"unknown keys {unknown}")
+        return {name: None if value.get(name) is None else check(name, value[name])
+                for name in names}
+    if isinstance(value, (list, tuple)) and (listed is None or listed(value)):
+        if len(value) != len(names):
+            raise ValueError(f"{op}: '{arg}' as a list must hold {len(names)} entries, one "
+                             f"per output {names}; received {len(value)}: {value!r}")
+        return {name: None if v is None else check(name, v) for name, v in zip(names, value)}
+    return {name: check(name, value) for name in names}
+
+
+def _per_output_metrics(value) -> bool:
+    """A list of metric lists (one per output); a flat list of names is for every output."""
+    return any(v is None or isinstance(v, (list, tuple)) for v in value)
+
+
+class Objective:
+    """The per-output losses, weights and metrics of a compiled model (see the module
+    docstring). Call it on the predictions and the targets (lists in output order) to
+    get ``(logs, gradients)``."""
+
+    def __init__(self, model, loss, loss_weights=None, metrics=("accuracy",)):
+        op = "compile"
+        self.names = output_names(model)
+        self.multi = len(self.names) > 1
+        specs = per_output(op, "loss", loss, self.names, check=lambda name, spec: spec)
+        self.losses = {name: None if spec is None else losses.get(spec)
+                       for name, spec in specs.items()}
+        if all(fn is None for fn in self.losses.values()):
+            raise ValueError(f"{op}: 'loss' gives no output a loss; received {loss!r} for "
+                             f"outputs {self.names}")
+        self.loss_specs = {name: spec for name, spec in specs.items() if spec is not None}
+        weights = per_output(op, "loss_weights", 1.0 if loss_weights is None else loss_weights,
+                             self.names, check=self._weight_check(loss_weights))
+        self.weights = {name: 1.0 if w is None else w for name, w in weights.items()}
+        metrics = () if metrics is None else metrics
+        if not isinstance(metrics, (list, tuple, dict)):
+            raise TypeError(f"{op}: 'metrics' must be a list of metric names, e.g. "
+                            f"['accuracy'], or a dict of them keyed by output name; received "
+                            f"{describe(metrics)}")
+        self.metrics = per_output(op, "metrics", metrics, self.names,
+                                  check=self._metric_names, listed=_per_output_metrics)
+        if isinstance(metrics, (list, tuple)) and not _per_output_metrics(metrics):
+            # one list for all outputs: it measures the outputs that have a loss
+            self.metrics = {name: names if self.losses[name] else ()
+                            for name, names in self.metrics.items()}
+        self.metric_fns = {name: _metrics.get(op, names or ())
+                           for name, names in self.metrics.items()}
+        for name, layer in zip(self.names, _output_layers(model)):
+            self._check_logits(op, name, layer)
+
+    def _weight_check(self, given):
+        def check(name, value):
+            arg = f"loss_weights[{name!r}]" if isinstance(given, (dict, list, tuple)) \
+                else "loss_weights"
+            return number("compile", arg, value, low=0.0)
+        return check
+
+    @staticmethod
+    def _metric_names(name, value):
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, (list, tuple)):
+            raise TypeError(f"compile: 'metrics' must be a list of metric names, e.g. "
+                            f"['accuracy'], or a dict of them keyed by output name; received "
+                            f"{describe(value)}")
+        return tuple(names)
+
+    def _check_logits(self, op, name, layer):
+        spec = self.loss_specs.get(name)
+        if self.losses[name] in losses.LOGIT_LOSSES and isinstance(layer, Activation) \
+                and layer.forward_op in (ops.softmax, ops.sigmoid):
+            where = f"output {name!r} comes from" if self.multi else "the model ends with"
+            raise ValueError(f"{op}: loss {spec!r} takes logits, but {where} {layer.label}, "
+                             f"which outputs probabilities; remove that last layer (apply "
+                             f"it to predict's outputs instead)")
+
+    # ----------------------------------------------------------------- use
+    def needs_target(self, name) -> bool:
+        """Whether output ``name`` needs targets: it has a loss or metrics."""
+        return self.losses[name] is not None or bool(self.metric_fns[name])
+
+    def keys(self) -> list:
+        """The keys of the logs, in order."""
+        if not self.multi:
+            return ["loss", *self.metric_fns[self.names[0]]]
+        return (["loss"] + [f"{name}_loss" for name in self.names if self.losses[name]]
+                + [f"{name}_{metric}" for name in self.names for metric in self.metric_fns[name]])
+
+    def __call__(self, preds, ys, *, gradients=True):
+        """``(logs, dpreds)`` for lists (in output order) of predictions and targets;
+        ``dpreds[i]`` is None for an output without a loss or with weight 0."""
+        logs, dpreds, total = {}, [], 0.0
+        for name, pred, y in zip(self.names, preds, ys):
+            fn, weight, grad = self.losses[name], self.weights[name], None
+            if fn is not None:
+                value, dpred = fn(pred, y)
+                total += weight * float(value)
+                if self.multi:
+                    logs[f"{name}_loss"] = float(value)
+                if gradients and weight != 0.0:
+                    grad = dpred if weight == 1.0 else dpred * dpred.dtype.type(weight)
+            dpreds.append(grad)
+        metrics = {}
+        for name, pred, y in zip(self.names, preds, ys):
+            for metric, fn in self.metric_fns[name].items():
+                metrics[f"{name}_{metric}" if self.multi else metric] = fn(pred, y)
+        return {"loss": total, **logs, **metrics}, dpreds
+
+    def config(self) -> dict:
+        """The arguments of ``compile`` that rebuild this objective (dicts keyed by output
+        name when the model has several outputs; losses as given: names or callables)."""
+        if not self.multi:
+            name = self.names[0]
+            weight = self.weights[name]
+            return {"loss": self.loss_specs[name], "metrics": self.metrics[name],
+                    "loss_weights": None if weight == 1.0 else weight}
+        return {"loss": dict(self.loss_specs), "metrics": {k: v for k, v in self.metrics.items()
+                                                           if v},
+                "loss_weights": dict(self.weights)}
