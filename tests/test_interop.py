@@ -367,7 +367,8 @@ def test_layers_without_a_torch_twin_and_bad_arguments():
         from_torch({}, partial)
     doubled = Sequential([Doubled(L.Dense(2))], input_shape=(2,), seed=0)
     with pytest.raises(ValueError, match=r"Doubled 'doubled_0' \(Doubled\) has no torch "
-                                         r"twin \(interop enters Sequential and Residual\)"):
+                                         r"twin \(interop enters Sequential, Residual and "
+                                         r"graph Models\)"):
         to_torch_state_dict(doubled)
     with pytest.raises(ValueError, match="from_torch: the model is not built"):
         from_torch({}, Sequential([L.Dense(2)]))

@@ -3,7 +3,8 @@ PyTorch weight layouts, and the ONNX export wing.
 
 ``save``/``load`` and the checkpoint functions live in :mod:`.checkpoint`, the file
 format in :mod:`.safetensors`, the metadata checks in :mod:`.document`, the torch
-layouts in :mod:`.torch_layouts` and the ONNX export in :mod:`.onnx`.
+layouts in :mod:`.torch_layouts` (applied by :mod:`.torch_interop`) and the ONNX
+export in :mod:`.onnx`.
 """
 
 from .._custom import register_custom
@@ -17,7 +18,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .onnx import export_onnx
-from .torch_layouts import from_torch, to_torch_state_dict
+from .torch_interop import from_torch, to_torch_state_dict
 
 __all__ = [
     "FORMAT_VERSION", "Checkpoint", "export_onnx", "from_torch", "load", "load_checkpoint",

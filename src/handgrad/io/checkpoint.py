@@ -3,8 +3,14 @@ the buffers, the optimizer state and the training position (no pickle anywhere).
 
 Tensor names: ``param/<name>``, ``buffer/<name>``, ``optim/<key>``; the
 ``__metadata__`` entry ``handgrad`` is a JSON document with the model config,
-the optimizer config, the loss, the epoch, random-generator states and layer
-extra state. Writes are atomic (temporary file + rename).
+the optimizer config, the loss, metrics and loss weights (per output for a graph
+``Model`` with several, see :mod:`.objective`), the epoch, random-generator states and
+layer extra state. Writes are atomic (temporary file + rename).
+
+A graph ``Model`` is stored as any model: its config lists its Inputs, its layers
+(a shared layer once, a nested model as a layer entry), its nodes (the calls) and its
+outputs, and ``input_shape`` is the list of its Inputs' shapes when it has several;
+:mod:`.config_checks` checks that structure before anything is built from it.
 
 A file holds no code. A custom loss, initializer or metric is stored by name and found
 again when the file is loaded: register it once with ``@register_custom`` (as Keras's

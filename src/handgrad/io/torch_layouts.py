@@ -1,27 +1,14 @@
-"""PyTorch interop: load a torch model's weights into a handgrad model, and back.
+"""PyTorch layouts: which handgrad layers have torch twins, and how their weights map
+(used by :mod:`.torch_interop`'s ``from_torch`` and ``to_torch_state_dict`` and by
+the ONNX export).
 
-``from_torch(source, model)`` copies the weights of ``source`` (an ``nn.Module``, a
-state dict of tensors or arrays, or the path of a ``.safetensors`` file written by
-``safetensors.torch.save_file(module.state_dict(), path)``, which is read without
-torch) into the matching, built handgrad ``model``. ``to_torch_state_dict(model)``
-goes back: a dict that ``nn.Module.load_state_dict`` accepts for the twin torch
-model. Both are exact (only transposes and reorderings, no arithmetic), so
-handgrad -> torch -> handgrad round trips reproduce every bit.
-
-Matching. The handgrad layers that hold weights (parameters or running
-statistics) are taken in order, entering ``Sequential`` and ``Residual`` (block
-first, then shortcut). Each one claims the torch entries of one torch module: the
-first unclaimed torch key that ends with one of the layer's torch names fixes the
-module prefix (``"features.3."``), and the layer takes ``prefix + name`` for each of
-its names. Keys from a file are first put in natural order (``"10.weight"`` after
-``"9.weight"``), which restores ``nn.Sequential`` order but not the order of named
-children; for those pass ``prefixes={handgrad layer path: torch module prefix}``
-(paths as in ``model.named_parameters()``, e.g. ``"block.conv_0"``; prefixes without
-the trailing dot, ``""`` for a top-level module). Missing, unexpected and
-mismatched entries raise one ValueError that lists all three.
-``to_torch_state_dict`` names the modules as ``nn.Sequential`` does: the index of
-the layer in its ``Sequential`` (``"3.weight"``, ``"1.0.weight"``), and ``block.`` /
-``shortcut.`` inside a ``Residual``.
+The handgrad layers that hold weights (parameters or running statistics) are walked
+in order, entering ``Sequential`` (its children by index, as ``nn.Sequential``),
+``Residual`` (``block.`` then ``shortcut.``) and graph ``Model`` s (nodes in
+topological order, children by layer name, a shared layer once). Each gives a
+:class:`Leaf`: its path, its torch module prefix and one :class:`Rule` per torch
+entry. A layout state follows the tensors (along a chain, along each tensor of a
+graph) so that a ``Dense`` after a ``Flatten`` of maps reorders its rows.
 
 Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
 
@@ -66,9 +53,9 @@ returns NumPy arrays and needs no torch (``handgrad.io.safetensors.write`` turns
 into a file that ``safetensors.torch.load_file`` reads).
 """
 
+
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,7 +76,7 @@ from ..layers import (
     Reshape,
     Residual,
 )
-from . import safetensors as _safetensors
+from ..layers.symbolic import GraphNetwork
 
 COUNTER = "num_batches_tracked"
 
@@ -132,13 +119,16 @@ class Rule:
 
 @dataclass
 class Leaf:
-    """A handgrad layer with weights, its path, its torch module prefix and rules."""
+    """A handgrad layer with weights, its path, its torch module prefix and rules, and
+    inside a graph ``Model`` its ``named`` path (the names of the torch submodules that
+    lead to its twin from the graph's, e.g. ``"shared."``; None outside a graph)."""
 
     layer: object
     path: str
     prefix: str | None
     rules: list
     counter: bool
+    named: str | None = None
 
     def arrays(self, keys):
         return [self.layer.parameters.get(k, self.layer.buffers.get(k)) for k in keys]
@@ -182,7 +172,7 @@ def _recurrent_rules(layer):
     return rules
 
 
-def _rules(layer, state):
+def layer_rules(layer, state):
     """(rules, has num_batches_tracked) of one layer; updates the layout ``state``."""
     flat, spatial = state.get("flat"), state.get("spatial")
     counter = False
@@ -232,155 +222,90 @@ def _rules(layer, state):
     return rules, counter
 
 
-def _walk(layer, path, prefix, state, leaves):
+def _merged_state(layer, states):
+    """The layout state of a call of ``layer`` on several tensors (a merge): theirs when
+    they agree; features flattened from maps cannot be merged with others."""
+    if all(state == states[0] for state in states):
+        return dict(states[0])
+    if any(state.get("flat") for state in states):
+        raise ValueError(f"{layer.label} merges features flattened from channels-last maps "
+                         f"with other features; it has no torch twin")
+    return {"spatial": True} if any(state.get("spatial") for state in states) else {}
+
+
+def _walk_graph(model, path, prefix, states, leaves, named):
+    """Walk the nodes of a graph ``Model`` in topological order; ``states`` are the
+    layout states of its inputs, the states of its outputs are returned. A layer is
+    named by its name (its torch twin is the submodule of that name); a shared layer
+    is walked at its first call, and a later call must see the same layouts."""
+    held = {t.uid: state for t, state in zip(model.inputs, states)}
+    first_calls = {}
+    for node in model.nodes:
+        layer, ins = node.layer, [held[t.uid] for t in node.inputs]
+        name = layer.name
+        target = [] if id(layer) in first_calls else leaves
+        start = len(target)
+        child = (f"{path}{name}.", f"{prefix}{name}.")
+        if isinstance(layer, GraphNetwork):
+            outs = _walk_graph(layer, *child, ins, target, f"{named}{name}.")
+        else:
+            state = ins[0] if len(ins) == 1 else _merged_state(layer, ins)
+            state = dict(state)
+            _walk(layer, *child, state, target, f"{named}{name}.")
+            outs = [state] * len(node.outputs)
+        if id(layer) not in first_calls:
+            first_calls[id(layer)] = target[start:]
+        elif [(leaf.path, leaf.rules) for leaf in target] != [
+                (leaf.path, leaf.rules) for leaf in first_calls[id(layer)]]:
+            raise ValueError(f"{layer.label} is shared by calls on tensors of different "
+                             f"layouts (flattened from maps in one, not in another), so its "
+                             f"weights have no single torch twin")
+        held.update((t.uid, dict(state)) for t, state in zip(node.outputs, outs))
+    return [held[t.uid] for t in model.outputs]
+
+
+def _walk(layer, path, prefix, state, leaves, named=None):
     """Append the :class:`Leaf` of every layer with weights under ``layer``. ``state``
     carries the layout along a chain; the branches of a ``Residual`` all start from
-    its input's, and the block's goes on after it."""
+    its input's, and the block's goes on after it. ``named`` is the path of names below
+    the nearest graph ``Model`` (None outside one)."""
+    def inner(name):
+        return None if named is None else f"{named}{name}."
+
     if isinstance(layer, Residual):
         start = dict(state)
         for name, child in layer.children():
             branch = state if child is layer.block else dict(start)
-            _walk(child, f"{path}{name}.", f"{prefix}{name}.", branch, leaves)
+            _walk(child, f"{path}{name}.", f"{prefix}{name}.", branch, leaves, inner(name))
+        return
+    if isinstance(layer, GraphNetwork):
+        if not layer.single_input or not layer.single_output:
+            raise ValueError(f"{layer.label} has several inputs or outputs, so it cannot be "
+                             f"a step of a chain")
+        out = _walk_graph(layer, path, prefix, [state], leaves, named or "")[0]
+        state.clear()
+        state.update(out)
         return
     if layer.chain:  # as torch's nn.Sequential, which names its modules by index
         for index, (name, child) in enumerate(layer.children()):
-            _walk(child, f"{path}{name}.", f"{prefix}{index}.", state, leaves)
+            _walk(child, f"{path}{name}.", f"{prefix}{index}.", state, leaves, inner(index))
         return
     if any(True for _ in layer.children()):
         raise ValueError(f"{layer.label} ({type(layer).__name__}) has no torch twin "
-                         f"(interop enters Sequential and Residual)")
-    rules, counter = _rules(layer, state)
+                         f"(interop enters Sequential, Residual and graph Models)")
+    rules, counter = layer_rules(layer, state)
     if rules:
-        leaves.append(Leaf(layer, path, prefix, rules, counter))
+        leaves.append(Leaf(layer, path, prefix, rules, counter, named))
 
 
-def _leaves(owner, model):
+def weight_leaves(owner, model):
+    """The :class:`Leaf` of every layer of ``model`` with weights, in order."""
     if not getattr(model, "built", False):
         raise ValueError(f"{owner}: the model is not built yet (run it once or call "
                          f"model.build(input_shape))")
     leaves = []
-    _walk(model, "", "", {}, leaves)
+    if isinstance(model, GraphNetwork):
+        _walk_graph(model, "", "", [{} for _ in model.inputs], leaves, "")
+    else:
+        _walk(model, "", "", {}, leaves)
     return leaves
-
-
-def to_torch_state_dict(model, *, numpy=False):
-    """The state dict of ``model``'s torch twin: ``{name: torch.Tensor}`` (copies), or
-    ``{name: numpy.ndarray}`` with ``numpy=True`` (no torch needed). See the module
-    docstring for the names and layouts."""
-    tensors = {}
-    for leaf in _leaves("to_torch_state_dict", model):
-        for rule in leaf.rules:
-            tensors[leaf.prefix + rule.name] = np.ascontiguousarray(
-                rule.to_torch(leaf.arrays(rule.keys))).copy()
-        if leaf.counter:
-            tensors[leaf.prefix + COUNTER] = np.zeros((), np.int64)
-    if numpy:
-        return tensors
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("to_torch_state_dict: torch is not installed; pass numpy=True for "
-                          "NumPy arrays") from None
-    return {name: torch.from_numpy(array) for name, array in tensors.items()}
-
-
-def _natural_key(name):
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in name.split(".")]
-
-
-def _as_numpy(value):
-    if hasattr(value, "detach"):  # a torch tensor, converted without importing torch
-        value = value.detach().cpu()
-        try:
-            return value.numpy()
-        except TypeError:  # bfloat16 and other dtypes NumPy lacks
-            return value.float().numpy()
-    return np.asarray(value)
-
-
-def _source_arrays(source):
-    """Ordered ``{name: ndarray}`` from a module, a mapping or a safetensors path."""
-    if isinstance(source, (str, os.PathLike)):
-        tensors, _ = _safetensors.read(source)
-        return {name: tensors[name] for name in sorted(tensors, key=_natural_key)}
-    if hasattr(source, "state_dict") and callable(source.state_dict):
-        source = source.state_dict()
-    if not hasattr(source, "items"):
-        raise TypeError(f"from_torch: 'source' must be a torch module, a state dict or the "
-                        f"path of a .safetensors file; received {type(source).__name__}")
-    return {str(name): _as_numpy(value) for name, value in source.items()}
-
-
-def _suffix_prefix(key, names):
-    """The module prefix of ``key`` if it ends with one of ``names`` (longest first)."""
-    for name in sorted(names, key=len, reverse=True):
-        if key == name or key.endswith("." + name):
-            return key[:len(key) - len(name)]
-    return None
-
-
-def _assign_prefixes(leaves, keys, prefixes):
-    """Set ``leaf.prefix`` from ``prefixes`` or by order; None where nothing matched."""
-    prefixes = dict(prefixes or {})
-    paths = {leaf.path.rstrip("."): leaf for leaf in leaves}
-    unknown = sorted(set(prefixes) - set(paths))
-    if unknown:
-        raise ValueError(f"from_torch: 'prefixes' names {unknown}, which are not handgrad "
-                         f"layers with weights; those are {sorted(paths)}")
-    claimed = set()
-    for path, prefix in prefixes.items():
-        leaf = paths[path]
-        leaf.prefix = f"{prefix}." if prefix else ""
-        claimed.update(leaf.prefix + rule.name for rule in leaf.rules)
-    for leaf in leaves:
-        if leaf.path.rstrip(".") in prefixes:
-            continue
-        names = [rule.name for rule in leaf.rules]
-        leaf.prefix = None
-        for key in keys:
-            if key not in claimed and (prefix := _suffix_prefix(key, names)) is not None:
-                leaf.prefix = prefix
-                claimed.update(prefix + name for name in names)
-                break
-    return claimed
-
-
-def from_torch(source, model, *, prefixes=None):
-    """Copy the weights of ``source`` (a torch module, a state dict, or a ``.safetensors``
-    path, read without torch) into the built handgrad ``model``; returns ``model``.
-
-    Layers are matched in order (or by ``prefixes``); every name and shape is checked
-    before anything is copied. See the module docstring for the mapping.
-    """
-    leaves = _leaves("from_torch", model)
-    arrays = _source_arrays(source)
-    keys = [k for k in arrays if k.rsplit(".", 1)[-1] != COUNTER]
-    claimed = _assign_prefixes(leaves, keys, prefixes)
-    missing, mismatched, updates = [], [], []
-    for leaf in leaves:
-        for rule in leaf.rules:
-            current = leaf.arrays(rule.keys)
-            hg = ", ".join(f"{leaf.path}{k}" for k in rule.keys)
-            name = (leaf.prefix if leaf.prefix is not None else "<unmatched>.") + rule.name
-            if name not in arrays:
-                missing.append(f"{name} (handgrad {hg})")
-                continue
-            expected = rule.to_torch(current).shape
-            if tuple(arrays[name].shape) != tuple(expected):
-                mismatched.append(f"{name}: torch {tuple(arrays[name].shape)} vs expected "
-                                  f"{tuple(expected)} (handgrad {hg})")
-                continue
-            values = rule.from_torch(arrays[name], [a.shape for a in current])
-            updates.extend(zip(current, values))
-    unexpected = [k for k in keys if k not in claimed]
-    if missing or unexpected or mismatched:
-        origin = f"({str(source)!r})" if isinstance(source, (str, os.PathLike)) else ""
-        raise ValueError(
-            f"from_torch{origin}: the torch weights do not match the model: missing {missing}, "
-            f"unexpected {unexpected}, mismatched shapes {mismatched} (torch modules are "
-            f"matched to the handgrad layers with weights in order; pass prefixes={{handgrad "
-            f"layer path: torch module prefix}} to match by name)")
-    for target, value in updates:
-        target[...] = value
-    return model
-

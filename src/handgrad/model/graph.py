@@ -87,7 +87,10 @@ class Model(GraphNetwork, TrainingMixin, Layer):
     list in output order (``None``: no gradient from that output) and returns ``dx``
     or a list in input order. ``dtype`` and ``seed`` decide the parameters of every
     layer that does not set its own. A Model is a layer: it can be called on tensors
-    of another Model and used in ``Sequential``.
+    of another Model (several times: its weights are shared) and used in
+    ``Sequential``. It builds its layers when it is made, so a nested Model keeps the
+    dtype and seed it was made with: give it the outer model's dtype. A layer frozen
+    before (``trainable=False``) stays frozen; ``trainable=False`` freezes them all.
     """
 
     def __init__(self, inputs, outputs, *, name=None, dtype=None, seed=None, trainable=True):

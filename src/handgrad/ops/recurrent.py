@@ -86,11 +86,14 @@ def _steps(xp, lengths, n_steps, reverse):
     return cells.Steps(mask, ~mask, partial, reverse)
 
 
+CELL_FORWARD = {"rnn": cells.rnn_forward, "lstm": cells.lstm_forward, "gru": cells.gru_forward}
+
+
 def _forward(call):
     xp = array_module(call.x, call.W_ih)
     xs = _to_steps(xp, call.x, call.reverse)
     steps = _steps(xp, call.lengths, xs.shape[0], call.reverse)
-    saved = getattr(cells, f"{call.cell}_forward")(xp, xs, call, steps)
+    saved = CELL_FORWARD[call.cell](xp, xs, call, steps)
     out = saved["S"][1:]
     if steps.mask is not None:
         out = xp.where(steps.mask, out, 0)

@@ -3,7 +3,15 @@
 The graph takes handgrad's input and gives handgrad's output, in handgrad's
 channels-last layout: input ``"input"`` (N, *input_shape) with a symbolic batch
 dimension ``N`` (int64 ids when the first layer is an ``Embedding``), output
-``"output"`` (N, *output_shape), in the model's float dtype.
+``"output"`` (N, *output_shape), in the model's float dtype. A graph ``Model`` gives
+one ONNX graph with its inputs and outputs, named after its Inputs
+(``model.input_names``) and its output layers (``model.output_names``; a name that
+repeats, or that an input has, gets ``_2``, ``_3``, ...): its nodes are converted one
+by one in topological order, a tensor that fans out is read by every consumer, the
+calls of a shared layer use the same initializers (equal constants are stored once),
+and a nested ``Model`` (in a graph or in ``Sequential``) is converted in place. An
+Input is int64 ids when its dtype is an integer or when every call on it starts with
+an ``Embedding``.
 
 Layout scheme. ONNX's Conv, ConvTranspose, pooling and BatchNormalization want
 channels first. Every value in the graph carries a layout flag (channels last or
@@ -49,6 +57,8 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
     MultiHeadAttention    self-attention from MatMul, Softmax and Transposes (+ causal mask)
     Residual              both branches, then Add (in the block's layout)
     Sequential            its layers in order (nested models too)
+    Model (graph)         its nodes in topological order; Add, Multiply, Concatenate and
+                          attention to other tensors as in :mod:`.merges`
 
 ``WaveNetBlock`` and custom layers raise a ValueError naming the layer. Dropout in
 attention and the masks of a cross-attention call are not part of a Sequential
@@ -68,8 +78,10 @@ import numpy as np
 
 from ..._checks import describe
 from ...layers import Embedding, Layer, Residual
+from ...layers.symbolic import GraphNetwork
 from .converters import converter
 from .graph import Graph, Value, channels_first, channels_last
+from .merges import multi_converter
 
 OPSET = 17
 IR_VERSION = 8  # the IR version of opset 17, for older runtimes
@@ -79,12 +91,18 @@ def convert(g, layer, v):
     """The graph of ``layer`` applied to ``v``; returns the output :class:`Value`.
 
     A ``Residual`` adds its branches; a chain (``layer.chain``: ``Sequential``) converts
-    its children in order; any other layer has a converter of its family or raises."""
+    its children in order; a graph ``Model`` with one input and one output its nodes;
+    any other layer has a converter of its family or raises."""
     if isinstance(layer, Residual):
         block = convert(g, layer.block, v)
         short = v if layer.shortcut is None else convert(g, layer.shortcut, v)
         short = channels_first(g, short) if block.first else channels_last(g, short)
         return replace(block, name=g.op("Add", [block.name, short.name], "residual"))
+    if isinstance(layer, GraphNetwork):
+        if not (layer.single_input and layer.single_output):
+            raise ValueError(f"export_onnx: {layer.label} has several inputs or outputs, so "
+                             f"it cannot be a step of a chain")
+        return convert_graph(g, layer, [v])[0]
     if layer.chain:
         for _, child in layer.children():
             v = convert(g, child, v)
@@ -93,31 +111,65 @@ def convert(g, layer, v):
     return converter(layer)(g, layer, v, out_shape)
 
 
-def _first_leaf(layer):
-    """The layer that sees the graph input: the first child of a chain or a
-    ``Residual`` (its block), down to a leaf."""
+def convert_graph(g, model, values):
+    """The output :class:`Value` s of the graph ``model`` given its input Values: every
+    node in topological order, each reading the Values its input tensors hold."""
+    held = {t.uid: v for t, v in zip(model.inputs, values)}
+    for node in model.nodes:
+        layer, ins = node.layer, [held[t.uid] for t in node.inputs]
+        if isinstance(layer, GraphNetwork):
+            outs = convert_graph(g, layer, ins)
+        elif len(ins) == 1:
+            outs = [convert(g, layer, ins[0])]
+        else:
+            outs = [multi_converter(layer)(g, layer, ins, node.outputs[0].shape)]
+        held.update((t.uid, v) for t, v in zip(node.outputs, outs))
+    return [held[t.uid] for t in model.outputs]
+
+
+def _takes_ids(layer):
+    """Whether ``layer`` takes int64 ids: it starts with an ``Embedding`` (through the
+    first child of a chain or a ``Residual`` and the Input of a one-input graph)."""
+    if isinstance(layer, GraphNetwork):
+        return layer.single_input and _input_takes_ids(layer, layer.inputs[0])
     if layer.chain or isinstance(layer, Residual):
         for _, child in layer.children():
-            return _first_leaf(child)
-    return layer
+            return _takes_ids(child)
+    return isinstance(layer, Embedding)
 
 
-def export_onnx(model, path, input_shape=None):
-    """Write ``model`` as an ONNX (opset 17) file at ``path`` (None: do not write) and
-    return the ``onnx.ModelProto``.
+def _input_takes_ids(model, tensor):
+    """An Input of integer dtype, or one whose every call starts with an Embedding."""
+    if tensor.dtype is not None:
+        return tensor.dtype.kind in "iu"
+    calls = [node for node in model.nodes if any(t is tensor for t in node.inputs)]
+    return bool(calls) and all(len(n.inputs) == 1 and _takes_ids(n.layer) for n in calls)
 
-    ``input_shape`` is the per-example input shape (default: the model's); the batch
-    dimension is symbolic. Inputs and outputs are channels last, as in handgrad.
-    """
-    try:
-        import onnx
-        import onnx.numpy_helper
-    except ImportError:
-        raise ImportError('export_onnx: the onnx package is not installed (pip install '
-                          '"handgrad[onnx]")') from None
-    if not isinstance(model, Layer):
-        raise TypeError(f"export_onnx: 'model' must be a handgrad layer or model; received "
-                        f"{describe(model)}")
+
+def _unique(names, taken):
+    """``names`` made distinct from each other and from ``taken`` (``_2``, ``_3``...)."""
+    out = []
+    for name in names:
+        candidate, k = name, 1
+        while candidate in taken:
+            k += 1
+            candidate = f"{name}_{k}"
+        taken.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def _graph_inputs(model, input_shape):
+    """``[(name, per-example shape, ids)]`` of the ONNX graph's inputs."""
+    if isinstance(model, GraphNetwork):
+        shapes = [t.shape for t in model.inputs]
+        expected = shapes[0] if model.single_input else shapes
+        if input_shape is not None and _as_shapes(input_shape) != expected:
+            raise ValueError(f"export_onnx: the input shapes of {model.label} are those of "
+                             f"its Inputs, {expected}; received input_shape={input_shape!r}")
+        names = _unique(model.input_names, set())
+        return [(name, t.shape, _input_takes_ids(model, t))
+                for name, t in zip(names, model.inputs)]
     if input_shape is None:
         if not model.built:
             raise ValueError("export_onnx: the model is not built; pass input_shape (per "
@@ -130,18 +182,65 @@ def export_onnx(model, path, input_shape=None):
     input_shape = tuple(int(d) for d in input_shape)
     if not model.built:
         model.build(input_shape)
-    g = Graph(onnx, model.dtype)
-    ids = isinstance(_first_leaf(model), Embedding)
-    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(np.int64 if ids else model.dtype))
-    inputs = [onnx.helper.make_tensor_value_info("input", elem, ["N", *input_shape])]
-    out = channels_last(g, convert(g, model, Value("input", input_shape)))
-    producer = next((n for n in g.nodes if out.name in n.output), None)
-    if producer is None:  # the model is the identity
-        g.nodes.append(onnx.helper.make_node("Identity", [out.name], ["output"]))
+    return [("input", input_shape, _takes_ids(model))]
+
+
+def _as_shapes(value):
+    """A shape, or a list of shapes, as tuples (for comparing)."""
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(s, (list, tuple)) for s in value):
+        return [tuple(s) for s in value]
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _name_output(g, v, name, renamed):
+    """Give the graph output ``name`` to the Value ``v`` (channels last): rename its
+    producer's output when nothing else reads it, else add an Identity."""
+    v = channels_last(g, v)
+    source = renamed.get(v.name, v.name)
+    producer = next((n for n in g.nodes if source in n.output), None)
+    if producer is None or source != v.name or any(source in n.input for n in g.nodes):
+        g.nodes.append(g.onnx.helper.make_node("Identity", [source], [name]))
     else:
-        producer.output[list(producer.output).index(out.name)] = "output"
-    out_elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(model.dtype))
-    outputs = [onnx.helper.make_tensor_value_info("output", out_elem, ["N", *out.shape])]
+        producer.output[list(producer.output).index(source)] = name
+        renamed[v.name] = name
+    return v
+
+
+def export_onnx(model, path, input_shape=None):
+    """Write ``model`` as an ONNX (opset 17) file at ``path`` (None: do not write) and
+    return the ``onnx.ModelProto``.
+
+    ``input_shape`` is the per-example input shape (default: the model's; a graph
+    ``Model``'s are those of its Inputs); the batch dimension is symbolic. Inputs and
+    outputs are channels last, as in handgrad; a graph ``Model`` gives one graph with its
+    inputs and outputs, named as in ``model.input_names`` and ``model.output_names``.
+    """
+    try:
+        import onnx
+        import onnx.numpy_helper
+    except ImportError:
+        raise ImportError('export_onnx: the onnx package is not installed (pip install '
+                          '"handgrad[onnx]")') from None
+    if not isinstance(model, Layer):
+        raise TypeError(f"export_onnx: 'model' must be a handgrad layer or model; received "
+                        f"{describe(model)}")
+    inputs = _graph_inputs(model, input_shape)
+    graph_model = isinstance(model, GraphNetwork)
+    taken = {name for name, _, _ in inputs}
+    output_names = _unique(model.output_names, taken) if graph_model else ["output"]
+    g = Graph(onnx, model.dtype, reserved=taken)
+    values = [Value(name, shape, ids=ids) for name, shape, ids in inputs]
+    outs = convert_graph(g, model, values) if graph_model else [convert(g, model, values[0])]
+    renamed, outputs = {}, []
+    for name, out in zip(output_names, outs):
+        out = _name_output(g, out, name, renamed)
+        elem = np.dtype(np.int64 if out.ids else model.dtype)
+        outputs.append(onnx.helper.make_tensor_value_info(
+            name, onnx.helper.np_dtype_to_tensor_dtype(elem), ["N", *out.shape]))
+    inputs = [onnx.helper.make_tensor_value_info(
+        name, onnx.helper.np_dtype_to_tensor_dtype(np.dtype(np.int64 if ids else model.dtype)),
+        ["N", *shape]) for name, shape, ids in inputs]
     graph = onnx.helper.make_graph(g.nodes, model.name or "handgrad", inputs, outputs,
                                    g.initializers)
     proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
