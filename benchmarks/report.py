@@ -52,5 +52,19 @@ def write_report(path, rows, machine, command):
             lines.append(f"- {r['case']}: first loss handgrad {r['first_losses'][0]:.6f}, torch "
                          f"{r['first_losses'][1]:.6f} (relative difference "
                          f"{r['first_loss_rel_err']:.1e}): the same computation.")
+    kept = _kept_sections(path)  # read before the file is truncated
     with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("\n".join(lines) + "\n" + kept)
+
+
+KEPT = "\n## Default networks"  # written by hand (training runs), kept across regenerations
+
+
+def _kept_sections(path):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return ""
+    start = text.find(KEPT)
+    return text[start:] if start >= 0 else ""

@@ -11,6 +11,7 @@ import pytest
 
 from cli_support import assert_usage_error, run_main, write_mnist_dir
 from handgrad import io as hio
+from handgrad.cli import args as _cli_args
 from handgrad.io import safetensors as _safetensors
 from handgrad.testing import assert_close
 
@@ -40,7 +41,8 @@ def test_train_writes_model_metrics_and_curve(digits_run):
         "curve.png", "metrics.json", "model.safetensors"]
     metrics = json.loads((out_dir / "metrics.json").read_text())
     assert metrics["dataset"] == "digits" and metrics["epochs"] == 1
-    assert metrics["model"] == "cnn" and metrics["optimizer"] == "adam"
+    assert metrics["model"] == "resnet" and metrics["optimizer"] == "adamw"  # the default
+    assert metrics["augment"] == _cli_args.DEFAULTS[("digits", "resnet")].augment
     assert 0.0 <= metrics["test_accuracy"] <= 1.0 and metrics["test_loss"] > 0
     assert len(metrics["history"]["loss"]) == 1 and len(metrics["history"]["val_loss"]) == 1
     png = (out_dir / "curve.png").read_bytes()

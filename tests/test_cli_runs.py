@@ -220,7 +220,8 @@ def test_train_uses_the_defaults_the_help_shows(data_dir, tmp_path):
     assert code == 0
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     expected = _cli_args.DEFAULTS["idx"]
-    assert (metrics["epochs"], metrics["batch_size"], metrics["lr"]) == expected
+    assert (metrics["epochs"], metrics["batch_size"], metrics["lr"]) == expected[:3]
+    assert (metrics["optimizer"], metrics["augment"]) == (expected.optimizer, None)
     assert (metrics["schedule"], metrics["validation_split"]) == ("cosine", 0.1)
 
 

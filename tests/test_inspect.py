@@ -341,8 +341,8 @@ def trained(tmp_path_factory):
     pytest.importorskip("matplotlib")
     pytest.importorskip("sklearn")  # the digits dataset
     out_dir = tmp_path_factory.mktemp("trained")
-    code, _, err = run_main(["train", "--dataset", "digits", "--epochs", 1, "--batch-size",
-                             256, "--quiet", "--out", out_dir])
+    code, _, err = run_main(["train", "--dataset", "digits", "--model", "cnn", "--epochs", 1,
+                             "--batch-size", 256, "--quiet", "--out", out_dir])
     assert code == 0, err
     return out_dir / "model.safetensors"
 

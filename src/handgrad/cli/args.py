@@ -5,18 +5,38 @@ and the dataset option."""
 from __future__ import annotations
 
 import argparse
+from typing import NamedTuple
 
 from .. import __version__
 from ..testing.layer_cases import LAYER_CASES
 from ..testing.numeric import FD_FACTOR
 from ..zoo import networks as zoo
 
-DEFAULTS = {  # dataset or (dataset, model) -> (epochs, batch size, learning rate)
-    "mnist1d": (30, 64, 3e-3),
-    ("mnist1d", "gru"): (30, 64, 6e-3),
-    "digits": (30, 32, 3e-3),
-    "idx": (5, 64, 1e-3),
+
+class Settings(NamedTuple):
+    """A run's defaults; the first three columns are --epochs, --batch-size and --lr."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    optimizer: str = "adam"
+    weight_decay: float | None = None  # None: the optimizer's own default
+    label_smoothing: float = 0.0
+    augment: dict | None = None  # handgrad.data.augmentation(**augment) on training batches
+
+
+# The tuned recipes, one place: a validation split of the training set chose them.
+AUGMENT = {"mnist1d": {"shift": 4, "scale": 0.1, "noise": 0.05},
+           "digits": {"shift": 1, "mode": "zero"}}
+DEFAULTS = {  # dataset (its other models) or (dataset, model) -> Settings
+    "mnist1d": Settings(30, 64, 3e-3),
+    ("mnist1d", "resnet"): Settings(30, 64, 3e-3, "adamw", 0.0, 0.1, AUGMENT["mnist1d"]),
+    ("mnist1d", "gru"): Settings(30, 64, 6e-3),
+    "digits": Settings(30, 32, 3e-3),
+    ("digits", "resnet"): Settings(30, 32, 3e-3, "adamw", 0.0, 0.1, AUGMENT["digits"]),
+    "idx": Settings(5, 64, 1e-3),
 }
+DEFAULT_MODEL = {"mnist1d": "resnet", "digits": "resnet", "idx": "cnn"}
 OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "adagrad")
 # What fit or a model may raise on bad data or a diverging run (not a bug in handgrad).
 RUN_ERRORS = (ValueError, TypeError, ArithmeticError, MemoryError, RuntimeError, OSError)
@@ -45,6 +65,24 @@ def load_dataset(spec, verbose=False):
         raise UsageError(f"cannot load dataset {spec!r}: {reason(error)}") from None
 
 
+def dataset_kind(spec) -> str:
+    """``"mnist1d"``, ``"digits"`` or ``"idx"`` (for ``idx:PATH``): the DEFAULTS key."""
+    return "idx" if spec.startswith("idx:") else spec
+
+
+def settings(dataset, model) -> Settings:
+    """The defaults of ``model`` on ``dataset`` (a kind of :func:`dataset_kind`)."""
+    return DEFAULTS.get((dataset, model), DEFAULTS[dataset])
+
+
+def _text(value) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{key} {_text(item)}" for key, item in value.items())
+    if value is None:
+        return "the optimizer's own"  # weight_decay (augment is shown by _augmentations)
+    return value if isinstance(value, str) else f"{value:g}"
+
+
 def per_dataset(index: int) -> str:
     """``"30 for mnist1d and digits, 5 for idx"``: column ``index`` of DEFAULTS."""
     groups: dict[str, list[str]] = {}
@@ -53,8 +91,22 @@ def per_dataset(index: int) -> str:
             if DEFAULTS[key[0]][index] == values[index]:
                 continue
             key = f"{key[0]} --model {key[1]}"
-        groups.setdefault(f"{values[index]:g}", []).append(key)
+        groups.setdefault(_text(values[index]), []).append(key)
     return ", ".join(f"{value} for {' and '.join(keys)}" for value, keys in groups.items())
+
+
+def default_models() -> str:
+    """``"resnet for mnist1d and digits, cnn for idx"``."""
+    groups: dict[str, list[str]] = {}
+    for dataset, model in DEFAULT_MODEL.items():
+        groups.setdefault(model, []).append(dataset)
+    return ", ".join(f"{model} for {' and '.join(keys)}" for model, keys in groups.items())
+
+
+def _augmentations() -> str:
+    """The default augmentation per (dataset, model), for --no-augment's help."""
+    return "; ".join(f"{key[0]} --model {key[1]}: {_text(values.augment)}"
+                     for key, values in DEFAULTS.items() if values.augment)
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -77,9 +129,10 @@ def _train(commands):
         "Writes model.safetensors, metrics.json and curve.png into the run folder.")
     train.add_argument("--dataset", default="mnist1d",
                        help="mnist1d, digits or idx:PATH (a directory of MNIST IDX files)")
-    train.add_argument("--model", default="cnn", choices=zoo.MODELS,
-                       help="cnn: a small CNN, mlp: two hidden layers, gru: a GRU over the "
-                       "sequence (images row by row)")
+    train.add_argument("--model", choices=zoo.MODELS,
+                       help="resnet: a residual CNN (a graph model), cnn: a small CNN, mlp: "
+                       f"two hidden layers, gru: a GRU over the sequence (images row by row) "
+                       f"(default: {default_models()})")
     train.add_argument("--epochs", type=int,
                        help=f"passes over the training set (default: {per_dataset(0)})")
     train.add_argument("--batch-size", type=int,
@@ -92,8 +145,26 @@ def _train(commands):
                        "cosine; constant keeps --lr")
     train.add_argument("--warmup", type=float, default=0.05, metavar="FRACTION",
                        help="fraction of the steps spent warming up (cosine schedule)")
-    train.add_argument("--optimizer", default="adam", choices=OPTIMIZERS,
-                       help="the optimizer, with its default settings and --lr")
+    train.add_argument("--optimizer", choices=OPTIMIZERS,
+                       help="the optimizer, with --lr, --weight-decay and its other default "
+                       f"settings (default: {per_dataset(3)})")
+    train.add_argument("--weight-decay", type=float, metavar="FLOAT",
+                       help=f"the optimizer's weight decay (default: {per_dataset(4)})")
+    train.add_argument("--label-smoothing", type=float, metavar="FLOAT",
+                       help="label smoothing of the training loss (cross entropy); the test "
+                       f"loss is plain cross entropy (default: {per_dataset(5)})")
+    train.add_argument("--no-augment", dest="augment", action="store_false", default=None,
+                       help="turn off the default augmentation of the training batches "
+                       "(random shifts by up to 'shift' samples or pixels, circular, or filled "
+                       "with zeros for mode zero, "
+                       "amplitude x(1 + U(-scale, scale)), Gaussian noise of std 'noise'; "
+                       f"never on validation or test data): {_augmentations()}; none for "
+                       "the other models")
+    train.add_argument("--blas-threads", type=int, default=1, metavar="N",
+                       help="BLAS threads while training and testing: these small networks' "
+                       "matrix products run fastest on one, above all on a busy machine "
+                       "(0: leave the BLAS library's own setting; needs the threadpoolctl "
+                       "package)")
     train.add_argument("--validation-split", type=float, default=0.1, metavar="FRACTION",
                        help="fraction of the training set held out to validate after each "
                        "epoch (0: no validation)")

@@ -8,6 +8,7 @@ started keeps the model trained so far.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import json
 import os
@@ -18,12 +19,14 @@ import time
 
 import numpy as np
 
-from .. import __version__, optimizers, schedulers
+from .. import __version__, losses, optimizers, schedulers
+from ..data.augment import augmentation
 from ..io.checkpoint import save
 from ..ops import compiled_kernels_available, compiled_kernels_enabled
 from ..training.callbacks import History, LearningRateScheduler
 from ..zoo import networks as zoo
-from .args import DEFAULTS, RUN_ERRORS, UsageError, load_dataset, reason
+from .args import DEFAULT_MODEL, RUN_ERRORS, UsageError, dataset_kind, load_dataset, reason
+from .args import settings as default_settings
 
 OUTPUTS = ("model.safetensors", "metrics.json", "curve.png")  # what train writes
 
@@ -44,12 +47,47 @@ def _plot_curves(history, path):
 
 
 def _settings(args):
-    """(epochs, batch size, learning rate): the options, else the dataset's defaults."""
-    kind = "idx" if args.dataset.startswith("idx:") else args.dataset
-    epochs, batch_size, lr = DEFAULTS.get((kind, args.model), DEFAULTS[kind])
-    return (args.epochs if args.epochs is not None else epochs,
-            args.batch_size if args.batch_size is not None else batch_size,
-            args.lr if args.lr is not None else lr)
+    """The run's settings: the options given, else the defaults of the dataset and model
+    (``args.model`` is filled in here when it was not given)."""
+    kind = dataset_kind(args.dataset)
+    if args.model is None:
+        args.model = DEFAULT_MODEL[kind]
+    defaults = default_settings(kind, args.model)
+    given = {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+             "optimizer": args.optimizer, "weight_decay": args.weight_decay,
+             "label_smoothing": args.label_smoothing}
+    chosen = defaults._replace(**{key: value for key, value in given.items()
+                                  if value is not None})
+    return chosen._replace(augment=None if args.augment is False else defaults.augment)
+
+
+def _blas_threads(count):
+    """A context that limits the BLAS threads to ``count`` (0: no limit), if threadpoolctl
+    is installed; ``(context, the limit applied or None)``."""
+    if count < 0:
+        raise UsageError(f"--blas-threads must be an int >= 0; received {count}")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext(), None
+    if count == 0:
+        return contextlib.nullcontext(), None
+    return threadpool_limits(limits=count, user_api="blas"), count
+
+
+def _compile(model, run, lr):
+    """The optimizer and the loss (cross-entropy, label-smoothed for training when asked)."""
+    if not 0.0 <= run.label_smoothing <= 1.0:
+        raise UsageError(f"--label-smoothing must be in [0, 1]; received "
+                         f"{run.label_smoothing:g}")
+    extra = {} if run.weight_decay is None else {"weight_decay": run.weight_decay}
+    optimizer = optimizers.get(run.optimizer, lr=lr, **extra)
+    loss = "cross_entropy"
+    if run.label_smoothing:
+        loss = functools.partial(losses.softmax_cross_entropy,
+                                 label_smoothing=run.label_smoothing)
+    model.compile(optimizer, loss, metrics=("accuracy",))
+    return optimizer
 
 
 def _run_name(args):
@@ -118,25 +156,48 @@ def _fit_examples(dataset, split):
     return cut
 
 
-def _fit(model, dataset, args, epochs, batch_size, lr):
+def _fit(model, dataset, args, run):
     """Train; returns ``(history, failure)``: failure is None, an error to report (status
     1) or a KeyboardInterrupt (Ctrl-C, status 130). NumPy's overflow warnings are muted:
     a non-finite loss stops ``fit`` with a message that explains it."""
-    steps = epochs * -(-_fit_examples(dataset, args.validation_split) // batch_size)
+    steps = run.epochs * -(-_fit_examples(dataset, args.validation_split) // run.batch_size)
     callbacks = [history := History()]
     if args.schedule == "cosine":
-        schedule = schedulers.CosineWarmup(lr, max(steps, 1), int(args.warmup * steps))
+        schedule = schedulers.CosineWarmup(run.lr, max(steps, 1), int(args.warmup * steps))
         callbacks.append(LearningRateScheduler(schedule))
     try:
         with np.errstate(all="ignore"):
-            model.fit(dataset.x_train, dataset.y_train, epochs=epochs, batch_size=batch_size,
-                      validation_split=args.validation_split, rng=args.seed,
-                      callbacks=callbacks, verbose=0 if args.quiet else 1)
+            model.fit(dataset.x_train, dataset.y_train, epochs=run.epochs,
+                      batch_size=run.batch_size, validation_split=args.validation_split,
+                      rng=args.seed, callbacks=callbacks, verbose=0 if args.quiet else 1,
+                      augment=None if run.augment is None else augmentation(**run.augment))
     except (KeyboardInterrupt, *RUN_ERRORS) as error:
         if not args.quiet:
             print()  # end the progress bar's line
         return history, error
     return history, None
+
+
+def _test(model, dataset, optimizer, run, failure, out, created):
+    """The test set's loss and accuracy, once, at the end (plain cross-entropy); a run
+    that failed before its first step removes the folder it made and reports it."""
+    if failure is not None and optimizer.iterations == 0:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)  # the folder this run made, if it is still empty
+        raise _failure(failure, out, saved=False)
+    if run.label_smoothing:  # the test loss and the saved file: plain cross-entropy
+        model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
+    with np.errstate(all="ignore"):
+        return model.evaluate(dataset.x_test, dataset.y_test)
+
+
+def _load_average():
+    """The 1-minute load average at the end of training (None where unknown)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _json_safe(value):
@@ -181,39 +242,42 @@ def _failure(error, out, saved):
 
 def cmd_train(args):
     dataset = load_dataset(args.dataset, verbose=not args.quiet)
-    epochs, batch_size, lr = _settings(args)
+    run = _settings(args)
+    epochs, batch_size, lr = run.epochs, run.batch_size, run.lr
     try:
         model = zoo.build(args.model, dataset, seed=args.seed)
-        optimizer = optimizers.get(args.optimizer, lr=lr)
+        optimizer = _compile(model, run, lr)
     except (ValueError, TypeError, MemoryError) as error:
         raise UsageError(reason(error)) from None
-    model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
     _fit_examples(dataset, args.validation_split)  # before the run folder is made
     out, created = _output_dir(args)
     if not args.quiet:
         model.summary()
         validation = (f"validating on {args.validation_split:.0%} of the training set"
                       if args.validation_split else "no validation")
+        augmented = ("augmenting the training batches (" + ", ".join(
+            f"{key} {value}" for key, value in run.augment.items()) + ")"
+            if run.augment else "no augmentation")
         print(f"training {args.model} on {dataset.name} ({len(dataset.x_train)} train / "
               f"{len(dataset.x_test)} test examples, {dataset.num_classes} classes) for "
-              f"{epochs} epochs, batch {batch_size}, lr {lr:g} ({args.schedule} schedule), "
-              f"{validation}; writing to {out}")
-    start = time.perf_counter()
-    history, failure = _fit(model, dataset, args, epochs, batch_size, lr)
-    seconds = time.perf_counter() - start
-    if failure is not None and optimizer.iterations == 0:
-        if created:
-            with contextlib.suppress(OSError):
-                os.rmdir(out)  # the folder this run made, if it is still empty
-        raise _failure(failure, out, saved=False)
-    with np.errstate(all="ignore"):
-        result = model.evaluate(dataset.x_test, dataset.y_test)  # the test set, once, at the end
+              f"{epochs} epochs, batch {batch_size}, {run.optimizer} lr {lr:g} "
+              f"({args.schedule} schedule), label smoothing {run.label_smoothing:g}, "
+              f"{augmented}, {validation}; writing to {out}")
+    threads, blas_threads = _blas_threads(args.blas_threads)
+    with threads:
+        start = time.perf_counter()
+        history, failure = _fit(model, dataset, args, run)
+        seconds = time.perf_counter() - start
+        result = _test(model, dataset, optimizer, run, failure, out, created)
     metrics = {
-        "dataset": args.dataset, "model": args.model, "optimizer": args.optimizer, "lr": lr,
+        "dataset": args.dataset, "model": args.model, "optimizer": run.optimizer, "lr": lr,
+        "weight_decay": getattr(optimizer, "weight_decay", None),
+        "label_smoothing": run.label_smoothing, "augment": run.augment,
         "schedule": args.schedule, "warmup": args.warmup, "epochs": epochs,
         "epochs_run": len(history.epoch), "steps_run": int(optimizer.iterations),
         "stopped_by": None if failure is None else reason(failure), "batch_size": batch_size,
         "validation_split": args.validation_split, "seed": args.seed,
+        "blas_threads": blas_threads, "load_average": _load_average(),
         "train_seconds": round(seconds, 2), "test_loss": result["loss"],
         "test_accuracy": result["accuracy"], "environment": _environment(),
         "history": history.history,

@@ -1,10 +1,12 @@
-"""Offline datasets and minibatch iteration.
+"""Offline datasets, minibatch iteration and training-batch augmentation (:mod:`.augment`).
 
 ``load_mnist1d`` and ``load_digits`` need the optional packages ``mnist1d`` and
 ``scikit-learn`` (``pip install "handgrad[data]"``); they are imported only when
 those loaders are called. IDX files and batching need nothing but NumPy.
 """
 
+from . import augment
+from .augment import augmentation, compose, gaussian_noise, random_scale, random_shift
 from .batching import batches, num_batches
 from .dataset import Dataset
 from .idx import load_idx, read_idx, write_idx
@@ -12,12 +14,18 @@ from .loaders import load_dataset, load_digits, load_mnist1d
 
 __all__ = [
     "Dataset",
+    "augment",
+    "augmentation",
     "batches",
+    "compose",
+    "gaussian_noise",
     "load_dataset",
     "load_digits",
     "load_idx",
     "load_mnist1d",
     "num_batches",
+    "random_scale",
+    "random_shift",
     "read_idx",
     "write_idx",
 ]

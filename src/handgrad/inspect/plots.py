@@ -13,6 +13,7 @@ import numpy as np
 
 from .._checks import describe, is_int
 from ..layers import Layer
+from ..layers.symbolic import GraphNetwork
 from ..training.metrics import confusion_counts
 from .summary import chain_children, conv_layers
 
@@ -145,9 +146,10 @@ def feature_maps(model, x, max_channels=16):
     """
     op = "feature_maps"
     _check_max(op, "max_channels", max_channels)
-    if not (isinstance(model, Layer) and model.built and chain_children(model)):
-        raise ValueError(f"{op}: 'model' must be a built Sequential; received "
-                         f"{describe(model)}")
+    graph = isinstance(model, GraphNetwork) and model.single_input
+    if not (isinstance(model, Layer) and model.built and (graph or chain_children(model))):
+        raise ValueError(f"{op}: 'model' must be a built Sequential or a graph Model with "
+                         f"one input; received {describe(model)}")
     x = np.asarray(x) if isinstance(x, (list, tuple)) else x
     shape = tuple(model.input_shape)
     if not hasattr(x, "shape") or tuple(x.shape[-len(shape):]) != shape \
@@ -158,7 +160,7 @@ def feature_maps(model, x, max_channels=16):
 
     x = x[None] if x.ndim == len(shape) else x[:1]
     maps = [("input", x[0])]
-    _collect(model, x, maps)
+    (_collect_graph if graph else _collect)(model, x, maps)
     if len(maps) == 1:
         raise ValueError(f"{op}: {model.label} has no convolution layer")
     panels = [_panel(label, np.asarray(fmap, dtype=np.float64), max_channels)
@@ -215,6 +217,18 @@ def _collect(model, x, maps):
         if id(layer) in convs:
             maps.append((f"{layer.name} ({type(layer).__name__})", x[0]))
     return x
+
+
+def _collect_graph(model, x, maps):
+    """Run a graph model's nodes in order (inference mode), keeping conv outputs."""
+    convs = {id(layer) for layer in conv_layers(model)}
+    values = {model.inputs[0].uid: x}
+    for node in model.nodes:
+        out = node.layer.graph_forward([values[t.uid] for t in node.inputs], False)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        values.update((t.uid, value) for t, value in zip(node.outputs, outs))
+        if id(node.layer) in convs:
+            maps.append((f"{node.layer.name} ({type(node.layer).__name__})", outs[0][0]))
 
 
 def gradient_norms(record):

@@ -199,14 +199,6 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         return shapes[0] if self.single_output else shapes
 
     # --------------------------------------------------- forward/backward
-    def train(self):
-        self.training = True
-        return self
-
-    def eval(self):
-        self.training = False
-        return self
-
     @reports_anomalies  # its outputs are its nodes' outputs, which they report
     def forward(self, x, training=None):
         """The outputs (an array, or a list in output order) for ``x``: an array, a list

@@ -108,16 +108,6 @@ class Sequential(TrainingMixin, Layer):
         return shape
 
     # ------------------------------------------------------- forward/backward
-    def train(self):
-        """Training mode: ``forward`` keeps caches and dropout is active."""
-        self.training = True
-        return self
-
-    def eval(self):
-        """Inference mode: no caches, dropout off, batch-norm running statistics."""
-        self.training = False
-        return self
-
     @reports_anomalies  # its output is its last child's, which is reported
     def forward(self, x, training=None):
         training = self.training if training is None else training

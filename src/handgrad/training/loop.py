@@ -73,6 +73,7 @@ class _Run:
     verbose: int
     validation_data: object
     on_nonfinite: str
+    augment: object = None
 
 
 def _finite_inputs(xb) -> bool:
@@ -95,6 +96,16 @@ class TrainingMixin:
     stop_training = False
     _objective = None  # an Objective, set by compile
     _on_nonfinite = "raise"
+
+    def train(self):
+        """Training mode: ``forward`` keeps caches and dropout is active."""
+        self.training = True
+        return self
+
+    def eval(self):
+        """Inference mode: no caches, dropout off, batch-norm running statistics."""
+        self.training = False
+        return self
 
     def compile(self, optimizer="adam", loss="cross_entropy", metrics=("accuracy",),
                 loss_weights=None):
@@ -252,7 +263,7 @@ class TrainingMixin:
 
     def fit(self, x, y=None, epochs=1, batch_size=32, validation_data=None, callbacks=(),
             rng=None, verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
-            on_nonfinite=None):
+            on_nonfinite=None, augment=None):
         """Train for ``epochs`` epochs; returns a :class:`History`.
 
         ``x`` is an array, a list in input order or a dict keyed by ``model.input_names``;
@@ -263,7 +274,8 @@ class TrainingMixin:
         (taken before shuffling) for that instead. ``initial_epoch`` resumes the epoch
         count (e.g. from a checkpoint). ``on_nonfinite`` ("raise", "stop" or "ignore")
         says what a NaN or infinite loss does (see :mod:`handgrad.training`). A custom
-        :meth:`train_step` gets the batches of ``x`` and ``y`` as given.
+        :meth:`train_step` gets the batches of ``x`` and ``y`` as given. ``augment(x_batch,
+        rng) -> x_batch`` (:mod:`handgrad.data.augment`) alters each training batch only.
         """
         custom = self._custom("train_step")
         if not custom:
@@ -285,13 +297,16 @@ class TrainingMixin:
         if validation_data is not None and not self._custom("test_step"):
             check_layout("fit", self, validation_data[0], "x_val")
         callbacks = self._fit_callbacks(callbacks, validation_data is not None)
+        if augment is not None and not callable(augment):
+            raise TypeError(f"fit: 'augment' must be None or a callable (x_batch, rng) -> "
+                            f"x_batch; received {describe(augment)}")
         if on_nonfinite is None:
             terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
             on_nonfinite = "ignore" if terminate else "raise"
         on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
         run = _Run(x, y, epochs, batch_size, num_batches(count(x), batch_size),
                    as_generator("fit", "rng", rng), shuffle, callbacks, verbose,
-                   validation_data, on_nonfinite)
+                   validation_data, on_nonfinite, augment)
         self.stop_training = False
         self._on_nonfinite = on_nonfinite
         try:
@@ -333,6 +348,7 @@ class TrainingMixin:
         totals, seen, start = {}, 0, time.perf_counter()
         for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
                                                       shuffle=run.shuffle, rng=run.rng)):
+            xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
             logs = self._checked_step(run, epoch, step, xb, yb)
             n = count(xb)
             for key, value in logs.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import layers as L
 from ..model.sequential import Sequential
+from .resnet import resnet1d, resnet2d
 
 
 def mnist1d_cnn():
@@ -41,12 +42,17 @@ def sequence_gru(num_classes, input_shape, hidden=64):
     return [*rows, L.GRU(hidden, return_sequences=False), L.Dense(num_classes)]
 
 
-MODELS = ("cnn", "mlp", "gru")
+MODELS = ("resnet", "cnn", "mlp", "gru")
 
 
 def build(model_name, dataset, seed=0):
-    """A fresh, built ``Sequential`` for ``dataset`` (a :class:`handgrad.data.Dataset`)."""
+    """A fresh, built model for ``dataset`` (a :class:`handgrad.data.Dataset`): a graph
+    ``Model`` for "resnet", a ``Sequential`` for the others."""
     shape = dataset.input_shape
+    if model_name == "resnet" and len(shape) == 2:
+        return resnet1d(dataset.num_classes, shape, seed=seed)
+    if model_name == "resnet" and len(shape) == 3:
+        return resnet2d(dataset.num_classes, shape, seed=seed)
     if model_name == "mlp":
         layers = mlp(dataset.num_classes)
     elif model_name == "cnn" and len(shape) == 2:
