@@ -242,3 +242,37 @@ def test_config_round_trip_rebuilds_the_same_graph():
     x = [randn(2, 4), randn(2, 4, seed=1)]
     for got, want in zip(twin.forward(x, training=False), model.forward(x, training=False)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_nested_model_without_dtype_or_seed_takes_the_outer_models():
+    def inner_model():
+        x = hg.Input((4,))
+        return hg.Model(x, L.Dense(3)(L.Tanh()(L.Dense(5)(x))))
+
+    def outer_model(inner):
+        y = hg.Input((4,))
+        return hg.Model(y, L.Dense(2)(inner(y)), dtype="float64", seed=0)
+
+    first, second = outer_model(inner_model()), outer_model(inner_model())
+    assert all(p.dtype == np.float64 for p in first.named_parameters().values())
+    for key, value in first.named_parameters().items():  # the outer seed decides them all
+        assert np.array_equal(value, second.named_parameters()[key]), key
+    inside_sequential = Sequential([inner_model(), L.Dense(2)], seed=1, dtype="float64")
+    assert inside_sequential.predict(np.zeros((2, 4))).dtype == np.float64
+
+
+def test_a_nested_model_keeps_what_it_set_or_learned():
+    x = hg.Input((4,))
+    own = hg.Model(x, L.Dense(3)(x), dtype="float64", seed=5)
+    kept = {k: v.copy() for k, v in own.named_parameters().items()}
+    y = hg.Input((4,))
+    hg.Model(y, own(y), dtype="float64", seed=0)
+    assert all(np.array_equal(kept[k], v) for k, v in own.named_parameters().items())
+    x = hg.Input((4,))
+    trained = hg.Model(x, L.Dense(3)(x), dtype="float64")
+    trained.forward(np.zeros((1, 4)), training=True)  # it has trained (a training forward)
+    trained.clear_caches()
+    kept = {k: v.copy() for k, v in trained.named_parameters().items()}
+    y = hg.Input((4,))
+    hg.Model(y, trained(y), dtype="float64", seed=0)
+    assert all(np.array_equal(kept[k], v) for k, v in trained.named_parameters().items())

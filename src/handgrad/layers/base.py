@@ -179,6 +179,10 @@ class Layer:
         """Build for a graph call on inputs of per-example ``input_shapes`` (a list)."""
         self.build(input_shapes[0], rng=rng, dtype=dtype)
 
+    def adopt(self, rng, dtype):
+        """Called on an already built layer when a model that contains it is built; a
+        layer keeps its parameters (a graph ``Model`` may take the outer model's)."""
+
     def graph_forward(self, inputs, training):
         """Forward of one graph call; ``inputs`` is the list of input arrays."""
         if len(inputs) != 1:

@@ -120,6 +120,10 @@ class Model(GraphNetwork, TrainingMixin, Layer):
             t.node.layer.name if t.node is not None else self.input_names[
                 self.inputs.index(t)] for t in self.outputs])
         self.training = True
+        # Made without its own dtype and seed, a model takes the outer model's when it is
+        # nested (see ``adopt``), until it has trained.
+        self._adoptable = dtype is None and seed is None
+        self._built_here = []
         self.build(self.inputs[0].shape if self.single_input else [t.shape for t in self.inputs])
 
     def _name_layers(self):
@@ -177,11 +181,27 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         self.dtype = self.dtype or check_dtype(self.label, dtype) or np.dtype(np.float32)
         rng = np.random.default_rng(self.seed) if rng is None else rng
         for node in self.nodes:
-            if not node.layer.built:
-                node.layer.graph_build([t.shape for t in node.inputs], rng, self.dtype)
+            layer = node.layer
+            if not layer.built:
+                self._built_here.append((layer, layer.dtype))
+                layer.graph_build([t.shape for t in node.inputs], rng, self.dtype)
+            elif not any(layer is built for built, _ in self._built_here):
+                layer.adopt(rng, self.dtype)
         self.input_shape = expected[0] if self.single_input else expected
         self.built = True
         return self
+
+    def adopt(self, rng, dtype):
+        """Nested in a model being built: a model made without its own dtype and seed,
+        and not trained since, builds its layers again from the outer model's generator
+        and dtype, as an unbuilt layer would be built (give it a dtype or a seed to keep
+        its weights, e.g. after ``io.load_weights``)."""
+        if not self._adoptable:
+            return
+        for layer, given_dtype in self._built_here:
+            layer.built, layer.dtype = False, given_dtype
+        self._built_here, self.built, self.dtype = [], False, None
+        self.build(self.input_shape, rng, dtype)
 
     def graph_build(self, input_shapes, rng, dtype):
         self.build(input_shapes[0] if self.single_input else input_shapes, rng, dtype)
@@ -205,6 +225,8 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         in input order or a dict keyed by Input names. ``training`` (default: the mode
         set by :meth:`train`/:meth:`eval`) keeps the caches for :meth:`backward`."""
         training = self.training if training is None else training
+        if training:
+            self._adoptable = False  # trained weights are its own from now on
         values = dict(zip((t.uid for t in self.inputs), arrays_by_input(self, x)))
         shapes = {uid: (value.shape, value.dtype) for uid, value in values.items()}
         node = None

@@ -97,6 +97,8 @@ class Sequential(TrainingMixin, Layer):
         for layer in self.layers:
             if not layer.built:
                 layer.build(shape, rng=rng, dtype=self.dtype)
+            else:
+                layer.adopt(rng, self.dtype)
             shape = layer.output_shape(shape)
         self.output_shape_ = shape
 
