@@ -172,12 +172,7 @@ class Model(GraphNetwork, TrainingMixin, Layer):
     def build(self, input_shape, rng=None, dtype=None):
         """Build every unbuilt layer, node by node, for the Inputs' shapes (given again
         as ``input_shape``: one shape, or a list for several inputs)."""
-        expected = [t.shape for t in self.inputs]
-        given = [input_shape] if self.single_input else list(input_shape)
-        if [tuple(int(d) for d in s) for s in given] != expected:
-            raise ValueError(f"{self.label}: built for per-example input shape(s) "
-                             f"{expected[0] if self.single_input else expected}; received "
-                             f"{input_shape}")
+        expected = self._check_input_shape(input_shape)
         self.dtype = self.dtype or check_dtype(self.label, dtype) or np.dtype(np.float32)
         rng = np.random.default_rng(self.seed) if rng is None else rng
         for node in self.nodes:
@@ -190,6 +185,16 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         self.input_shape = expected[0] if self.single_input else expected
         self.built = True
         return self
+
+    def _check_input_shape(self, input_shape):
+        """The Inputs' shapes, after checking ``input_shape`` (one shape, or a list)."""
+        expected = [t.shape for t in self.inputs]
+        given = [input_shape] if self.single_input else list(input_shape)
+        if [tuple(int(d) for d in s) for s in given] != expected:
+            raise ValueError(f"{self.label}: takes per-example input shape(s) "
+                             f"{expected[0] if self.single_input else expected}; received "
+                             f"{input_shape}")
+        return expected
 
     def adopt(self, rng, dtype):
         """Nested in a model being built: a model made without its own dtype and seed,
@@ -209,12 +214,7 @@ class Model(GraphNetwork, TrainingMixin, Layer):
     def output_shape(self, input_shape):
         """The Outputs' per-example shapes (a list for several outputs), for inputs of the
         shape(s) the model was made for."""
-        expected = [t.shape for t in self.inputs]
-        given = [input_shape] if self.single_input else list(input_shape)
-        if [tuple(int(d) for d in s) for s in given] != expected:
-            raise ValueError(f"{self.label}: takes per-example input shape(s) "
-                             f"{expected[0] if self.single_input else expected}; received "
-                             f"{input_shape}")
+        self._check_input_shape(input_shape)
         shapes = [t.shape for t in self.outputs]
         return shapes[0] if self.single_output else shapes
 
