@@ -24,7 +24,7 @@ from cli_support import (
     save_small_model,
     write_small,
 )
-from handgrad.cli import train as _cli_train
+from handgrad.cli import run_folder as _cli_run_folder
 from handgrad.data import Dataset, load_idx, read_idx
 from handgrad.data.idx import MAX_CLASSES
 
@@ -327,7 +327,7 @@ def test_an_unusable_out_is_one_line(data_dir, tmp_path, out, fragment):
 
 def test_an_out_without_write_permission_is_refused_before_training(data_dir, tmp_path,
                                                                     monkeypatch):
-    monkeypatch.setattr(_cli_train.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(_cli_run_folder.os, "access", lambda path, mode: False)
     assert_usage_error(*quick_train("--dataset", f"idx:{data_dir}", "--out", tmp_path / "o"),
                        "cannot write into the output directory")
 

@@ -11,6 +11,8 @@ from .. import __version__
 from ..testing.layer_cases import LAYER_CASES
 from ..testing.numeric import FD_FACTOR
 from ..zoo import networks as zoo
+from .runners import RUNNERS
+from .runners import add_arguments as add_runner_arguments
 
 
 class Settings(NamedTuple):
@@ -66,8 +68,12 @@ def load_dataset(spec, verbose=False):
 
 
 def dataset_kind(spec) -> str:
-    """``"mnist1d"``, ``"digits"`` or ``"idx"`` (for ``idx:PATH``): the DEFAULTS key."""
-    return "idx" if spec.startswith("idx:") else spec
+    """``"mnist1d"``, ``"digits"``, ``"idx"`` (for ``idx:PATH``) or ``"text"`` (for
+    ``text:PATH``): the DEFAULTS key."""
+    for kind in ("idx", "text"):
+        if spec.startswith(f"{kind}:"):
+            return kind
+    return spec
 
 
 def settings(dataset, model) -> Settings:
@@ -127,12 +133,20 @@ def _train(commands):
         description="Train a named model (see --model) on a dataset, validating after each "
         "epoch on a split of the training set; the test set is evaluated once, at the end. "
         "Writes model.safetensors, metrics.json and curve.png into the run folder.")
-    train.add_argument("--dataset", default="mnist1d",
-                       help="mnist1d, digits or idx:PATH (a directory of MNIST IDX files)")
-    train.add_argument("--model", choices=zoo.MODELS,
+    train.add_argument("--dataset",
+                       help="mnist1d, digits, idx:PATH (a directory of MNIST IDX files), "
+                       "text:PATH (a UTF-8 text file, for word2vec) or planted (a generated "
+                       "corpus with planted word classes, for word2vec) (default: mnist1d; "
+                       + ", ".join(f"{runner.DEFAULT_DATASET} for --model {name}"
+                                   for name, runner in RUNNERS.items()) + ")")
+    train.add_argument("--model", choices=(*zoo.MODELS, *RUNNERS),
                        help="resnet: a residual CNN (a graph model), cnn: a small CNN, mlp: "
-                       f"two hidden layers, gru: a GRU over the sequence (images row by row) "
-                       f"(default: {default_models()})")
+                       "two hidden layers, gru: a GRU over the sequence (images row by row); "
+                       "vae: a Bernoulli variational autoencoder, wgan-gp: a Wasserstein GAN "
+                       "with gradient penalty, word2vec: word embeddings (skip-gram or CBOW), "
+                       f"rbm: a restricted Boltzmann machine (default: {default_models()})")
+    train.add_argument("--dtype", default="float32", choices=("float32", "float64"),
+                       help="floating-point type of the parameters and the data")
     train.add_argument("--epochs", type=int,
                        help=f"passes over the training set (default: {per_dataset(0)})")
     train.add_argument("--batch-size", type=int,
@@ -178,6 +192,7 @@ def _train(commands):
                        help="overwrite the model, metrics and curve already in --out")
     train.add_argument("--quiet", action="store_true",
                        help="print only the result: no summary, progress or dataset messages")
+    add_runner_arguments(train)
 
 
 def _inspect(commands):

@@ -9,26 +9,23 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.metadata
 import json
 import os
-import platform
-import re
 import tempfile
 import time
 
 import numpy as np
 
-from .. import __version__, losses, optimizers, schedulers
+from .. import losses, optimizers, schedulers
 from ..data.augment import augmentation
 from ..io.checkpoint import save
-from ..ops import compiled_kernels_available, compiled_kernels_enabled
 from ..training.callbacks import History, LearningRateScheduler
 from ..zoo import networks as zoo
 from .args import DEFAULT_MODEL, RUN_ERRORS, UsageError, dataset_kind, load_dataset, reason
 from .args import settings as default_settings
-
-OUTPUTS = ("model.safetensors", "metrics.json", "curve.png")  # what train writes
+from .generative import cmd_train_generative
+from .run_folder import environment, json_safe, output_dir
+from .runners import RUNNERS
 
 
 def _plot_curves(history, path):
@@ -90,58 +87,8 @@ def _compile(model, run, lr):
     return optimizer
 
 
-def _run_name(args):
-    """``<dataset>-<model>``, e.g. ``mnist1d-cnn`` or ``idx-fashion-cnn``."""
-    if args.dataset.startswith("idx:"):
-        folder = os.path.basename(os.path.abspath(args.dataset[len("idx:"):]))
-        folder = re.sub(r"[^A-Za-z0-9._-]+", "_", folder).strip("._")
-        dataset = f"idx-{folder}" if folder else "idx"
-    else:
-        dataset = args.dataset
-    return f"{dataset}-{args.model}"
 
 
-def _occupied(path):
-    return os.path.lexists(path) and not (os.path.isdir(path) and not os.listdir(path))
-
-
-def _output_dir(args):
-    """``(folder, created)``: ``--out``, refusing to overwrite a model there without
-    ``--force``; by default a new ``runs/<dataset>-<model>[-N]``, never a used one."""
-    if args.out is None:
-        base = os.path.join("runs", _run_name(args))
-        out, n = base, 1
-        while _occupied(out):
-            n += 1
-            out = f"{base}-{n}"
-    else:
-        out = args.out
-        taken = [name for name in OUTPUTS if os.path.lexists(os.path.join(out, name))]
-        if taken and not args.force:
-            raise UsageError(f"the output directory {out!r} already holds {', '.join(taken)} "
-                             f"from another run; pass --force to overwrite, or choose another "
-                             f"--out (by default each run gets its own folder under runs/)")
-    created = not os.path.lexists(out)
-    try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"cannot create the output directory {out!r}: {reason(error)}"
-                         ) from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write into the output directory {out!r} (permission denied)")
-    return out, created
-
-
-def _environment():
-    """Versions and whether the compiled (numba) kernels were on, for metrics.json."""
-    try:
-        available = compiled_kernels_available()
-        numba_version = importlib.metadata.version("numba") if available else None
-    except importlib.metadata.PackageNotFoundError:
-        numba_version = None
-    return {"handgrad": __version__, "numpy": np.__version__, "numba": numba_version,
-            "python": platform.python_version(),
-            "compiled_kernels": compiled_kernels_enabled()}
 
 
 def _fit_examples(dataset, split):
@@ -200,16 +147,6 @@ def _load_average():
         return None
 
 
-def _json_safe(value):
-    """``value`` with NaN and infinities as None: metrics.json stays strict JSON."""
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(item) for item in value]
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
 
 def _write(out, model, metrics, history):
     """Write the run's files; if ``out`` fails, save the model elsewhere rather than lose it."""
@@ -217,7 +154,7 @@ def _write(out, model, metrics, history):
     try:
         save(model, model_path)
         with open(os.path.join(out, "metrics.json"), "w") as f:
-            json.dump(_json_safe(metrics), f, indent=2, allow_nan=False)
+            json.dump(json_safe(metrics), f, indent=2, allow_nan=False)
     except OSError as error:
         try:
             rescue = os.path.join(tempfile.mkdtemp(prefix="handgrad-"), "model.safetensors")
@@ -241,6 +178,15 @@ def _failure(error, out, saved):
 
 
 def cmd_train(args):
+    if args.model in RUNNERS:
+        if args.dataset is None:
+            args.dataset = RUNNERS[args.model].DEFAULT_DATASET
+        return cmd_train_generative(args)
+    if args.dataset is None:
+        args.dataset = "mnist1d"
+    if dataset_kind(args.dataset) in ("text", "planted"):
+        raise UsageError(f"--dataset {args.dataset!r} is not a classification dataset; it is "
+                         f"for --model {', '.join(RUNNERS)}")
     dataset = load_dataset(args.dataset, verbose=not args.quiet)
     run = _settings(args)
     epochs, batch_size, lr = run.epochs, run.batch_size, run.lr
@@ -250,7 +196,7 @@ def cmd_train(args):
     except (ValueError, TypeError, MemoryError) as error:
         raise UsageError(reason(error)) from None
     _fit_examples(dataset, args.validation_split)  # before the run folder is made
-    out, created = _output_dir(args)
+    out, created = output_dir(args)
     if not args.quiet:
         model.summary()
         validation = (f"validating on {args.validation_split:.0%} of the training set"
@@ -279,7 +225,7 @@ def cmd_train(args):
         "validation_split": args.validation_split, "seed": args.seed,
         "blas_threads": blas_threads, "load_average": _load_average(),
         "train_seconds": round(seconds, 2), "test_loss": result["loss"],
-        "test_accuracy": result["accuracy"], "environment": _environment(),
+        "test_accuracy": result["accuracy"], "environment": environment(),
         "history": history.history,
     }
     paths = _write(out, model, metrics, history)
