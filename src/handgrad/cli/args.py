@@ -192,6 +192,10 @@ def _train(commands):
                        help="overwrite the model, metrics and curve already in --out")
     train.add_argument("--quiet", action="store_true",
                        help="print only the result: no summary, progress or dataset messages")
+    shared = train.add_argument_group("options of --model vae and wgan-gp")
+    shared.add_argument("--latent-dim", type=int, metavar="N",
+                        help="size of the latent code (default: 16 for vae, the model's own "
+                        "for wgan-gp; vae draws latent.png when it is 2)")
     add_runner_arguments(train)
 
 
