@@ -2,11 +2,13 @@
 
 ``handgrad.ops`` holds the stateless kernels (each a forward and a backward),
 ``handgrad.ops.reference`` their loop twins, ``handgrad.layers`` the stateful
-layers and ``Sequential`` the model with its training loop.
+layers, ``Sequential`` and ``Model`` the models with their training loop and
+``handgrad.zoo`` the named networks and models (imported here, so that ``handgrad.io.load``
+finds the zoo's model classes in a fresh interpreter).
 """
 
-from . import layers, ops
+from . import layers, ops, zoo
 from .model import Input, Model, Sequential
 
 __version__ = "0.1.0"
-__all__ = ["Input", "Model", "Sequential", "layers", "ops"]
+__all__ = ["Input", "Model", "Sequential", "layers", "ops", "zoo"]

@@ -11,6 +11,7 @@ from .. import __version__
 from ..testing.layer_cases import LAYER_CASES
 from ..testing.numeric import FD_FACTOR
 from ..zoo import networks as zoo
+from .errors import UsageError
 from .runners import RUNNERS
 from .runners import add_arguments as add_runner_arguments
 
@@ -44,14 +45,6 @@ OPTIMIZERS = ("sgd", "adam", "adamw", "rmsprop", "adagrad")
 RUN_ERRORS = (ValueError, TypeError, ArithmeticError, MemoryError, RuntimeError, OSError)
 
 
-class UsageError(Exception):
-    """A bad option, file or dataset, or a failed run: reported in one line."""
-
-    def __init__(self, message, status=2):
-        super().__init__(message)
-        self.status = status
-
-
 def reason(error) -> str:
     """The message of ``error``, or its type when it has none (``MemoryError()``)."""
     return str(error) or type(error).__name__
@@ -65,6 +58,14 @@ def load_dataset(spec, verbose=False):
         return load(spec, verbose=verbose)
     except (ValueError, TypeError, OSError, ImportError, MemoryError) as error:
         raise UsageError(f"cannot load dataset {spec!r}: {reason(error)}") from None
+
+
+def chosen_dataset(args) -> str:
+    """``--dataset``, or the default of ``--model``: mnist1d, or a runner's own."""
+    if args.dataset is None:
+        runner = RUNNERS.get(args.model)
+        args.dataset = "mnist1d" if runner is None else runner.DEFAULT_DATASET
+    return args.dataset
 
 
 def dataset_kind(spec) -> str:
@@ -147,6 +148,14 @@ def _train(commands):
                        f"rbm: a restricted Boltzmann machine (default: {default_models()})")
     train.add_argument("--dtype", default="float32", choices=("float32", "float64"),
                        help="floating-point type of the parameters and the data")
+    train.add_argument("--distributed", action="store_true",
+                       help="data-parallel training over MPI: start K processes with "
+                       "'mpiexec -n K python -m handgrad train --distributed ...'; they train "
+                       "the model one process trains (--batch-size is the global batch, each "
+                       "process takes its share of every batch); rank 0 alone prints and "
+                       "writes the run folder. Without mpiexec it is a one-process run. "
+                       "Needs the mpi extra (pip install -e \".[mpi]\"); for --model "
+                       f"{', '.join(zoo.MODELS)}")
     train.add_argument("--epochs", type=int,
                        help=f"passes over the training set (default: {per_dataset(0)})")
     train.add_argument("--batch-size", type=int,

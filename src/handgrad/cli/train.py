@@ -2,12 +2,15 @@
 
 The run folder is ``--out`` (never overwriting a model there without ``--force``) or a
 new ``runs/<dataset>-<model>[-N]``. A run that fails or is interrupted after training
-started keeps the model trained so far.
+started keeps the model trained so far. ``--dtype`` sets the parameters' and the data's
+floating-point type; ``--distributed`` trains data-parallel under ``mpiexec -n K`` (see
+:mod:`handgrad.cli.parallel`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -21,7 +24,16 @@ from ..data.augment import augmentation
 from ..io.checkpoint import save
 from ..training.callbacks import History, LearningRateScheduler
 from ..zoo import networks as zoo
-from .args import DEFAULT_MODEL, RUN_ERRORS, UsageError, dataset_kind, load_dataset, reason
+from . import parallel
+from .args import (
+    DEFAULT_MODEL,
+    RUN_ERRORS,
+    UsageError,
+    chosen_dataset,
+    dataset_kind,
+    load_dataset,
+    reason,
+)
 from .args import settings as default_settings
 from .generative import cmd_train_generative
 from .run_folder import environment, json_safe, output_dir
@@ -46,7 +58,7 @@ def _plot_curves(history, path):
 def _settings(args):
     """The run's settings: the options given, else the defaults of the dataset and model
     (``args.model`` is filled in here when it was not given)."""
-    kind = dataset_kind(args.dataset)
+    kind = dataset_kind(chosen_dataset(args))
     if args.model is None:
         args.model = DEFAULT_MODEL[kind]
     defaults = default_settings(kind, args.model)
@@ -61,8 +73,6 @@ def _settings(args):
 def _blas_threads(count):
     """A context that limits the BLAS threads to ``count`` (0: no limit), if threadpoolctl
     is installed; ``(context, the limit applied or None)``."""
-    if count < 0:
-        raise UsageError(f"--blas-threads must be an int >= 0; received {count}")
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -91,6 +101,12 @@ def _compile(model, run, lr):
 
 
 
+def _cast(dataset, dtype):
+    """``dataset`` with its inputs in ``dtype`` (the model's; labels unchanged)."""
+    return dataclasses.replace(dataset, x_train=dataset.x_train.astype(dtype, copy=False),
+                               x_test=dataset.x_test.astype(dtype, copy=False))
+
+
 def _fit_examples(dataset, split):
     """How many training examples ``fit(validation_split=split)`` trains on (it holds
     out the last ``N - floor(N * (1 - split))``); refuses a split that leaves none."""
@@ -117,7 +133,8 @@ def _fit(model, dataset, args, run):
             model.fit(dataset.x_train, dataset.y_train, epochs=run.epochs,
                       batch_size=run.batch_size, validation_split=args.validation_split,
                       rng=args.seed, callbacks=callbacks, verbose=0 if args.quiet else 1,
-                      augment=None if run.augment is None else augmentation(**run.augment))
+                      augment=None if run.augment is None else augmentation(**run.augment),
+                      distributed=args.distributed)
     except (KeyboardInterrupt, *RUN_ERRORS) as error:
         if not args.quiet:
             print()  # end the progress bar's line
@@ -125,9 +142,10 @@ def _fit(model, dataset, args, run):
     return history, None
 
 
-def _test(model, dataset, optimizer, run, failure, out, created):
-    """The test set's loss and accuracy, once, at the end (plain cross-entropy); a run
-    that failed before its first step removes the folder it made and reports it."""
+def _test(model, dataset, optimizer, run, failure, out, created, distributed=False):
+    """The test set's loss and accuracy, once, at the end (plain cross-entropy; each
+    process takes a share when ``distributed``); a run that failed before its first step
+    removes the folder it made and reports it."""
     if failure is not None and optimizer.iterations == 0:
         if created:
             with contextlib.suppress(OSError):
@@ -136,7 +154,7 @@ def _test(model, dataset, optimizer, run, failure, out, created):
     if run.label_smoothing:  # the test loss and the saved file: plain cross-entropy
         model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
     with np.errstate(all="ignore"):
-        return model.evaluate(dataset.x_test, dataset.y_test)
+        return model.evaluate(dataset.x_test, dataset.y_test, distributed=distributed)
 
 
 def _load_average():
@@ -177,26 +195,44 @@ def _failure(error, out, saved):
     return UsageError(f"training failed: {reason(error)}{kept}", status=1)
 
 
-def cmd_train(args):
-    if args.model in RUNNERS:
-        if args.dataset is None:
-            args.dataset = RUNNERS[args.model].DEFAULT_DATASET
-        return cmd_train_generative(args)
-    if args.dataset is None:
-        args.dataset = "mnist1d"
+def _prepare(args):
+    """``(dataset in --dtype, settings, model, optimizer)``, every option checked before
+    the run folder is made."""
     if dataset_kind(args.dataset) in ("text", "planted"):
         raise UsageError(f"--dataset {args.dataset!r} is not a classification dataset; it is "
                          f"for --model {', '.join(RUNNERS)}")
-    dataset = load_dataset(args.dataset, verbose=not args.quiet)
+    dataset = _cast(load_dataset(args.dataset, verbose=not args.quiet), args.dtype)
     run = _settings(args)
-    epochs, batch_size, lr = run.epochs, run.batch_size, run.lr
     try:
-        model = zoo.build(args.model, dataset, seed=args.seed)
-        optimizer = _compile(model, run, lr)
+        model = zoo.build(args.model, dataset, seed=args.seed, dtype=args.dtype)
+        optimizer = _compile(model, run, run.lr)
     except (ValueError, TypeError, MemoryError) as error:
         raise UsageError(reason(error)) from None
-    _fit_examples(dataset, args.validation_split)  # before the run folder is made
-    out, created = output_dir(args)
+    _fit_examples(dataset, args.validation_split)
+    if args.blas_threads < 0:
+        raise UsageError(f"--blas-threads must be an int >= 0; received {args.blas_threads}")
+    return dataset, run, model, optimizer
+
+
+def _processes(world):
+    """``", data-parallel on K processes"`` for --distributed (what ``mpiexec -n K``
+    started), else nothing."""
+    return f", data-parallel on {world.size} processes" if world.size > 1 else ""
+
+
+def cmd_train(args):
+    chosen_dataset(args)
+    if args.model in RUNNERS:
+        threads, _ = _blas_threads(args.blas_threads)
+        with threads:
+            return cmd_train_generative(args)
+    world = parallel.start(args)
+    if world.rank != 0:
+        args.quiet = True  # rank 0 alone prints
+    dataset, run, model, optimizer = parallel.everywhere(_prepare, args)
+    epochs, batch_size, lr = run.epochs, run.batch_size, run.lr
+    out, created = parallel.from_rank_zero(output_dir, args)
+    created = created and world.rank == 0
     if not args.quiet:
         model.summary()
         validation = (f"validating on {args.validation_split:.0%} of the training set"
@@ -206,24 +242,31 @@ def cmd_train(args):
             if run.augment else "no augmentation")
         print(f"training {args.model} on {dataset.name} ({len(dataset.x_train)} train / "
               f"{len(dataset.x_test)} test examples, {dataset.num_classes} classes) for "
-              f"{epochs} epochs, batch {batch_size}, {run.optimizer} lr {lr:g} "
+              f"{epochs} epochs, batch {batch_size}, {args.dtype}, {run.optimizer} lr {lr:g} "
               f"({args.schedule} schedule), label smoothing {run.label_smoothing:g}, "
-              f"{augmented}, {validation}; writing to {out}")
+              f"{augmented}, {validation}{_processes(world)}; writing to {out}")
     threads, blas_threads = _blas_threads(args.blas_threads)
     with threads:
         start = time.perf_counter()
         history, failure = _fit(model, dataset, args, run)
         seconds = time.perf_counter() - start
-        result = _test(model, dataset, optimizer, run, failure, out, created)
+        result = parallel.everywhere(_test, model, dataset, optimizer, run, failure, out,
+                                     created, args.distributed)
+    if world.rank != 0:  # rank 0 writes the files and reports a failure
+        if failure is not None:
+            raise SystemExit(_failure(failure, out, saved=True).status)
+        return 0
     metrics = {
-        "dataset": args.dataset, "model": args.model, "optimizer": run.optimizer, "lr": lr,
+        "dataset": args.dataset, "model": args.model, "dtype": args.dtype,
+        "optimizer": run.optimizer, "lr": lr,
         "weight_decay": getattr(optimizer, "weight_decay", None),
         "label_smoothing": run.label_smoothing, "augment": run.augment,
         "schedule": args.schedule, "warmup": args.warmup, "epochs": epochs,
         "epochs_run": len(history.epoch), "steps_run": int(optimizer.iterations),
         "stopped_by": None if failure is None else reason(failure), "batch_size": batch_size,
         "validation_split": args.validation_split, "seed": args.seed,
-        "blas_threads": blas_threads, "load_average": _load_average(),
+        "blas_threads": blas_threads, "processes": world.size,
+        "load_average": _load_average(),
         "train_seconds": round(seconds, 2), "test_loss": result["loss"],
         "test_accuracy": result["accuracy"], "environment": environment(),
         "history": history.history,

@@ -2,7 +2,8 @@
 
 ``load_mnist1d`` and ``load_digits`` need the optional packages ``mnist1d`` and
 ``scikit-learn`` (``pip install "handgrad[data]"``); they are imported only when
-those loaders are called. IDX files and batching need nothing but NumPy.
+those loaders are called. IDX files, text corpora (:mod:`.text`) and batching need
+nothing but NumPy.
 """
 
 from . import augment
@@ -11,8 +12,10 @@ from .batching import batches, num_batches
 from .dataset import Dataset
 from .idx import load_idx, read_idx, write_idx
 from .loaders import load_dataset, load_digits, load_mnist1d
+from .text import Corpus, planted_corpus, read_text, tokenize
 
 __all__ = [
+    "Corpus",
     "Dataset",
     "augment",
     "augmentation",
@@ -24,8 +27,11 @@ __all__ = [
     "load_idx",
     "load_mnist1d",
     "num_batches",
+    "planted_corpus",
     "random_scale",
     "random_shift",
     "read_idx",
+    "read_text",
+    "tokenize",
     "write_idx",
 ]

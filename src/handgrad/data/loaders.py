@@ -19,8 +19,9 @@ import numpy as np
 from .._checks import as_generator, describe, is_int
 from .dataset import Dataset
 from .idx import load_idx
+from .text import Corpus, planted_corpus, read_text
 
-_DATASETS = ("mnist1d", "digits", "idx:PATH")
+_DATASETS = ("mnist1d", "digits", "idx:PATH", "text:PATH", "planted")
 _GLOBAL_RNG_LOCK = threading.Lock()  # MNIST-1D generation reseeds the global generators
 _VERBOSE = contextvars.ContextVar("handgrad_data_verbose", default=False)
 
@@ -151,10 +152,13 @@ def load_digits(test_fraction: float = 0.2, seed=0) -> Dataset:
     )
 
 
-def load_dataset(spec: str, verbose: bool = False) -> Dataset:
+def load_dataset(spec: str, verbose: bool = False) -> Dataset | Corpus:
     """A dataset by name: ``"mnist1d"``, ``"digits"`` or ``"idx:PATH"`` (a
-    directory of MNIST-style IDX files, see :func:`~handgrad.data.load_idx`).
-    ``verbose=True`` says what happens during MNIST-1D's generation."""
+    directory of MNIST-style IDX files, see :func:`~handgrad.data.load_idx`); or a
+    text :class:`~handgrad.data.Corpus`: ``"text:PATH"`` (a UTF-8 text file, see
+    :func:`~handgrad.data.read_text`) or ``"planted"`` (the generated corpus of
+    :func:`~handgrad.data.planted_corpus`, seed 0). ``verbose=True`` says what
+    happens during MNIST-1D's generation."""
     op = "load_dataset"
     valid = ", ".join(repr(s) for s in _DATASETS)
     if not isinstance(spec, str):
@@ -169,4 +173,11 @@ def load_dataset(spec: str, verbose: bool = False) -> Dataset:
         if not path:
             raise ValueError(f"{op}: 'spec' {spec!r} names no directory; use 'idx:PATH'")
         return load_idx(path)
+    if spec.startswith("text:"):
+        path = spec[len("text:") :]
+        if not path:
+            raise ValueError(f"{op}: 'spec' {spec!r} names no file; use 'text:PATH'")
+        return read_text(path)
+    if spec == "planted":
+        return planted_corpus()
     raise ValueError(f"{op}: 'spec' must be one of {valid}; received {spec!r}")

@@ -237,6 +237,16 @@ def load(path, custom_objects=None):
     return load_checkpoint(path, custom_objects).model
 
 
+def load_as(cls, path, custom_objects=None):
+    """:func:`load`, refusing a file that holds another class than ``cls`` (a model
+    class's ``load`` classmethod)."""
+    model = load(path, custom_objects)
+    if not isinstance(model, cls):
+        raise ValueError(f"{cls.__name__}.load: {str(path)!r} holds a "
+                         f"{type(model).__name__}, not a {cls.__name__}")
+    return model
+
+
 def load_weights(model, path):
     """Copy the parameters and buffers stored in ``path`` into an existing, built model."""
     if not isinstance(model, Layer) or not model.built:

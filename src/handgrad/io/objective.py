@@ -150,7 +150,8 @@ def read_fields(where, document, custom_objects, several) -> dict:
 
 
 def compile_from(where, model, optimizer_, fields):
-    """Compile ``model`` again as the file says (when it names a loss); an object keyed
+    """Compile ``model`` again as the file says (with its optimizer alone when the file
+    names no loss, as ``compile(optimizer, loss=None)`` left it); an object keyed
     by output names is only for a model with several outputs, and must name them."""
     names = output_names(model)
     for key, value in fields.items():
@@ -160,7 +161,13 @@ def compile_from(where, model, optimizer_, fields):
         unknown = sorted(set(value) - set(names)) if isinstance(value, dict) else []
         if unknown:
             raise fail(where, key, f"names outputs {unknown}; the model's outputs are {names}")
-    if fields["loss"] is None or not hasattr(model, "compile"):
+    if fields["loss"] is None:  # no loss (a model with its own train_step): the optimizer
+        if optimizer_ is not None and hasattr(model, "compile"):
+            model.compile(optimizer_, None, [])
+        elif optimizer_ is not None:  # a layer that steps its own optimizer (zoo.RBM)
+            model.optimizer = optimizer_
+        return
+    if not hasattr(model, "compile"):
         return
     try:
         model.compile(optimizer_ or "adam", fields["loss"], fields["metrics"] or [],

@@ -21,6 +21,7 @@ class Activation(Layer):
 
     forward_op = staticmethod(ops.identity)
     backward_op = staticmethod(ops.identity_backward)
+    gradgrad_op = None  # the second-order kernel (``ops.<name>_gradgrad``), if any
     defaults: typing.ClassVar[dict] = {}
 
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None, **hyper):
@@ -45,35 +46,56 @@ class Activation(Layer):
     def _backward(self, dy, cache):
         return self.backward_op(dy, cache), {}
 
+    def supports_double_backward(self):
+        return self.gradgrad_op is not None
 
-def _activation(class_name, forward_op, backward_op, doc, **defaults):
-    """A registered :class:`Activation` subclass for one op pair."""
+    def _double_backward(self, q, dy, cache):
+        """(q f'(x), q dy f''(x), {}) from the op's ``*_gradgrad`` kernel."""
+        if self.gradgrad_op is None:
+            return super()._double_backward(q, dy, cache)
+        return (*self.gradgrad_op(q, dy, cache), {})
+
+
+def _activation(class_name, forward_op, backward_op, doc, gradgrad_op=None, **defaults):
+    """A registered :class:`Activation` subclass for one op pair (and its second-order
+    kernel, where it has one)."""
     namespace = {"forward_op": staticmethod(forward_op),
                  "backward_op": staticmethod(backward_op), "defaults": defaults,
+                 "gradgrad_op": None if gradgrad_op is None else staticmethod(gradgrad_op),
                  "__doc__": doc, "__module__": __name__}
     return register(type(class_name, (Activation,), namespace))
 
 
 Identity = _activation("Identity", ops.identity, ops.identity_backward,
-                  "y = x.")
+                  "y = x.",
+                  gradgrad_op=ops.identity_gradgrad)
 ReLU = _activation("ReLU", ops.relu, ops.relu_backward,
-                  "y = max(x, 0).")
+                  "y = max(x, 0).",
+                  gradgrad_op=ops.relu_gradgrad)
 LeakyReLU = _activation("LeakyReLU", ops.leaky_relu, ops.leaky_relu_backward,
-                  "y = x if x > 0 else negative_slope * x.", negative_slope=0.01)
+                  "y = x if x > 0 else negative_slope * x.", negative_slope=0.01,
+                  gradgrad_op=ops.leaky_relu_gradgrad)
 ELU = _activation("ELU", ops.elu, ops.elu_backward,
-                  "y = x if x > 0 else alpha * (exp(x) - 1).", alpha=1.0)
+                  "y = x if x > 0 else alpha * (exp(x) - 1).", alpha=1.0,
+                  gradgrad_op=ops.elu_gradgrad)
 SELU = _activation("SELU", ops.selu, ops.selu_backward,
-                  "y = scale * elu(x, alpha) with SELU's fixed constants.")
+                  "y = scale * elu(x, alpha) with SELU's fixed constants.",
+                  gradgrad_op=ops.selu_gradgrad)
 GELU = _activation("GELU", ops.gelu, ops.gelu_backward,
-                  "y = x * Phi(x); approximate='tanh' for the tanh form.", approximate="none")
+                  "y = x * Phi(x); approximate='tanh' for the tanh form.", approximate="none",
+                  gradgrad_op=ops.gelu_gradgrad)
 Tanh = _activation("Tanh", ops.tanh, ops.tanh_backward,
-                  "y = tanh(x).")
+                  "y = tanh(x).",
+                  gradgrad_op=ops.tanh_gradgrad)
 Sigmoid = _activation("Sigmoid", ops.sigmoid, ops.sigmoid_backward,
-                  "y = 1 / (1 + exp(-x)).")
+                  "y = 1 / (1 + exp(-x)).",
+                  gradgrad_op=ops.sigmoid_gradgrad)
 Softplus = _activation("Softplus", ops.softplus, ops.softplus_backward,
-                  "y = log(1 + exp(beta x)) / beta.", beta=1.0, threshold=20.0)
+                  "y = log(1 + exp(beta x)) / beta.", beta=1.0, threshold=20.0,
+                  gradgrad_op=ops.softplus_gradgrad)
 HardSigmoid = _activation("HardSigmoid", ops.hard_sigmoid, ops.hard_sigmoid_backward,
-                  "y = relu6(x + 3) / 6.")
+                  "y = relu6(x + 3) / 6.",
+                  gradgrad_op=ops.hard_sigmoid_gradgrad)
 Softmax = _activation("Softmax", ops.softmax, ops.softmax_backward,
                   "y = exp(x) / sum(exp(x)) along axis.", axis=-1)
 LogSoftmax = _activation("LogSoftmax", ops.log_softmax, ops.log_softmax_backward,

@@ -53,6 +53,11 @@ class Layer:
     reach its children through :meth:`walk`.
     """
 
+    #: None, or a callable ``(layer)`` that :meth:`backward` calls once it has consumed the
+    #: layer's last cache: the gradients of the step are then complete (data-parallel
+    #: training starts their allreduce there, see :mod:`handgrad.distributed`).
+    gradients_ready = None
+
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
         if name is not None and not isinstance(name, str):
@@ -160,6 +165,8 @@ class Layer:
         if self.trainable:
             for key, grad in grads.items():
                 self.gradients[key] += grad
+        if self.gradients_ready is not None and not self._caches:
+            self.gradients_ready(self)
         return dx
 
     def _forward(self, x, training):
@@ -167,6 +174,50 @@ class Layer:
 
     def _backward(self, dy, cache):
         raise NotImplementedError
+
+    # ------------------------------------------------------- second order
+    # For a scalar P of an input gradient (a gradient penalty), the latest forward's
+    # cache is kept by input_gradient and double_backward; backward consumes it last.
+
+    def supports_double_backward(self) -> bool:
+        """Whether :meth:`double_backward` is implemented for this layer."""
+        return type(self)._double_backward is not Layer._double_backward
+
+    def input_gradient(self, dy):
+        """dL/dx of the latest training forward for upstream ``dy``, like :meth:`backward`
+        but keeping the cache (for :meth:`double_backward`) and adding no gradients."""
+        return self._backward(dy, self._latest_cache("input_gradient"))[0]
+
+    def double_backward(self, q, dy):
+        """The backward of the backward, for the latest training forward (cache kept).
+
+        With ``dx = B(dy; x, theta)`` the input gradient for upstream ``dy`` and
+        ``q = dP/d dx`` (x's shape) for a scalar ``P``: returns ``(dP/d dy, dP/dx)`` (the
+        second is None where ``B`` does not depend on ``x``) and adds ``dP/d theta``
+        through ``B`` into ``gradients`` (unless the layer is frozen)."""
+        d_dy, d_x, grads = self._double_backward(q, dy, self._latest_cache("double_backward"))
+        if self.trainable:
+            for key, grad in grads.items():
+                self.gradients[key] += grad
+        return d_dy, d_x
+
+    def discard_cache(self):
+        """Drop the latest training forward's cache without a backward."""
+        self._latest_cache("discard_cache")
+        self._caches.pop()
+
+    def _latest_cache(self, method):
+        if not self._caches:
+            raise RuntimeError(f"{self.label}: {method}() called without a matching "
+                               f"forward(x, training=True)")
+        return self._caches[-1]
+
+    def _double_backward(self, q, dy, cache):
+        """``(dP/d dy, dP/dx or None, {key: dP/d parameter})``; layers with a second-order
+        pass override this (and :meth:`supports_double_backward` then says so)."""
+        raise TypeError(f"{self.label} has no second-order (double) backward pass; it is "
+                        f"implemented for Dense, the convolutions, Flatten, Reshape and the "
+                        f"elementwise activations")
 
     # ---------------------------------------------------------------- graphs
     def __call__(self, inputs):

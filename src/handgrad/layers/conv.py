@@ -22,6 +22,7 @@ class ConvND(WeightedLayer):
     transposed = False
     forward_op = staticmethod(ops.conv2d)
     backward_op = staticmethod(ops.conv2d_backward)
+    gradgrad_op = staticmethod(ops.conv2d_gradgrad)
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, *, output_padding=0, **kwargs):
@@ -89,6 +90,12 @@ class ConvND(WeightedLayer):
         dx, dw, db = self.backward_op(dy, cache)
         return dx, self.weight_grads(dw, db)
 
+    def _double_backward(self, q, dy, cache):
+        """dx is linear in dy and W: dP/d dy = the op on q (no bias), dP/dW its weight
+        gradient at input q; no x or b term."""
+        d_dy, dw = self.gradgrad_op(q, dy, cache)
+        return d_dy, None, {"W": dw}
+
 
 def _lists(value):
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
@@ -105,6 +112,7 @@ class Conv1D(ConvND):
 
     forward_op = staticmethod(ops.conv1d)
     backward_op = staticmethod(ops.conv1d_backward)
+    gradgrad_op = staticmethod(ops.conv1d_gradgrad)
     rank = 1
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
@@ -120,6 +128,7 @@ class Conv2D(ConvND):
 
     forward_op = staticmethod(ops.conv2d)
     backward_op = staticmethod(ops.conv2d_backward)
+    gradgrad_op = staticmethod(ops.conv2d_gradgrad)
     rank = 2
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
@@ -135,6 +144,7 @@ class ConvTranspose1D(ConvND):
 
     forward_op = staticmethod(ops.conv_transpose1d)
     backward_op = staticmethod(ops.conv_transpose1d_backward)
+    gradgrad_op = staticmethod(ops.conv_transpose1d_gradgrad)
     rank = 1
     transposed = True
 
@@ -151,6 +161,7 @@ class ConvTranspose2D(ConvND):
 
     forward_op = staticmethod(ops.conv_transpose2d)
     backward_op = staticmethod(ops.conv_transpose2d_backward)
+    gradgrad_op = staticmethod(ops.conv_transpose2d_gradgrad)
     rank = 2
     transposed = True
 

@@ -37,11 +37,25 @@ class Dense(WeightedLayer):
         dx, dw, db = ops.linear_backward(dy, cache)
         return dx, self.weight_grads(dw, db)
 
+    def _double_backward(self, q, dy, cache):
+        """dx = dy W^T: dP/d dy = q W, dP/dW = q^T dy; no x or b term."""
+        d_dy, dw = ops.linear_gradgrad(q, dy, cache)
+        return d_dy, None, {"W": dw}
+
 
 def _reshape_back(owner, dy, cache):
     """dx = dy reshaped to the forward input's shape, after checking dy."""
     x_shape, y_shape, dtype = cache
     return upstream_grad(owner, dy, y_shape, dtype).reshape(x_shape)
+
+
+def _reshape_double_backward(owner, q, cache):
+    """dx = dy reshaped, so dP/d dy = q reshaped to the output's shape; no x term."""
+    x_shape, y_shape, dtype = cache
+    if getattr(q, "shape", None) != tuple(x_shape) or q.dtype != dtype:
+        raise ValueError(f"{owner}: 'q' must be a {dtype} array of the forward input's shape "
+                         f"{tuple(x_shape)}; received {describe(q)}")
+    return q.reshape(y_shape), None, {}
 
 
 @register
@@ -60,6 +74,9 @@ class Flatten(Layer):
 
     def _backward(self, dy, cache):
         return _reshape_back(self.label, dy, cache), {}
+
+    def _double_backward(self, q, dy, cache):
+        return _reshape_double_backward(self.label, q, cache)
 
 
 @register
@@ -93,12 +110,22 @@ class Reshape(Layer):
     def _backward(self, dy, cache):
         return _reshape_back(self.label, dy, cache), {}
 
+    def _double_backward(self, q, dy, cache):
+        return _reshape_double_backward(self.label, q, cache)
+
 
 @register
 class Dropout(Layer):
     """Inverted dropout: in training, zero each value with probability ``rate`` and scale
     the rest by 1 / (1 - rate); identity in evaluation. Random numbers come from the
-    layer's own Generator, seeded by ``seed``."""
+    layer's own Generator, seeded by ``seed``.
+
+    In data-parallel training :mod:`handgrad.distributed` sets ``communicator``, whose
+    ``rows`` is ``(start, total)``: this process holds rows ``start:start + N`` of a global
+    batch of ``total``; the mask is drawn for the global batch (``ops.dropout``'s ``rows``),
+    so it does not depend on the number of processes."""
+
+    communicator = None
 
     def __init__(self, rate, *, seed=None, name=None):
         super().__init__(name=name, seed=seed)
@@ -110,7 +137,8 @@ class Dropout(Layer):
         return {"name": self.name, "rate": self.rate, "seed": self.seed}
 
     def _forward(self, x, training):
-        return ops.dropout(x, self.rate, self.rng, training=training)
+        rows = None if self.communicator is None or not training else self.communicator.rows
+        return ops.dropout(x, self.rate, self.rng, training=training, rows=rows)
 
     def _backward(self, dy, cache):
         return ops.dropout_backward(dy, cache), {}

@@ -129,17 +129,25 @@ class BatchNorm(RunningNormalization):
     Training: statistics of the batch (over every axis but the last); the running statistics
     are updated (unbiased variance). Evaluation: the running statistics. With
     ``track_running_stats=False`` the batch statistics are used in both modes.
+
+    In data-parallel training :mod:`handgrad.distributed` sets ``communicator`` (an object
+    whose ``allreduce(array)`` sums over the processes): training forwards then use the
+    statistics of the global batch, and backward the matching means (``ops.batch_norm``'s
+    ``allreduce``).
     """
 
     backward_op = staticmethod(ops.batch_norm_backward)
+    communicator = None
 
     def __init__(self, momentum=0.1, eps=1e-5, affine=True, track_running_stats=True, **kwargs):
         super().__init__(momentum, eps, affine, track_running_stats, **kwargs)
 
     def _normalize(self, x, training):
         gamma, beta, mean, var, batch_stats = self._statistics_args(training)
+        shared = None if self.communicator is None or not training else \
+            self.communicator.allreduce
         return ops.batch_norm(x, gamma, beta, mean, var, training=batch_stats,
-                              momentum=self.momentum, eps=self.eps)
+                              momentum=self.momentum, eps=self.eps, allreduce=shared)
 
 
 @register

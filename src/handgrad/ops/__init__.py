@@ -90,6 +90,37 @@ from .normalization import (
 )
 
 # isort: split
+# Variational kernels (a VAE's sampling step and its two loss terms).
+from .variational import (
+    bernoulli_nll_logits,
+    bernoulli_nll_logits_backward,
+    gaussian_kl,
+    gaussian_kl_backward,
+    reparameterize,
+    reparameterize_backward,
+)
+
+# isort: split
+# Second-order kernels: the backward of a backward, for gradient penalties.
+from .second_order import (
+    conv1d_gradgrad,
+    conv2d_gradgrad,
+    conv_transpose1d_gradgrad,
+    conv_transpose2d_gradgrad,
+    elu_gradgrad,
+    gelu_gradgrad,
+    hard_sigmoid_gradgrad,
+    identity_gradgrad,
+    leaky_relu_gradgrad,
+    linear_gradgrad,
+    relu_gradgrad,
+    selu_gradgrad,
+    sigmoid_gradgrad,
+    softplus_gradgrad,
+    tanh_gradgrad,
+)
+
+# isort: split
 # Public helpers for layers and converters: geometry, validation, compiled kernels.
 from . import special
 from .compiled import (

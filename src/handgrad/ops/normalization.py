@@ -35,6 +35,23 @@ holds ``xhat``, ``1 / sqrt(var + eps)`` and ``gamma``. Sums of products
 needs no temporary product array; the forward allocates ``xhat`` and ``y``
 only, the backward ``dx`` and one temporary.
 
+**A batch shared by several processes** (data-parallel training, ``batch_norm(...,
+allreduce=sum_over_processes)``): each process holds rows of one global batch, and
+``allreduce(a)`` returns the sum of ``a`` over the processes. Training then uses the
+statistics of the global batch, M values per channel, and the means of the backward are
+over the global batch too, with two allreduces forward and one backward::
+
+    M       = S * allreduce(N)                  (S values per example and channel)
+    mu      = allreduce(sum x) / M
+    var     = allreduce(sum (x - mu)^2) / M     (two passes, as in one process)
+    mean(g) = allreduce(sum g) / M,  mean(g * xhat) = allreduce(sum g * xhat) / M
+
+(``sum g = gamma * sum dy`` and ``sum g * xhat = gamma * sum dy * xhat``: the backward
+allreduces the per-channel sums of ``dy`` and ``dy * xhat``, one packed buffer.)
+``dgamma`` and ``dbeta`` stay the sums over this process's rows: the parameter gradients
+are summed over processes with the others. A process may hold no rows; every process
+must call the op, since the allreduces are collective.
+
 Empty inputs behave as in PyTorch: an empty batch (or empty groups) gives an empty
 ``y``, an empty ``dx``, zero ``dgamma``/``dbeta`` and leaves the running statistics
 unchanged.
@@ -45,7 +62,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._checks import array_module, upstream_grad
+from .._checks import array_module, describe, upstream_grad
 from ._args.cache import Cache, check_cache
 from ._args.norm import (
     prepare_batch_norm,
@@ -69,6 +86,8 @@ class NormCache(Cache):
     gamma: object
     has_beta: bool
     param_ndim: int
+    allreduce: object = None  # a global batch's sum over processes (batch_norm only)
+    count: int = 0  # M, the values per statistic of that global batch
 
 
 def _sum_product(xp, a, b, axes, keepdims=True):
@@ -82,10 +101,11 @@ def _sum_product(xp, a, b, axes, keepdims=True):
     return total
 
 
-def _update_running(xp, call, mean, var):
-    """Running statistics <- (1 - momentum) * running + momentum * batch, per channel."""
+def _update_running(xp, call, mean, var, m=None):
+    """Running statistics <- (1 - momentum) * running + momentum * batch, per channel;
+    ``m`` values per statistic (default: the call's group size)."""
     channels = call.running_mean.shape[0]
-    m = call.group_size
+    m = call.group_size if m is None else m
     batch_mean = xp.mean(mean.reshape(-1, channels), axis=0)
     batch_var = xp.mean(var.reshape(-1, channels), axis=0) * (m / (m - 1))
     keep = 1.0 - call.momentum
@@ -114,10 +134,37 @@ def _normalize(call):
     return centered, inv_std
 
 
-def _forward(call):
+def _normalize_global(call, allreduce):
+    """xhat, 1 / sqrt(var + eps) and M for batch norm with the statistics of a global batch
+    whose rows several processes hold (see the module docstring)."""
+    xp, x, axes = array_module(call.x), call.x, call.axes
+    per_example = math.prod(x.shape[1:-1])
+    local = xp.concatenate([xp.sum(x, axis=axes), xp.asarray([x.shape[0]], dtype=x.dtype)])
+    total = allreduce(local)
+    count = round(float(total[-1])) * per_example
+    if count == 1:
+        raise ValueError(f"{call.op}: expected more than 1 value per channel when training "
+                         f"(statistics of the global batch); received 1 in all")
+    if count == 0:
+        return x.copy(), xp.ones([1] * x.ndim, dtype=x.dtype), count
+    mean = total[:-1] / count
+    centered = x - mean
+    var = allreduce(_sum_product(xp, centered, centered, axes, keepdims=False)) / count
+    if call.update:
+        _update_running(xp, call, mean, var, count)
+    inv_std = 1.0 / xp.sqrt(var + call.eps)
+    centered *= inv_std
+    return centered, inv_std, count
+
+
+def _forward(call, allreduce=None):
     """y = gamma * xhat + beta; returns ``(y, cache)``. ``y`` is a new array, never the
-    cached ``xhat``."""
-    xhat, inv_std = _normalize(call)
+    cached ``xhat``. With ``allreduce`` (batch norm of a shared batch) the statistics are
+    the global batch's."""
+    if allreduce is None:
+        (xhat, inv_std), count = _normalize(call), call.group_size
+    else:
+        xhat, inv_std, count = _normalize_global(call, allreduce)
     y = xhat.reshape(call.x.shape)
     y = y * call.gamma if call.gamma is not None else y.copy()
     if call.beta is not None:
@@ -125,8 +172,17 @@ def _forward(call):
     params = [p for p in (call.gamma, call.beta) if p is not None]
     cache = NormCache(call.op, tuple(call.x.shape), call.x.dtype, xhat, inv_std, call.axes,
                       call.input_stats, call.gamma, call.beta is not None,
-                      params[0].ndim if params else 0)
+                      params[0].ndim if params else 0, allreduce, count)
     return y, cache
+
+
+def _global_means(xp, g, xhat, cache):
+    """mean(g) and mean(g * xhat) over the global batch: one allreduce of both sums."""
+    sums = xp.concatenate([xp.sum(g, axis=cache.axes), _sum_product(xp, g, xhat, cache.axes,
+                                                                     keepdims=False)])
+    sums = cache.allreduce(sums) / cache.count
+    channels = g.shape[-1]
+    return sums[:channels], sums[channels:]
 
 
 def _backward(op, forward, dy, cache):
@@ -142,7 +198,11 @@ def _backward(op, forward, dy, cache):
         dgamma = _sum_product(xp, dy, xhat.reshape(cache.shape), lead, keepdims=False)
     g = (dy * gamma if gamma is not None else dy.copy()).reshape(xhat.shape)  # becomes dx
     group_size = math.prod(xhat.shape[axis] for axis in cache.axes)
-    if cache.input_stats and g.size:
+    if cache.allreduce is not None and cache.count:
+        mean_g, mean_gx = _global_means(xp, g, xhat, cache)
+        g -= mean_g
+        g -= xhat * mean_gx
+    elif cache.input_stats and g.size:
         mean_g = xp.mean(g, axis=cache.axes, keepdims=True)
         mean_gx = _sum_product(xp, g, xhat, cache.axes) / group_size
         g -= mean_g
@@ -152,24 +212,31 @@ def _backward(op, forward, dy, cache):
 
 
 def batch_norm(x, gamma=None, beta=None, running_mean=None, running_var=None, *, training=True,
-               momentum=0.1, eps=1e-5):
+               momentum=0.1, eps=1e-5, allreduce=None):
     """Batch normalization over the channels (last axis), as ``F.batch_norm``.
 
     x (N, C), (N, L, C), (N, H, W, C) or any (N, ..., C); gamma, beta, running_mean,
     running_var (C,) or None. ``training=True``: statistics of ``x`` over all axes but the
     last (at least 2 values per channel), and the running statistics, if given, are updated
     in place (the variance unbiased); ``training=False``: the running statistics.
-    Returns ``(y, cache)`` for :func:`batch_norm_backward`.
+    ``allreduce`` (None, or a function returning the sum of an array over the processes
+    that share the batch): with ``training=True``, the statistics of the global batch (see
+    the module docstring). Returns ``(y, cache)`` for :func:`batch_norm_backward`.
     """
-    return _forward(prepare_batch_norm("batch_norm", x, gamma, beta, running_mean, running_var,
-                                       training, momentum, eps))
+    if allreduce is not None and not callable(allreduce):
+        raise TypeError(f"batch_norm: 'allreduce' must be None or a function that sums an "
+                        f"array over processes; received {describe(allreduce)}")
+    call = prepare_batch_norm("batch_norm", x, gamma, beta, running_mean, running_var,
+                              training, momentum, eps, local_stats=allreduce is None)
+    return _forward(call, allreduce if call.input_stats else None)
 
 
 def batch_norm_backward(dy, cache):
     """Gradients of :func:`batch_norm`: dy (N, ..., C) -> (dx, dgamma, dbeta).
 
     Training: dx = (g - mean(g) - xhat * mean(g * xhat)) / sqrt(var + eps), g = gamma * dy,
-    means over all axes but the last; evaluation: dx = g / sqrt(running_var + eps).
+    means over all axes but the last (of the global batch after a forward with
+    ``allreduce``); evaluation: dx = g / sqrt(running_var + eps).
     dgamma = sum dy * xhat, dbeta = sum dy (None when the forward had no gamma/beta).
     """
     return _backward("batch_norm_backward", "batch_norm", dy, cache)

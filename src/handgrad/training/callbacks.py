@@ -10,9 +10,14 @@ from .._checks import choice, describe, is_int
 
 
 class Callback:
-    """Hooks called by ``fit``; ``self.model`` is set before training starts."""
+    """Hooks called by ``fit``; ``self.model`` is set before training starts.
+
+    ``rank_zero_only``: in data-parallel training (``fit(distributed=True)``) only rank 0
+    runs the callback (one that writes files); the others run on every process and see
+    the same logs."""
 
     model = None
+    rank_zero_only = False
 
     def set_model(self, model):
         self.model = model
@@ -138,7 +143,10 @@ class EarlyStopping(_Monitor):
 
 class ModelCheckpoint(_Monitor):
     """Save a checkpoint (model, optimizer state) after each epoch, or only when
-    ``monitor`` improves with ``save_best_only``. ``path`` may contain ``{epoch}``."""
+    ``monitor`` improves with ``save_best_only``. ``path`` may contain ``{epoch}``. In
+    data-parallel training only rank 0 writes."""
+
+    rank_zero_only = True
 
     def __init__(self, path, monitor="val_loss", save_best_only=False, mode="auto"):
         super().__init__("ModelCheckpoint", monitor, mode)

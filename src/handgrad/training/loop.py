@@ -8,6 +8,12 @@ after that step, without its update, and say so on stderr) or ``"ignore"`` (trai
 Keras does). Passing a :class:`~handgrad.training.TerminateOnNaN` callback leaves the
 decision to it (the default becomes ``"ignore"``, Keras's behaviour).
 
+``fit(..., distributed=True)`` trains data-parallel inside an MPI job (``mpiexec -n K``):
+each process takes its share of every global batch and the result is the one-process
+model up to the order of floating-point sums (:mod:`handgrad.distributed`,
+:mod:`.parallel`). The epoch machinery lives in :mod:`.epochs`, ``predict`` and
+``evaluate`` in :mod:`.evaluation`.
+
 A model with several inputs or outputs takes lists or dicts of arrays (see
 :mod:`handgrad.training.data`) and per-output losses, loss weights and metrics (see
 :mod:`handgrad.training.objective`). A subclass may override :meth:`TrainingMixin.train_step`
@@ -18,74 +24,35 @@ batches as given and its callbacks see the logs it returns.
 from __future__ import annotations
 
 import math
-import sys
-import time
-from dataclasses import dataclass
 
 from .. import optimizers
-from .._checks import array_module, as_generator, choice, describe, is_int, positive_int
-from ..data.batching import batches, leaves, num_batches
+from .._checks import as_generator, choice, describe, is_int
+from .._hyper import flag
+from ..data.batching import num_batches
 from . import metrics as _metrics
+from . import parallel
 from .callbacks import Callback, History, TerminateOnNaN
 from .checks import check_layout
 from .data import (
-    batch_pairs,
     check_validation_data,
     count,
     given_data,
     model_data,
     split_validation,
 )
+from .epochs import HINT, NonFiniteLossError, Run, notify, run_epoch
+from .evaluation import EvaluationMixin, as_list
 from .objective import Objective
-from .progress import ProgressBar
 
 METRICS = tuple(_metrics.METRICS)
 NONFINITE = ("raise", "stop", "ignore")
 accuracy = _metrics.accuracy
 
 
-class NonFiniteLossError(FloatingPointError):
-    """A training step's loss is NaN or infinite (raised before its update). ``loss`` is
-    the value, ``logs`` the step's logs, ``epoch`` and ``step`` (1-based) say where when
-    ``fit`` raised it (None from a bare ``train_step``)."""
-
-    def __init__(self, message, logs, epoch=None, step=None):
-        super().__init__(message)
-        self.logs, self.loss, self.epoch, self.step = logs, logs.get("loss"), epoch, step
+__all__ = ["METRICS", "NONFINITE", "NonFiniteLossError", "TrainingMixin", "accuracy"]
 
 
-HINT = ("to find the first layer that produces NaN or inf, run it inside "
-        "`with handgrad.inspect.detect_anomaly():`")
-
-
-@dataclass
-class _Run:
-    """What one ``fit`` call trains on."""
-
-    x: object
-    y: object
-    epochs: int
-    batch_size: int
-    steps: int
-    rng: object
-    shuffle: bool
-    callbacks: list
-    verbose: int
-    validation_data: object
-    on_nonfinite: str
-    augment: object = None
-
-
-def _finite_inputs(xb) -> bool:
-    return all(getattr(a.dtype, "kind", "") != "f" or bool(array_module(a).isfinite(a).all())
-               for _, a in leaves("x", xb))
-
-
-def _as_list(value, single):
-    return [value] if single else list(value)
-
-
-class TrainingMixin:
+class TrainingMixin(EvaluationMixin):
     """Training methods for a model with forward/backward/named_parameters."""
 
     optimizer = None
@@ -162,12 +129,12 @@ class TrainingMixin:
     def _step_logs(self, x, y, training):
         """Forward, then the objective: ``(logs, output gradients in the model's form)``."""
         single = getattr(self, "single_output", True)
-        preds = _as_list(self.forward(x, training=training), single)
+        preds = as_list(self.forward(x, training=training), single)
         names = self._objective.names
         if isinstance(y, dict) and getattr(self, "output_names", None):
             ys = [y.get(name) for name in names]
         else:
-            ys = _as_list(y, single)
+            ys = as_list(y, single)
         logs, dpreds = self._objective(preds, ys, gradients=training)
         return logs, dpreds[0] if single else dpreds
 
@@ -195,17 +162,28 @@ class TrainingMixin:
         self._require_compiled("train_step")
         self.zero_grad()
         logs, dpred = self._step_logs(x, y, training=True)
+        if self._backward_needed(logs, dpred):
+            self.backward(dpred)
+            self._apply_gradients()
+        return logs
+
+    def _backward_needed(self, logs, dpred) -> bool:
+        """After a training forward: a NaN or infinite loss raises
+        :class:`NonFiniteLossError` (unless ignored) before anything is updated; False
+        when no output has a gradient. The caches are cleared when no backward follows."""
         if self._on_nonfinite != "ignore" and not math.isfinite(logs["loss"]):
             self.clear_caches()
             raise NonFiniteLossError(f"train_step: the loss is {logs['loss']}; the update was "
                                      f"not applied; {HINT}", logs)
         if dpred is None or (isinstance(dpred, list) and all(g is None for g in dpred)):
             self.clear_caches()  # no output has a gradient: nothing to learn from
-            return logs
-        self.backward(dpred)
+            return False
+        return True
+
+    def _apply_gradients(self):
+        """One optimizer step on the trainable parameters with their gradients."""
         self.optimizer.step(self.named_parameters(trainable_only=True),
                             self.named_gradients(trainable_only=True))
-        return logs
 
     def test_step(self, x, y):
         """The logs of one batch in inference mode (loss and metrics, no update); used by
@@ -222,48 +200,9 @@ class TrainingMixin:
                               allow_empty=allow_empty)
         return given_data(op, x, y, allow_empty=allow_empty)
 
-    def predict(self, x, batch_size=256):
-        """Outputs in inference mode, computed batch by batch: an array, or a list in
-        output order for a model with several outputs. ``x`` is an array, a list in input
-        order or a dict keyed by input names. Zero examples give empty ``(0, ...)``
-        arrays of the outputs' shapes and dtypes."""
-        x, _ = model_data("predict", self, x, need_y=False, allow_empty=True)
-        batch_size = positive_int("predict", "batch_size", batch_size)
-        check_layout("predict", self, x)
-        single = getattr(self, "single_output", True)
-        arrays = [array for _, array in leaves("x", x)]
-        xp = array_module(*arrays)
-        if count(x) == 0:  # one all-zero example gives the output's shape and dtype
-            zeros = [xp.zeros((1, *a.shape[1:]), dtype=a.dtype) for a in arrays]
-            outputs = _as_list(self.forward(zeros if isinstance(x, list) else zeros[0],
-                                            training=False), single)
-            outputs = [out[:0] for out in outputs]
-            return outputs[0] if single else outputs
-        parts = [_as_list(self.forward(xb, training=False), single)
-                 for xb in batches(x, None, batch_size, shuffle=False)]
-        outputs = [xp.concatenate(column, axis=0) for column in zip(*parts)]
-        return outputs[0] if single else outputs
-
-    def evaluate(self, x, y, batch_size=256):
-        """Mean loss (and metrics) over the dataset in inference mode; ``x`` and ``y`` as
-        for :meth:`fit`."""
-        if not self._custom("test_step"):
-            self._require_compiled("evaluate")
-        x, y = self._data("evaluate", x, y, "test_step")
-        batch_size = positive_int("evaluate", "batch_size", batch_size)
-        if not self._custom("test_step"):
-            check_layout("evaluate", self, x)
-        totals, seen = {}, 0
-        for xb, yb in batch_pairs(x, y, batch_size, shuffle=False):
-            n = count(xb)
-            for key, value in self.test_step(xb, yb).items():
-                totals[key] = totals.get(key, 0.0) + value * n
-            seen += n
-        return {key: value / seen for key, value in totals.items()}
-
     def fit(self, x, y=None, epochs=1, batch_size=32, validation_data=None, callbacks=(),
             rng=None, verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
-            on_nonfinite=None, augment=None):
+            on_nonfinite=None, augment=None, distributed=False):
         """Train for ``epochs`` epochs; returns a :class:`History`.
 
         ``x`` is an array, a list in input order or a dict keyed by ``model.input_names``;
@@ -276,7 +215,20 @@ class TrainingMixin:
         says what a NaN or infinite loss does (see :mod:`handgrad.training`). A custom
         :meth:`train_step` gets the batches of ``x`` and ``y`` as given. ``augment(x_batch,
         rng) -> x_batch`` (:mod:`handgrad.data.augment`) alters each training batch only.
+        ``distributed=True``: every process of an MPI job calls ``fit`` with the whole
+        data set and trains the same model, each on its share of every batch (see
+        :mod:`handgrad.training.parallel`); ``batch_size`` is the global batch.
         """
+        if flag("fit", "distributed", distributed):
+            return parallel.run(self._fit, x, y, epochs, batch_size, validation_data,
+                                callbacks, rng, verbose, shuffle, initial_epoch,
+                                validation_split, on_nonfinite, augment, distributed=True)
+        return self._fit(x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
+                         shuffle, initial_epoch, validation_split, on_nonfinite, augment)
+
+    def _fit(self, x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
+             shuffle, initial_epoch, validation_split, on_nonfinite, augment,
+             distributed=False):
         custom = self._custom("train_step")
         if not custom:
             self._require_compiled("fit")
@@ -304,22 +256,27 @@ class TrainingMixin:
             terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
             on_nonfinite = "ignore" if terminate else "raise"
         on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
-        run = _Run(x, y, epochs, batch_size, num_batches(count(x), batch_size),
-                   as_generator("fit", "rng", rng), shuffle, callbacks, verbose,
-                   validation_data, on_nonfinite, augment)
+        run = Run(x, y, epochs, batch_size, num_batches(count(x), batch_size),
+                  as_generator("fit", "rng", rng), shuffle, callbacks, verbose,
+                  validation_data, on_nonfinite, augment, self.train_step, self.evaluate)
+        reducer = parallel.prepare(self, run, initial_epoch) if distributed else None
         self.stop_training = False
         self._on_nonfinite = on_nonfinite
+        failed = True
         try:
-            self._notify(callbacks, "on_train_begin", {})
+            notify(run.callbacks, "on_train_begin", {})
             for epoch in range(initial_epoch, epochs):
-                self._notify(callbacks, "on_epoch_begin", epoch)
-                logs = self._run_epoch(run, epoch)
-                self._notify(callbacks, "on_epoch_end", epoch, logs)
+                notify(run.callbacks, "on_epoch_begin", epoch)
+                logs = run_epoch(self, run, epoch)
+                notify(run.callbacks, "on_epoch_end", epoch, logs)
                 if self.stop_training:
                     break
-            self._notify(callbacks, "on_train_end", {})
+            notify(run.callbacks, "on_train_end", {})
+            failed = False
         finally:
             del self._on_nonfinite  # back to the class default
+            if reducer is not None:
+                reducer.close(wait=not failed)
         return callbacks[0]
 
     def _fit_callbacks(self, callbacks, validating):
@@ -342,59 +299,3 @@ class TrainingMixin:
             if keys is not None:
                 callback.check_logs(keys)
         return callbacks
-
-    def _run_epoch(self, run, epoch):
-        bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
-        totals, seen, start = {}, 0, time.perf_counter()
-        for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
-                                                      shuffle=run.shuffle, rng=run.rng)):
-            xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
-            logs = self._checked_step(run, epoch, step, xb, yb)
-            n = count(xb)
-            for key, value in logs.items():
-                totals[key] = totals.get(key, 0.0) + value * n
-            seen += n
-            self._notify(run.callbacks, "on_train_batch_end", step, logs)
-            averages = {key: value / seen for key, value in totals.items()}
-            bar.update(step + 1, averages, seen / max(time.perf_counter() - start, 1e-9))
-            if self.stop_training:
-                break
-        logs = {key: value / max(seen, 1) for key, value in totals.items()}
-        if run.validation_data is not None and not self.stop_training:
-            val = self.evaluate(*run.validation_data, batch_size=max(run.batch_size, 256))
-            logs.update({f"val_{key}": value for key, value in val.items()})
-        if self.optimizer is not None:
-            logs["lr"] = float(self.optimizer.lr)
-        logs["seconds"] = time.perf_counter() - start
-        bar.finish(logs)
-        return logs
-
-    def _checked_step(self, run, epoch, step, xb, yb):
-        """``train_step``, then the ``on_nonfinite`` policy for a NaN or infinite loss."""
-        try:
-            logs, applied = self.train_step(xb, yb), True
-        except NonFiniteLossError as error:
-            logs, applied = error.logs, False
-        loss = logs.get("loss")
-        if run.on_nonfinite == "ignore" or loss is None or math.isfinite(loss):
-            return logs
-        where = f"at epoch {epoch + 1}, step {step + 1} of {run.steps}"
-        weights = ("its update was not applied, so the weights are those from before it"
-                   if not applied else "a custom train_step already applied its update")
-        inputs = ("the batch's inputs are finite" if _finite_inputs(xb)
-                  else "the batch's inputs already hold NaN or inf")
-        if run.on_nonfinite == "raise":
-            raise NonFiniteLossError(
-                f"fit: the loss is {loss} {where}; {weights}; {inputs}; {HINT}; pass "
-                f"fit(on_nonfinite='stop') to end training without an error, or "
-                f"on_nonfinite='ignore' to train on", logs, epoch + 1, step + 1)
-        self.stop_training = True
-        if run.verbose:
-            print(f"fit: the loss is {loss} {where}; stopping training (on_nonfinite='stop'); "
-                  f"{weights}", file=sys.stderr)
-        return logs
-
-    @staticmethod
-    def _notify(callbacks, method, *args):
-        for callback in callbacks:
-            getattr(callback, method)(*args)

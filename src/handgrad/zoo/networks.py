@@ -45,14 +45,15 @@ def sequence_gru(num_classes, input_shape, hidden=64):
 MODELS = ("resnet", "cnn", "mlp", "gru")
 
 
-def build(model_name, dataset, seed=0):
+def build(model_name, dataset, seed=0, dtype=None):
     """A fresh, built model for ``dataset`` (a :class:`handgrad.data.Dataset`): a graph
-    ``Model`` for "resnet", a ``Sequential`` for the others."""
+    ``Model`` for "resnet", a ``Sequential`` for the others; parameters of ``dtype``
+    (default float32)."""
     shape = dataset.input_shape
     if model_name == "resnet" and len(shape) == 2:
-        return resnet1d(dataset.num_classes, shape, seed=seed)
+        return resnet1d(dataset.num_classes, shape, seed=seed, dtype=dtype)
     if model_name == "resnet" and len(shape) == 3:
-        return resnet2d(dataset.num_classes, shape, seed=seed)
+        return resnet2d(dataset.num_classes, shape, seed=seed, dtype=dtype)
     if model_name == "mlp":
         layers = mlp(dataset.num_classes)
     elif model_name == "cnn" and len(shape) == 2:
@@ -64,4 +65,4 @@ def build(model_name, dataset, seed=0):
     else:
         raise ValueError(f"unknown model {model_name!r} for inputs of shape {shape}; "
                          f"choose one of {', '.join(MODELS)}")
-    return Sequential(layers, seed=seed, input_shape=shape)
+    return Sequential(layers, seed=seed, dtype=dtype, input_shape=shape)

@@ -99,8 +99,10 @@ def _channels_last(op, x, min_ndim, layout, need_channels=True):
 
 
 def _channel_stats_call(op, x, gamma, beta, running_mean, running_var, input_stats, momentum,
-                        eps, axes, what):
-    """Batch and instance norm: per-channel affine, optional running statistics."""
+                        eps, axes, what, local_stats=True):
+    """Batch and instance norm: per-channel affine, optional running statistics;
+    ``local_stats=False`` (statistics of a batch that several processes share) leaves the
+    size check to the caller, who knows the whole batch."""
     gamma = _affine(op, x, "gamma", gamma, (x.shape[-1],))
     beta = _affine(op, x, "beta", beta, (x.shape[-1],))
     running_mean, running_var = _running_pair(op, x, running_mean, running_var)
@@ -111,18 +113,20 @@ def _channel_stats_call(op, x, gamma, beta, running_mean, running_var, input_sta
                          f"'running_var'; received None")
     call = NormCall(op, x, gamma, beta, running_mean, running_var, input_stats,
                     input_stats and running_mean is not None, momentum, eps, tuple(x.shape), axes)
-    if input_stats and call.group_size == 1:
+    if input_stats and local_stats and call.group_size == 1:
         raise ValueError(f"{op}: expected more than 1 {what} when training (statistics of "
                          f"'x'); received 'x' of shape {tuple(x.shape)}")
     return call
 
 
-def prepare_batch_norm(op, x, gamma, beta, running_mean, running_var, training, momentum, eps):
+def prepare_batch_norm(op, x, gamma, beta, running_mean, running_var, training, momentum, eps,
+                       local_stats=True):
     """x (N, ..., C): statistics per channel over every axis but the last."""
     x = _channels_last(op, x, 2, "(N, C), (N, L, C) or (N, H, W, C)")
     training = flag(op, "training", training)
     return _channel_stats_call(op, x, gamma, beta, running_mean, running_var, training,
-                               momentum, eps, tuple(range(x.ndim - 1)), "value per channel")
+                               momentum, eps, tuple(range(x.ndim - 1)), "value per channel",
+                               local_stats)
 
 
 def prepare_instance_norm(op, x, gamma, beta, running_mean, running_var, use_input_stats,

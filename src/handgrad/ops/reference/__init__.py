@@ -54,3 +54,34 @@ from .normalization import (
 # isort: split
 # Recurrent loop twins.
 from .recurrent import gru, gru_backward, lstm, lstm_backward, rnn, rnn_backward
+
+# isort: split
+# Second-order loop twins (the backward of a backward).
+from .second_order import (
+    conv1d_gradgrad,
+    conv2d_gradgrad,
+    conv_transpose1d_gradgrad,
+    conv_transpose2d_gradgrad,
+    elu_gradgrad,
+    gelu_gradgrad,
+    hard_sigmoid_gradgrad,
+    identity_gradgrad,
+    leaky_relu_gradgrad,
+    linear_gradgrad,
+    relu_gradgrad,
+    selu_gradgrad,
+    sigmoid_gradgrad,
+    softplus_gradgrad,
+    tanh_gradgrad,
+)
+
+# isort: split
+# Variational loop twins.
+from .variational import (
+    bernoulli_nll_logits,
+    bernoulli_nll_logits_backward,
+    gaussian_kl,
+    gaussian_kl_backward,
+    reparameterize,
+    reparameterize_backward,
+)

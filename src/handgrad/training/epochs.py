@@ -1,0 +1,119 @@
+"""One epoch of ``fit``: batches, steps, the NaN policy, the epoch's logs.
+
+``fit`` describes a call in a :class:`Run`; :func:`run_epoch` walks the epoch's batches
+through ``run.step`` (the model's ``train_step``, or the data-parallel step of
+:mod:`.parallel`, which takes this process's share of each batch) and averages the
+logs weighted by batch size.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+from .._checks import array_module
+from ..data.batching import leaves
+from .data import batch_pairs, count
+from .progress import ProgressBar
+
+HINT = ("to find the first layer that produces NaN or inf, run it inside "
+        "`with handgrad.inspect.detect_anomaly():`")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A training step's loss is NaN or infinite (raised before its update). ``loss`` is
+    the value, ``logs`` the step's logs, ``epoch`` and ``step`` (1-based) say where when
+    ``fit`` raised it (None from a bare ``train_step``)."""
+
+    def __init__(self, message, logs, epoch=None, step=None):
+        super().__init__(message)
+        self.logs, self.loss, self.epoch, self.step = logs, logs.get("loss"), epoch, step
+
+
+@dataclass
+class Run:
+    """What one ``fit`` call trains on, and how: ``step(xb, yb) -> logs`` trains on one
+    batch, ``evaluate(x, y, batch_size) -> logs`` measures the validation data."""
+
+    x: object
+    y: object
+    epochs: int
+    batch_size: int
+    steps: int
+    rng: object
+    shuffle: bool
+    callbacks: list
+    verbose: int
+    validation_data: object
+    on_nonfinite: str
+    augment: object = None
+    step: object = None
+    evaluate: object = None
+
+
+def finite_inputs(xb) -> bool:
+    """Whether every float array of the batch ``xb`` is finite."""
+    return all(getattr(a.dtype, "kind", "") != "f" or bool(array_module(a).isfinite(a).all())
+               for _, a in leaves("x", xb))
+
+
+def notify(callbacks, method, *args):
+    """Call ``method`` of every callback with ``args``."""
+    for callback in callbacks:
+        getattr(callback, method)(*args)
+
+
+def run_epoch(model, run, epoch):
+    """Train ``model`` for one epoch of ``run``; returns the epoch's logs."""
+    bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
+    totals, seen, start = {}, 0, time.perf_counter()
+    for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
+                                                  shuffle=run.shuffle, rng=run.rng)):
+        xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
+        logs = checked_step(model, run, epoch, step, xb, yb)
+        n = count(xb)
+        for key, value in logs.items():
+            totals[key] = totals.get(key, 0.0) + value * n
+        seen += n
+        notify(run.callbacks, "on_train_batch_end", step, logs)
+        averages = {key: value / seen for key, value in totals.items()}
+        bar.update(step + 1, averages, seen / max(time.perf_counter() - start, 1e-9))
+        if model.stop_training:
+            break
+    logs = {key: value / max(seen, 1) for key, value in totals.items()}
+    if run.validation_data is not None and not model.stop_training:
+        val = run.evaluate(*run.validation_data, batch_size=max(run.batch_size, 256))
+        logs.update({f"val_{key}": value for key, value in val.items()})
+    if model.optimizer is not None:
+        logs["lr"] = float(model.optimizer.lr)
+    logs["seconds"] = time.perf_counter() - start
+    bar.finish(logs)
+    return logs
+
+
+def checked_step(model, run, epoch, step, xb, yb):
+    """``run.step``, then the ``on_nonfinite`` policy for a NaN or infinite loss."""
+    try:
+        logs, applied = run.step(xb, yb), True
+    except NonFiniteLossError as error:
+        logs, applied = error.logs, False
+    loss = logs.get("loss")
+    if run.on_nonfinite == "ignore" or loss is None or math.isfinite(loss):
+        return logs
+    where = f"at epoch {epoch + 1}, step {step + 1} of {run.steps}"
+    weights = ("its update was not applied, so the weights are those from before it"
+               if not applied else "a custom train_step already applied its update")
+    inputs = ("the batch's inputs are finite" if finite_inputs(xb)
+              else "the batch's inputs already hold NaN or inf")
+    if run.on_nonfinite == "raise":
+        raise NonFiniteLossError(
+            f"fit: the loss is {loss} {where}; {weights}; {inputs}; {HINT}; pass "
+            f"fit(on_nonfinite='stop') to end training without an error, or "
+            f"on_nonfinite='ignore' to train on", logs, epoch + 1, step + 1)
+    model.stop_training = True
+    if run.verbose:
+        print(f"fit: the loss is {loss} {where}; stopping training (on_nonfinite='stop'); "
+              f"{weights}", file=sys.stderr)
+    return logs
