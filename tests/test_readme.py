@@ -30,7 +30,7 @@ def command_lines():
     """The argument lists of every ``python -m <module>`` command in the bash blocks."""
     commands = []
     for block in blocks("bash"):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # continued lines joined
             for part in line.split("#")[0].split("&&"):
                 words = shlex.split(part)
                 if words[:2] == ["python", "-m"] and words[2] != "pip":
@@ -77,7 +77,9 @@ def test_each_command_line_parses(argv):
 def test_the_other_modules_the_readme_runs_exist():
     for command in command_lines():
         if command[0] not in ("handgrad", "pytest"):
-            assert (ROOT / command[0] / "__main__.py").is_file(), command
+            path = ROOT / command[0].replace(".", "/")  # a package or a module
+            assert (path / "__main__.py").is_file() or path.with_suffix(".py").is_file(), \
+                command
 
 
 @pytest.mark.slow
