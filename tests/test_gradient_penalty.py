@@ -19,15 +19,9 @@ from handgrad.model import Sequential
 from handgrad.testing import assert_gradient_close, numeric_gradient
 from handgrad.zoo import gradient_penalty
 
+from optional_torch import F, needs_torch, torch
 from tolerances import assert_outputs_close, condition_bounds, float64_twin
 from tolerances_composite import LAYER_ROUNDINGS
-
-try:
-    import torch
-    F = torch.nn.functional
-except ImportError:  # pragma: no cover - torch is a test-only dependency
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 DTYPES = [np.float32, np.float64]
 ACTIVATIONS = {

@@ -20,12 +20,7 @@ from handgrad import ops
 from handgrad.ops import reference
 from handgrad.testing import assert_close, finite_max
 
-try:
-    import torch
-    F = torch.nn.functional
-except ImportError:  # pragma: no cover - torch is a test-only dependency
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+from optional_torch import F, needs_torch, torch
 
 
 # ------------------------------------------------------------------ 1. caches

@@ -365,7 +365,7 @@ def test_bad_backward_inputs_raise_clear_errors():
     with pytest.raises(TypeError, match=r"lstm_backward: 'dy' must have the forward dtype"):
         ops.lstm_backward(y.astype(np.float32), cache)
     with pytest.raises(ValueError, match=r"lstm_backward: 'dh_n' must have shape \(N, H\) = "
-                                         r"\(2, 2\); received shape \(2, 3\)"):
+                                         r"\(2, 2\); received \(2, 3\)"):
         ops.lstm_backward(y, cache, np.zeros((2, 3)))
     with pytest.raises(TypeError, match=r"lstm_backward: 'dc_n' must have the forward dtype"):
         ops.lstm_backward(y, cache, h_n, c_n.astype(np.float32))

@@ -18,14 +18,8 @@ from handgrad import ops
 from handgrad.ops import reference
 from handgrad.testing import assert_close, assert_gradient_close, finite_max, numeric_gradient
 
+from optional_torch import F, needs_torch, torch
 from tolerances import assert_entries_close
-
-try:
-    import torch
-    F = torch.nn.functional
-except ImportError:  # pragma: no cover - torch is a test-only dependency
-    torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 DTYPES = [np.float32, np.float64]
 ROUNDINGS = 8  # rounded operations in the longest f', f'' formula (tanh GELU's f'')

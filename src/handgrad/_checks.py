@@ -61,16 +61,17 @@ def float_array(op: str, name: str, value, ndim=None, layout: str = ""):
     return array_module(value).ascontiguousarray(value)
 
 
-def upstream_grad(op: str, dy, expected_shape, dtype):
-    """``dy`` checked against the forward output's shape and dtype."""
-    dy = float_array(op, "dy", dy)
+def upstream_grad(op: str, dy, expected_shape, dtype, name="dy",
+                  shape_name="the forward output's shape"):
+    """``dy`` (an array named ``name``) checked against the forward's dtype and
+    ``expected_shape`` (described as ``shape_name`` in the error)."""
+    dy = float_array(op, name, dy)
     if dy.dtype != dtype:
-        raise TypeError(f"{op}: 'dy' must have the forward dtype {dtype}; received {dy.dtype}")
+        raise TypeError(f"{op}: '{name}' must have the forward dtype {dtype}; received "
+                        f"{dy.dtype}")
     if tuple(dy.shape) != tuple(expected_shape):
-        raise ValueError(
-            f"{op}: 'dy' must have the forward output's shape {tuple(expected_shape)}; "
-            f"received {tuple(dy.shape)}"
-        )
+        raise ValueError(f"{op}: '{name}' must have {shape_name} {tuple(expected_shape)}; "
+                         f"received {tuple(dy.shape)}")
     return dy
 
 

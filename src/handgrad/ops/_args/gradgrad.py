@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..._checks import float_array
+from ..._checks import upstream_grad
 from ..linear import LinearCache
 from .cache import check_cache
 from .conv import open_conv_cache
@@ -11,14 +11,7 @@ from .elementwise import open_cache
 
 def check_like(op, name, value, shape, dtype):
     """``value`` as a float array of the given shape and dtype (else a clear error)."""
-    value = float_array(op, name, value)
-    if value.dtype != dtype:
-        raise TypeError(f"{op}: '{name}' must have the forward dtype {dtype}; received "
-                        f"{value.dtype}")
-    if tuple(value.shape) != tuple(shape):
-        raise ValueError(f"{op}: '{name}' must have the forward input's shape {tuple(shape)}; "
-                         f"received {tuple(value.shape)}")
-    return value
+    return upstream_grad(op, value, shape, dtype, name, "the forward input's shape")
 
 
 def open_elementwise(op, forward, q, dy, cache):

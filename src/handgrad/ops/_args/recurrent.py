@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._checks import array_module, describe, float_array, is_int, same_dtype
+from ..._checks import array_module, describe, float_array, is_int, same_dtype, upstream_grad
 from ..._hyper import flag
 
 GATES = {"rnn": 1, "lstm": 4, "gru": 3}
@@ -121,11 +121,4 @@ def state_grad(op, name, grad, shape, dtype):
     """An optional gradient of a final state, checked against its shape and dtype."""
     if grad is None:
         return None
-    grad = float_array(op, name, grad)
-    if grad.dtype != dtype:
-        raise TypeError(f"{op}: '{name}' must have the forward dtype {dtype}; received "
-                        f"{grad.dtype}")
-    if tuple(grad.shape) != tuple(shape):
-        raise ValueError(f"{op}: '{name}' must have shape (N, H) = {tuple(shape)}; received "
-                         f"shape {tuple(grad.shape)}")
-    return grad
+    return upstream_grad(op, grad, shape, dtype, name, "shape (N, H) =")
