@@ -162,9 +162,7 @@ class Layer:
         dx, grads = self._backward(dy, self._caches.pop())
         if anomaly_hook is not None:
             anomaly_hook(self, "backward", dy, (dx, grads))
-        if self.trainable:
-            for key, grad in grads.items():
-                self.gradients[key] += grad
+        self._accumulate(grads)
         if self.gradients_ready is not None and not self._caches:
             self.gradients_ready(self)
         return dx
@@ -196,10 +194,14 @@ class Layer:
         second is None where ``B`` does not depend on ``x``) and adds ``dP/d theta``
         through ``B`` into ``gradients`` (unless the layer is frozen)."""
         d_dy, d_x, grads = self._double_backward(q, dy, self._latest_cache("double_backward"))
+        self._accumulate(grads)
+        return d_dy, d_x
+
+    def _accumulate(self, grads):
+        """Add ``{key: gradient}`` into ``gradients`` (nothing for a frozen layer)."""
         if self.trainable:
             for key, grad in grads.items():
                 self.gradients[key] += grad
-        return d_dy, d_x
 
     def discard_cache(self):
         """Drop the latest training forward's cache without a backward."""
