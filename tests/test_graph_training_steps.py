@@ -39,14 +39,15 @@ class ToyGAN(hg.Model):
         self.critic.zero_grad()  # the critic learns real -> 1, fake -> 0
         real_logit = self.critic.forward(x, training=True)
         fake_logit = self.critic.forward(fake, training=True)
-        fake_loss, dfake = losses.binary_cross_entropy(fake_logit, np.zeros_like(fake_logit))
-        real_loss, dreal = losses.binary_cross_entropy(real_logit, np.ones_like(real_logit))
+        bce = losses.binary_cross_entropy_with_logits
+        fake_loss, dfake = bce(fake_logit, np.zeros_like(fake_logit))
+        real_loss, dreal = bce(real_logit, np.ones_like(real_logit))
         self.critic.backward(dfake)
         self.critic.backward(dreal)
         self._step(self.critic, self.critic_optimizer)
         self.zero_grad()  # the generator learns to make the critic say 1
         logit = self.forward(z, training=True)
-        generator_loss, dlogit = losses.binary_cross_entropy(logit, np.ones_like(logit))
+        generator_loss, dlogit = bce(logit, np.ones_like(logit))
         self.backward(dlogit)
         self._step(self.generator, self.generator_optimizer)
         return {"critic_loss": float(real_loss + fake_loss),

@@ -172,20 +172,29 @@ def test_cross_entropy_bad_arguments():
 
 # --- binary cross-entropy and regression losses -----------------------------------------------
 
+BCE = "binary_cross_entropy"
+BCE_LOGITS = "binary_cross_entropy_with_logits"
 TORCH_PAIRS = {
-    "binary_cross_entropy": lambda a, b, r: F.binary_cross_entropy_with_logits(a, b, reduction=r),
+    BCE: lambda a, b, r: F.binary_cross_entropy(a, b, reduction=r),
+    BCE_LOGITS: lambda a, b, r: F.binary_cross_entropy_with_logits(a, b, reduction=r),
     "mse": lambda a, b, r: F.mse_loss(a, b, reduction=r),
     "mae": lambda a, b, r: F.l1_loss(a, b, reduction=r),
     "huber": lambda a, b, r: F.huber_loss(a, b, reduction=r),
     "huber-0.5": lambda a, b, r: F.huber_loss(a, b, reduction=r, delta=0.5),
+    "smooth_l1": lambda a, b, r: F.smooth_l1_loss(a, b, reduction=r),
+    "smooth_l1-0.5": lambda a, b, r: F.smooth_l1_loss(a, b, reduction=r, beta=0.5),
+    "smooth_l1-0": lambda a, b, r: F.smooth_l1_loss(a, b, reduction=r, beta=0.0),
 }
+KINKED = ("mae", "huber", "huber-0.5", "smooth_l1", "smooth_l1-0.5", "smooth_l1-0")
 
 
 def _pair_inputs(name, shape, dtype, seed=0):
     rng = np.random.default_rng(seed)
     pred = (2 * rng.standard_normal(shape)).astype(dtype)
-    if name == "binary_cross_entropy":
+    if name == BCE_LOGITS:
         return pred, rng.random(shape).astype(dtype)
+    if name == BCE:  # probabilities away from 0 and 1, where finite differences work
+        return (0.05 + 0.9 * rng.random(shape)).astype(dtype), rng.random(shape).astype(dtype)
     target = (2 * rng.standard_normal(shape)).astype(dtype)
     flat_p, flat_t = pred.reshape(-1), target.reshape(-1)
     flat_t[0] = flat_p[0]  # a zero residual: mae'(0) = 0, as torch
@@ -199,7 +208,8 @@ def _loss_fn(name):
     base, _, delta = name.partition("-")
     fn = losses.get(base)
     if delta:
-        return lambda a, b, **kw: fn(a, b, delta=float(delta), **kw)
+        key = "beta" if base == "smooth_l1" else "delta"
+        return lambda a, b, **kw: fn(a, b, **{key: float(delta)}, **kw)
     return fn
 
 
@@ -232,7 +242,7 @@ def test_pair_losses_match_finite_differences(name):
 def test_kink_gradients_match_torch_elementwise():
     pred = np.array([1.0, 2.0, -1.0, 3.0])
     target = np.array([1.0, 1.0, 0.0, 2.5])  # d = 0, delta, -delta, 0.5
-    for name in ("mae", "huber", "huber-0.5"):
+    for name in KINKED:
         _, grad = _loss_fn(name)(pred, target, reduction="sum")
         t = torch.tensor(pred, requires_grad=True)
         TORCH_PAIRS[name](t, torch.tensor(target), "sum").backward()
@@ -241,25 +251,26 @@ def test_kink_gradients_match_torch_elementwise():
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_binary_cross_entropy_is_stable_at_1000(dtype):
+def test_binary_cross_entropy_with_logits_is_stable_at_1000(dtype):
     logits = np.array([1000.0, -1000.0, 1000.0, -1000.0, 0.0], dtype=dtype)
     targets = np.array([1.0, 0.0, 0.0, 1.0, 0.5], dtype=dtype)
-    loss, grad = losses.binary_cross_entropy(logits, targets, reduction="none")
+    loss, grad = losses.binary_cross_entropy_with_logits(logits, targets, reduction="none")
     assert loss.dtype == dtype and grad.dtype == dtype
     assert_entries_close(loss, [0.0, 0.0, 1000.0, 1000.0, np.log(2.0)], dtype=dtype,
                          what="loss")
     np.testing.assert_array_equal(grad, [0.0, 0.0, 1.0, -1.0, 0.0])
     t = torch.tensor(logits, requires_grad=True)
     t_loss = F.binary_cross_entropy_with_logits(t, torch.tensor(targets))
-    ours = losses.binary_cross_entropy(logits, targets)
-    sizes = pair_loss_sizes("binary_cross_entropy", logits, targets)
+    ours = losses.binary_cross_entropy_with_logits(logits, targets)
+    sizes = pair_loss_sizes(BCE_LOGITS, logits, targets)
     _check_against(ours, t, t_loss, "mean", dtype, sizes)
 
 
-@pytest.mark.parametrize("name", ["binary_cross_entropy", "mse", "mae", "huber"])
+@pytest.mark.parametrize("name", [BCE, BCE_LOGITS, "mse", "mae", "huber", "smooth_l1"])
 def test_pair_losses_bad_inputs(name):
     fn = losses.get(name)
-    first, second = ("logits", "targets") if name == "binary_cross_entropy" else ("pred", "target")
+    first, second = {BCE: ("probabilities", "targets"),
+                     BCE_LOGITS: ("logits", "targets")}.get(name, ("pred", "target"))
     with pytest.raises(ValueError, match=rf"{name}: '{second}' must have the shape of '{first}'"):
         fn(np.zeros((2, 3)), np.zeros((3, 2)))
     with pytest.raises(TypeError, match=rf"{name}: '{second}' has dtype float32 but '{first}'"):
@@ -281,10 +292,11 @@ def test_huber_bad_delta(delta, error):
         losses.huber(np.zeros(3), np.zeros(3), delta=delta)
 
 
-@pytest.mark.parametrize("name", ["cross_entropy", "binary_cross_entropy", "mse", "mae", "huber"])
+@pytest.mark.parametrize("name", ["cross_entropy", BCE, BCE_LOGITS, "mse", "mae", "huber",
+                                  "smooth_l1"])
 def test_float32_stays_float32(name):
     rng = np.random.default_rng(5)
-    pred = rng.standard_normal((4, 3)).astype(np.float32)
+    pred = rng.random((4, 3)).astype(np.float32)
     second = rng.integers(0, 3, 4) if name == "cross_entropy" else np.zeros((4, 3), np.float32)
     for reduction in REDUCTIONS:
         loss, grad = losses.get(name)(pred, second, reduction=reduction)
@@ -299,6 +311,8 @@ def test_get():
     assert losses.get("cross_entropy") is losses.softmax_cross_entropy
     assert losses.get("softmax_cross_entropy") is losses.softmax_cross_entropy
     assert losses.get("binary_cross_entropy") is losses.binary_cross_entropy
+    assert losses.get(BCE_LOGITS) is losses.binary_cross_entropy_with_logits
+    assert losses.get("smooth_l1") is losses.smooth_l1
     assert losses.get("MSE") is losses.mse
     assert losses.get("mae") is losses.mae and losses.get("huber") is losses.huber
 
@@ -308,7 +322,7 @@ def test_get():
     assert losses.get(custom) is custom
     with pytest.raises(ValueError, match=r"get: unknown loss 'l2'; valid names are "
                                          r"'cross_entropy', 'softmax_cross_entropy', "
-                                         r"'sparse_categorical_crossentropy', .*'huber'"):
+                                         r"'sparse_categorical_crossentropy', .*'smooth_l1'"):
         losses.get("l2")
     with pytest.raises(TypeError, match=r"get: 'name_or_callable' must be a loss name"):
         losses.get(3)

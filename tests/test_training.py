@@ -67,11 +67,11 @@ def test_single_logit_binary_classifier_separates_two_blobs():
     x = x.astype(np.float32)
     y = np.repeat(np.float32([0, 1]), 100)[:, None]
     model = Sequential([L.Dense(8), L.ReLU(), L.Dense(1)], seed=0, input_shape=(2,))
-    model.compile(optimizers.SGD(lr=0.1, momentum=0.9), "binary_cross_entropy")
+    model.compile(optimizers.SGD(lr=0.1, momentum=0.9), "binary_cross_entropy_with_logits")
     model.fit(x, y, epochs=10, batch_size=20, rng=0, verbose=0)
     predicted = model.predict(x)[:, 0] > 0  # the binary rule: logit > 0
     assert np.array_equal(predicted, y[:, 0] > 0.5)
-    # targets (N, 1) like the logits, as binary_cross_entropy requires
+    # targets (N, 1) like the logits, as binary_cross_entropy_with_logits requires
     assert model.evaluate(x, y)["accuracy"] == 1.0
     assert model.train_step(x, y)["accuracy"] == 1.0
 

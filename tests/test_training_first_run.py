@@ -72,7 +72,7 @@ def test_fit_in_a_terminal_shows_the_eta_then_the_epoch_time(monkeypatch):
 
 @pytest.mark.parametrize("alias, name", [
     ("mean_squared_error", "mse"), ("mean_absolute_error", "mae"), ("huber_loss", "huber"),
-    ("binary_crossentropy", "binary_cross_entropy"), ("MSE", "mse"),
+    ("MSE", "mse"), ("smooth_l1_loss", "smooth_l1"),
 ])
 def test_loss_aliases_are_the_same_function(alias, name):
     assert losses.get(alias) is losses.LOSSES[name]
@@ -146,7 +146,8 @@ def test_compile_metric_arguments():
 
 @pytest.mark.parametrize("last, loss", [
     (L.Softmax(), "sparse_categorical_crossentropy"), (L.Softmax(), "cross_entropy"),
-    (L.Sigmoid(), "binary_crossentropy"), (L.Softmax(), "categorical_crossentropy"),
+    (L.Sigmoid(), "binary_cross_entropy_with_logits"),
+    (L.Softmax(), "categorical_crossentropy"),
 ])
 def test_a_probability_output_is_refused_by_a_logits_loss(last, loss):
     net = Sequential([L.Dense(3), last], input_shape=(2,))

@@ -161,21 +161,39 @@ def cross_entropy_sizes(logits, labels, label_smoothing=0.0):
     return loss, grad
 
 
-def pair_loss_sizes(name, pred, target, delta=1.0):
+def pair_loss_sizes(name, pred, target, delta=1.0, weight=None, pos_weight=None):
     """Per-entry size of the terms of an elementwise loss and of its gradient:
     ``d = pred - target`` has terms of size ``|pred| + |target|``; mse sums ``d^2``
     (gradient 2 d), mae ``|d|`` (sign d), huber ``d^2 / 2`` or ``delta (|d| - delta / 2)``
-    (d or delta sign d), binary cross-entropy ``max(x, 0) - x t + log(1 + e^-|x|)``
-    (sigmoid(x) - t)."""
+    (d or delta sign d), smooth_l1 huber's over ``beta = delta`` (mae at 0), binary
+    cross-entropy of logits ``(1 - t) x + l log(1 + e^-x)`` with ``l = 1 + (r - 1) t``
+    (``l sigmoid(x) - r t``), of probabilities ``t log p + (1 - t) log(1 - p)`` (logs
+    of size up to 100, each with an error of 1 ulp of 1; gradient ``(p - t) / (p (1 - p))``).
+    ``weight`` multiplies both."""
     pred, target = np.abs(_wide(pred)), np.abs(_wide(target))
     d = pred + target
-    sizes = {
-        "mse": (d * d, 2.0 * d),
-        "mae": (d, np.ones_like(d)),
-        "huber": (d * (d + delta), d + delta),
-        "binary_cross_entropy": (pred * (1.0 + target) + 1.0, 1.0 + target),
-    }
-    return sizes[name]
+    if name == "binary_cross_entropy_with_logits":
+        r = 1.0 if pos_weight is None else np.abs(_wide(pos_weight))
+        scale = 1.0 + np.abs(r - 1.0) * target
+        sizes = ((1.0 + target) * pred + scale * (pred + 1.0), scale + r * target)
+    elif name == "binary_cross_entropy":
+        with np.errstate(divide="ignore"):
+            logs = [np.minimum(np.abs(np.log(v)), 100.0) + 1.0 for v in (pred, 1.0 - pred)]
+        sizes = (target * logs[0] + np.abs(1.0 - target) * logs[1],
+                 d / np.maximum(pred * (1.0 - pred), 1e-12))
+    elif name == "smooth_l1" and delta > 0:
+        sizes = (d * (d + delta) / delta, d / delta + 1.0)
+    else:
+        sizes = {
+            "mse": (d * d, 2.0 * d),
+            "mae": (d, np.ones_like(d)),
+            "smooth_l1": (d, np.ones_like(d)),
+            "huber": (d * (d + delta), d + delta),
+        }[name]
+    if weight is None:
+        return sizes
+    weight = np.abs(_wide(weight))
+    return sizes[0] * weight, sizes[1] * weight
 
 
 def loss_bounds(item_sizes, grad_sizes, reduction, terms=1, upstream=None):

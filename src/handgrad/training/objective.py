@@ -114,12 +114,14 @@ class Objective:
 
     def _check_logits(self, op, name, layer):
         spec = self.loss_specs.get(name)
-        if self.losses[name] in losses.LOGIT_LOSSES and isinstance(layer, Activation) \
+        if losses.takes_logits(self.losses[name]) and isinstance(layer, Activation) \
                 and layer.forward_op in (ops.softmax, ops.sigmoid):
             where = f"output {name!r} comes from" if self.multi else "the model ends with"
+            other = (" or use 'binary_cross_entropy', which takes probabilities"
+                     if layer.forward_op is ops.sigmoid else "")
             raise ValueError(f"{op}: loss {spec!r} takes logits, but {where} {layer.label}, "
                              f"which outputs probabilities; remove that last layer (apply "
-                             f"it to predict's outputs instead)")
+                             f"it to predict's outputs instead){other}")
 
     # ----------------------------------------------------------------- use
     def needs_target(self, name) -> bool:
