@@ -157,21 +157,28 @@ def from_torch(source, model, *, prefixes=None):
     arrays = _source_arrays(source)
     keys = [k for k in arrays if k.rsplit(".", 1)[-1] != COUNTER]
     claimed = _assign_prefixes(leaves, keys, prefixes)
-    missing, mismatched, updates = [], [], []
+    missing, mismatched, updates, written = [], [], [], {}
     for leaf in leaves:
         for rule in leaf.rules:
             current = leaf.arrays(rule.keys)
             hg = ", ".join(f"{leaf.path}{k}" for k in rule.keys)
             name = (leaf.prefix if leaf.prefix is not None else "<unmatched>.") + rule.name
             if name not in arrays:
-                missing.append(f"{name} (handgrad {hg})")
+                if not rule.optional:
+                    missing.append(f"{name} (handgrad {hg})")
                 continue
+            claimed.add(name)
             expected = rule.to_torch(current).shape
             if tuple(arrays[name].shape) != tuple(expected):
                 mismatched.append(f"{name}: torch {tuple(arrays[name].shape)} vs expected "
                                   f"{tuple(expected)} (handgrad {hg})")
                 continue
             values = rule.from_torch(arrays[name], [a.shape for a in current])
+            for target, value in zip(current, values):
+                first = written.setdefault(id(target), (name, value))
+                if first[0] != name and not np.array_equal(first[1], value):
+                    mismatched.append(f"{name}: differs from {first[0]}, which it is tied to "
+                                      f"(handgrad {hg}); the torch model is not tied")
             updates.extend(zip(current, values))
     unexpected = [k for k in keys if k not in claimed]
     if missing or unexpected or mismatched:

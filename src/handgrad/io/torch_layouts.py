@@ -24,6 +24,8 @@ Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
                                                              num_batches_tracked: ignored on
                                                              import, 0 on export
     Embedding                     W (V, D)                   weight (V, D)
+    TiedDense (Linear whose       the Embedding's W (V, D),  weight (V, D) = W (may be left
+      weight is the embedding's)  b                          out), bias
     RNN, LSTM, GRU, BiLSTM        W_ih_l{k}[_reverse]        weight_ih_l{k}[_reverse] = W_ih.T
                                   W_hh_l{k}[_reverse]        weight_hh_l{k}[_reverse] = W_hh.T
                                   b_ih_l{k}, b_hh_l{k}       bias_ih_l{k}, bias_hh_l{k}
@@ -75,6 +77,7 @@ from ..layers import (
     Recurrent,
     Reshape,
     Residual,
+    TiedDense,
 )
 from ..layers.symbolic import GraphNetwork
 
@@ -96,6 +99,7 @@ class Rule:
     keys: tuple
     perm: tuple | None = None
     flat_shape: tuple | None = None
+    optional: bool = False  # a tied weight: a torch file may hold it once, elsewhere
 
     def to_torch(self, arrays):
         a = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
@@ -131,7 +135,9 @@ class Leaf:
     named: str | None = None
 
     def arrays(self, keys):
-        return [self.layer.parameters.get(k, self.layer.buffers.get(k)) for k in keys]
+        tied = getattr(self.layer, "tied_parameters", {})
+        return [self.layer.parameters.get(k, self.layer.buffers.get(k, tied.get(k)))
+                for k in keys]
 
 
 def _norm_rules(layer, flat):
@@ -197,6 +203,13 @@ def layer_rules(layer, state):
         rules, counter = _norm_rules(layer, flat)
     elif isinstance(layer, Embedding):
         rules = [Rule("weight", ("W",))]
+        state.clear()
+    elif isinstance(layer, TiedDense):
+        if flat:
+            raise ValueError(f"{layer.label} projects features flattened from channels-last "
+                             f"maps with a tied table, which no torch twin reorders")
+        rules = [Rule("weight", ("E",), optional=True)]
+        rules += [Rule("bias", ("b",))] if layer.use_bias else []
         state.clear()
     elif isinstance(layer, Recurrent):
         rules = _recurrent_rules(layer)

@@ -47,4 +47,5 @@ from .pooling import (
 from .recurrent import GRU, LSTM, RNN, BiLSTM, Recurrent
 from .registry import REGISTRY, register
 from .structure import Add, Concatenate, Merge, Multiply, Residual
+from .tied import TiedDense, link_tied
 from .wavenet import WaveNetBlock

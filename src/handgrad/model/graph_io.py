@@ -4,6 +4,7 @@ config (the layers and the calls between them, replayed by ``from_config``)."""
 from __future__ import annotations
 
 from .._checks import describe
+from ..layers.tied import link_tied
 
 
 def _named(owner, what, names, value):
@@ -91,6 +92,7 @@ def replay(config, registry, make_input):
                 raise ValueError(f"unknown layer class {entry.get('class')!r}")
             layer = registry[entry["class"]].from_config(entry["config"])
             layers[layer.name] = layer
+        link_tied(layers.values())  # a TiedDense's config names its Embedding
         produced = []
 
         def tensor(ref):

@@ -8,6 +8,7 @@ from ..inspect.summary import print_summary
 from ..layers import REGISTRY, Layer, register
 from ..layers import base as layer_base
 from ..layers.base import snake_case
+from ..layers.tied import link_tied
 from ..training.loop import TrainingMixin
 
 
@@ -87,6 +88,7 @@ class Sequential(TrainingMixin, Layer):
                 raise ValueError(f"Sequential.from_config: unknown layer class "
                                  f"{entry.get('class')!r}; known: {sorted(REGISTRY)}")
             children.append(REGISTRY[entry["class"]].from_config(entry["config"]))
+        link_tied(children)  # a TiedDense's config names its Embedding
         return cls(children, **config)
 
     # ------------------------------------------------------------------ build

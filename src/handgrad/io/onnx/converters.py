@@ -28,6 +28,7 @@ from ...layers import (
     Pool,
     Recurrent,
     Reshape,
+    TiedDense,
 )
 from ..torch_layouts import conv_weight_perm
 from .graph import Value, channels_first, channels_last
@@ -43,6 +44,16 @@ def dense(g, layer, v, out_shape):
     y = g.op("MatMul", [v.name, g.const(layer.parameters["W"], "W")], "dense")
     if layer.use_bias:
         y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "dense")
+    return _out(v, y, out_shape)
+
+
+def tied_dense(g, layer, v, out_shape):
+    """MatMul with the transpose of the Embedding's table (the Gather's initializer)."""
+    v = channels_last(g, v)
+    table_t = g.op("Transpose", [g.const(layer.table, "W")], "tied_table", perm=[1, 0])
+    y = g.op("MatMul", [v.name, table_t], "tied_dense")
+    if layer.use_bias:
+        y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "tied_dense")
     return _out(v, y, out_shape)
 
 
@@ -328,8 +339,8 @@ def attention(g, layer, v, out_shape, key=None, value=None):
 
 
 CONVERTERS = {
-    Dense: dense, Flatten: flatten, Reshape: reshape, Dropout: dropout, ConvND: conv,
-    GlobalPool: global_pool, Pool: pool, BatchNorm: running_norm,
+    Dense: dense, TiedDense: tied_dense, Flatten: flatten, Reshape: reshape, Dropout: dropout,
+    ConvND: conv, GlobalPool: global_pool, Pool: pool, BatchNorm: running_norm,
     InstanceNorm: running_norm, GroupNorm: group_norm, LayerNorm: layer_norm,
     Activation: activation, Embedding: embedding, Recurrent: recurrent,
     MultiHeadAttention: attention,
@@ -339,8 +350,8 @@ CONVERTERS = {
 def _no_export(layer):
     return ValueError(f"export_onnx: {layer.label} ({type(layer).__name__}) has no ONNX "
                       f"export; exportable: Sequential, graph Model, Residual, Add, Multiply, "
-                      f"Concatenate, Dense, Flatten, Reshape, Dropout, convolutions, pooling, "
-                      f"normalizations, activations, Embedding, RNN/LSTM/GRU and "
+                      f"Concatenate, Dense, TiedDense, Flatten, Reshape, Dropout, convolutions, "
+                      f"pooling, normalizations, activations, Embedding, RNN/LSTM/GRU and "
                       f"MultiHeadAttention")
 
 

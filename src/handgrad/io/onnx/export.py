@@ -50,6 +50,7 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
     HardSigmoid           HardSigmoid(alpha=1/6, beta=0.5)
     Softmax, LogSoftmax   Softmax / LogSoftmax on the same axis
     Embedding             Gather(W, ids)
+    TiedDense             MatMul(x, Transpose(W)) (+ Add), W the Embedding's initializer
     RNN, LSTM, GRU        one RNN/LSTM/GRU node per layer (both directions in one node),
                           sequence-first with Transposes; gates reordered (torch LSTM
                           i,f,g,o -> ONNX i,o,f,c; GRU r,z,n -> z,r,h with
