@@ -91,7 +91,7 @@ def _epoch_timer(reducers):
             return time.perf_counter(), reducer.wait_seconds, reducer.mean_seconds, \
                 reducer.steps
 
-        def on_epoch_begin(self, epoch):
+        def on_epoch_begin(self, epoch, logs=None):
             self._start = self._totals()
 
         def on_epoch_end(self, epoch, logs):

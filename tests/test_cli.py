@@ -56,7 +56,8 @@ def test_train_writes_model_metrics_and_curve(digits_run):
 
     model, data = hio.load(out_dir / "model.safetensors"), load_digits()
     assert model.input_shape == (8, 8, 1)
-    assert model.evaluate(data.x_test, data.y_test)["accuracy"] == metrics["test_accuracy"]
+    logs = model.evaluate(data.x_test, data.y_test, return_dict=True)
+    assert logs["accuracy"] == metrics["test_accuracy"]
 
 
 def test_train_on_an_idx_directory(mnist_dir, tmp_path):

@@ -173,7 +173,8 @@ def test_the_test_set_is_evaluated_in_full_over_the_ranks(two, data_dir):
     metrics = json.loads((folder / "metrics.json").read_text())
     model = hio.load(folder / "model.safetensors")  # compiled: cross-entropy, accuracy
     test = load_dataset(f"idx:{data_dir}")
-    expected = model.evaluate(test.x_test.astype(np.float64), test.y_test)
+    expected = model.evaluate(test.x_test.astype(np.float64), test.y_test,
+                              return_dict=True)
     assert abs(metrics["test_loss"] - expected["loss"]) <= tolerance(
         np.float64, terms=len(test.x_test), scale=expected["loss"])
     assert metrics["test_accuracy"] == expected["accuracy"]  # counts of the 32 examples

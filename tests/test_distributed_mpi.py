@@ -109,7 +109,8 @@ def test_evaluate_and_predict_cover_the_whole_data_set(job, single, case):
         value[...] = arrays[f"buffer:{name}"]
     x, y = cases.data(case)
     for name, rows in (("evaluate", slice(None)), ("evaluate_two", slice(2))):
-        expected = net.evaluate(x[rows], y[rows], batch_size=4)  # 2 rows: a rank has none
+        # 2 rows: a rank has none
+        expected = net.evaluate(x[rows], y[rows], batch_size=4, return_dict=True)
         assert logs[name].keys() == expected.keys()
         for key, value in expected.items():
             assert abs(logs[name][key] - value) <= tolerance(np.float64, terms=len(x),

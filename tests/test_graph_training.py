@@ -102,7 +102,7 @@ def test_one_loss_and_one_metric_list_apply_to_every_output():
     y = {"logits": np.eye(N_CLASSES, dtype=np.float32)[y["logits"]], "score": y["score"]}
     model = two_headed()
     model.compile("adam", loss="mse", loss_weights=0.5, metrics=["mae"])
-    logs = model.evaluate(x, y)
+    logs = model.evaluate(x, y, return_dict=True)
     assert list(logs) == ["loss", "logits_loss", "score_loss", "logits_mae", "score_mae"]
     assert_close(logs["loss"], 0.5 * (logs["logits_loss"] + logs["score_loss"]),
                  dtype=np.float64, terms=4, scale=logs["loss"])
@@ -125,8 +125,8 @@ def test_evaluate_and_predict_take_lists_and_dicts():
         assert_close(a, ref, dtype=np.float32, terms=64, scale=np.abs(ref).max() + 1)
     assert [p.shape for p in by_list] == [(300, N_CLASSES), (300, 1)]
 
-    logs = model.evaluate(xs, ys, batch_size=1000)
-    assert logs == model.evaluate(x, y, batch_size=1000)
+    logs = model.evaluate(xs, ys, batch_size=1000, return_dict=True)
+    assert logs == model.evaluate(x, y, batch_size=1000, return_dict=True)
     logits, score = by_list
     ce = float(losses.softmax_cross_entropy(logits, y["logits"])[0])
     mse = float(losses.mse(score, y["score"])[0])
@@ -146,7 +146,7 @@ def test_validation_data_as_lists_and_dicts_gives_the_val_logs_of_evaluate():
     model = compiled()
     history = model.fit(x, y, epochs=2, batch_size=32, rng=0, verbose=0,
                         validation_data=(as_list(x_val, model.input_names), y_val))
-    logs = model.evaluate(x_val, y_val)
+    logs = model.evaluate(x_val, y_val, return_dict=True)
     for key, value in logs.items():
         assert history[f"val_{key}"][-1] == value
 
@@ -156,7 +156,8 @@ def test_validation_split_holds_out_the_last_examples_of_every_array():
     model = compiled()
     history = model.fit(x, y, epochs=1, batch_size=16, rng=0, verbose=0,
                         validation_split=0.2)
-    tail = model.evaluate({k: v[80:] for k, v in x.items()}, {k: v[80:] for k, v in y.items()})
+    tail = model.evaluate({k: v[80:] for k, v in x.items()}, {k: v[80:] for k, v in y.items()},
+                          return_dict=True)
     assert {f"val_{k}": v for k, v in tail.items()} == \
         {k: v[-1] for k, v in history.history.items() if k.startswith("val_")}
 

@@ -118,5 +118,5 @@ def test_a_custom_step_model_still_evaluates_with_its_compiled_loss():
     model = Recorder().compile("sgd", "mse", metrics=())
     history = model.fit(x, y["score"], epochs=1, batch_size=8, verbose=0,
                         validation_data=(x, y["score"]))
-    assert history["val_loss"][-1] == model.evaluate(x, y["score"])["loss"]
+    assert history["val_loss"][-1] == model.evaluate(x, y["score"], return_dict=True)["loss"]
     assert "lr" in history.history

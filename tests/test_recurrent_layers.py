@@ -344,4 +344,4 @@ def test_zoo_gru_model(shape):
         return
     model.compile(optimizers.Adam(lr=1e-2), "cross_entropy", metrics=("accuracy",))
     model.fit(x_train, y_train, epochs=15, batch_size=32, rng=0, verbose=0)
-    assert model.evaluate(x_test, y_test)["accuracy"] > 0.9
+    assert model.evaluate(x_test, y_test, return_dict=True)["accuracy"] > 0.9

@@ -54,11 +54,11 @@ def test_mlp_learns_xor_to_full_accuracy():
     rng = np.random.default_rng(0)
     x, y = xor_data(256, rng)
     model = mlp(seed=3).compile(optimizers.Adam(lr=0.02), "cross_entropy")
-    before = model.evaluate(x, y)["accuracy"]
+    before = model.evaluate(x, y, return_dict=True)["accuracy"]
     history = model.fit(x, y, epochs=60, batch_size=32, rng=1, verbose=0)
     assert before < 0.8
     assert history["loss"][-1] < 0.5 * history["loss"][0]
-    assert model.evaluate(x, y)["accuracy"] == 1.0
+    assert model.evaluate(x, y, return_dict=True)["accuracy"] == 1.0
 
 
 def test_single_logit_binary_classifier_separates_two_blobs():
@@ -72,7 +72,7 @@ def test_single_logit_binary_classifier_separates_two_blobs():
     predicted = model.predict(x)[:, 0] > 0  # the binary rule: logit > 0
     assert np.array_equal(predicted, y[:, 0] > 0.5)
     # targets (N, 1) like the logits, as binary_cross_entropy_with_logits requires
-    assert model.evaluate(x, y)["accuracy"] == 1.0
+    assert model.evaluate(x, y, return_dict=True)["accuracy"] == 1.0
     assert model.train_step(x, y)["accuracy"] == 1.0
 
 
@@ -90,7 +90,7 @@ def test_small_conv2d_net_beats_90_percent_on_digits(digits):
     model.compile(optimizers.Adam(lr=1e-2), "cross_entropy")
     model.fit(digits.x_train[:900], digits.y_train[:900], epochs=6, batch_size=32, rng=0,
               verbose=0)
-    assert model.evaluate(digits.x_test, digits.y_test)["accuracy"] > 0.9
+    assert model.evaluate(digits.x_test, digits.y_test, return_dict=True)["accuracy"] > 0.9
 
 
 def test_conv1d_net_improves_clearly_on_mnist1d():
@@ -103,10 +103,10 @@ def test_conv1d_net_improves_clearly_on_mnist1d():
                         L.Dense(10)], seed=0, input_shape=(40, 1))
     model.compile(optimizers.Adam(lr=3e-3), "cross_entropy")
     x_test, y_test = data.x_test[:500], data.y_test[:500]
-    before = model.evaluate(x_test, y_test)
+    before = model.evaluate(x_test, y_test, return_dict=True)
     model.fit(data.x_train[:2000], data.y_train[:2000], epochs=6, batch_size=50, rng=0,
               verbose=0)
-    after = model.evaluate(x_test, y_test)
+    after = model.evaluate(x_test, y_test, return_dict=True)
     assert before["accuracy"] < 0.2
     assert after["accuracy"] > 0.4
     assert after["loss"] < before["loss"] - 0.5
@@ -201,7 +201,7 @@ def test_evaluate_weights_uneven_last_batches(batch_size):
     model = mlp(dtype="float64", outputs=2).compile("sgd", "cross_entropy")
     pred = model.forward(x, training=False)
     loss, _ = losses.softmax_cross_entropy(pred, y)
-    result = model.evaluate(x, y, batch_size=batch_size)
+    result = model.evaluate(x, y, batch_size=batch_size, return_dict=True)
     assert set(result) == {"loss", "accuracy"}
     # the logits of other batch sizes may round otherwise (a cross-entropy moves by at most
     # its logits' error), then the mean adds 31 positive item losses of about the loss
@@ -215,7 +215,7 @@ def test_evaluate_weights_uneven_last_batches(batch_size):
 def test_evaluate_without_metrics_reports_only_the_loss():
     x, y = xor_data(12, np.random.default_rng(0))
     model = mlp().compile("sgd", "cross_entropy", metrics=())
-    assert set(model.evaluate(x, y, batch_size=5)) == {"loss"}
+    assert set(model.evaluate(x, y, batch_size=5, return_dict=True)) == {"loss"}
 
 
 def test_float64_model_trains_in_float64():

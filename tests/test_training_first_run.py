@@ -108,11 +108,12 @@ def test_keras_names_train_and_log_under_the_given_name(tmp_path):
     twin = mlp(metrics=["accuracy"])
     for key, value in net.named_parameters().items():
         twin.named_parameters()[key][...] = value
-    ours, theirs = net.evaluate(x, y[:, None]), twin.evaluate(x, y)
+    ours = net.evaluate(x, y[:, None], return_dict=True)
+    theirs = twin.evaluate(x, y, return_dict=True)
     assert ours["loss"] == theirs["loss"] and ours["acc"] == theirs["accuracy"]
     save(net, tmp_path / "m.safetensors")
     loaded = load(tmp_path / "m.safetensors")
-    assert loaded.evaluate(x, y[:, None]) == ours
+    assert loaded.evaluate(x, y[:, None], return_dict=True) == ours
 
 
 def test_metric_names_and_values():

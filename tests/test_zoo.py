@@ -188,8 +188,8 @@ def test_fit_augments_training_batches_only():
     # the validation loss is that of the unaugmented validation set
     model = _dense_model()
     model.fit(x, y, epochs=2, batch_size=8, rng=5, verbose=0, augment=Recorder())
-    assert_close(history.history["val_loss"][-1], model.evaluate(x_val, y[:6])["loss"],
-                 dtype=np.float32)
+    assert_close(history.history["val_loss"][-1],
+                 model.evaluate(x_val, y[:6], return_dict=True)["loss"], dtype=np.float32)
 
 
 def test_fit_with_augment_is_reproducible_and_changes_training():
@@ -363,7 +363,8 @@ def test_a_digits_run_records_its_recipe(tmp_path):
     from handgrad.data import load_digits
 
     data = load_digits()
-    assert loaded.evaluate(data.x_test, data.y_test)["accuracy"] == metrics["test_accuracy"]
+    logs = loaded.evaluate(data.x_test, data.y_test, return_dict=True)
+    assert logs["accuracy"] == metrics["test_accuracy"]
     code, _, _ = run_main(["train", "--dataset", "digits", "--epochs", "1", "--quiet",
                            "--no-augment", "--out", tmp_path / "plain"])
     assert code == 0

@@ -72,8 +72,10 @@ def main(out):
         x, y = cases.data(case)
         arrays = dict(cases.state(net), predict=net.predict(x, batch_size=4, distributed=True))
         logs = {"history": history.history,
-                "evaluate": net.evaluate(x, y, batch_size=4, distributed=True),
-                "evaluate_two": net.evaluate(x[:2], y[:2], distributed=True)}  # K > 2
+                "evaluate": net.evaluate(x, y, batch_size=4, return_dict=True,
+                                         distributed=True),
+                "evaluate_two": net.evaluate(x[:2], y[:2], return_dict=True,
+                                             distributed=True)}  # K > 2
         save(out, case, arrays, logs)
     net, logged = cases.explicit_loop(distributed=True)
     save(out, "explicit", cases.state(net), {"losses": logged})

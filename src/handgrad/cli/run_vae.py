@@ -133,7 +133,7 @@ def run(args, dataset, out):
                           rng=args.seed, verbose=0 if args.quiet else 1)
     finally:  # a run that fails or is interrupted keeps the model trained so far
         vae.save(path)
-    test = vae.evaluate(x_test)
+    test = vae.evaluate(x_test, return_dict=True)
     if not args.quiet:
         print(f"test negative ELBO: {test['loss']:.3f} nats per example "
               f"(reconstruction {test['reconstruction']:.3f}, KL {test['kl']:.3f})")

@@ -127,7 +127,7 @@ def _fit(model, dataset, args, run):
     callbacks = [history := History()]
     if args.schedule == "cosine":
         schedule = schedulers.CosineWarmup(run.lr, max(steps, 1), int(args.warmup * steps))
-        callbacks.append(LearningRateScheduler(schedule))
+        callbacks.append(LearningRateScheduler(schedule, per="step"))
     try:
         with np.errstate(all="ignore"):
             model.fit(dataset.x_train, dataset.y_train, epochs=run.epochs,
@@ -154,7 +154,8 @@ def _test(model, dataset, optimizer, run, failure, out, created, distributed=Fal
     if run.label_smoothing:  # the test loss and the saved file: plain cross-entropy
         model.compile(optimizer, "cross_entropy", metrics=("accuracy",))
     with np.errstate(all="ignore"):
-        return model.evaluate(dataset.x_test, dataset.y_test, distributed=distributed)
+        return model.evaluate(dataset.x_test, dataset.y_test, return_dict=True,
+                              distributed=distributed)
 
 
 def _load_average():

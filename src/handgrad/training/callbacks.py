@@ -3,44 +3,19 @@ LearningRateScheduler and TerminateOnNaN."""
 
 from __future__ import annotations
 
+import inspect
 import math
+import os
 import sys
 
 from .._checks import choice, describe, is_int
+from .._hyper import number
+from ..schedulers import Schedule
+from .hooks import Callback
 
-
-class Callback:
-    """Hooks called by ``fit``; ``self.model`` is set before training starts.
-
-    ``rank_zero_only``: in data-parallel training (``fit(distributed=True)``) only rank 0
-    runs the callback (one that writes files); the others run on every process and see
-    the same logs."""
-
-    model = None
-    rank_zero_only = False
-
-    def set_model(self, model):
-        self.model = model
-
-    def check_logs(self, keys):
-        """Called by ``fit`` before training with the keys its epoch logs will have
-        ("loss", the metrics, "val_*" with validation data, "lr", "seconds"); raise a
-        ValueError for a need that cannot be met. Callbacks may add keys of their own."""
-
-    def on_train_begin(self, logs):
-        pass
-
-    def on_epoch_begin(self, epoch):
-        pass
-
-    def on_train_batch_end(self, step, logs):
-        pass
-
-    def on_epoch_end(self, epoch, logs):
-        pass
-
-    def on_train_end(self, logs):
-        pass
+__all__ = ["Callback", "EarlyStopping", "GradientNormLogger", "History",
+           "LearningRateScheduler", "ModelCheckpoint", "TerminateOnNaN",
+           "layer_gradient_norms"]
 
 
 class History(Callback):
@@ -50,7 +25,7 @@ class History(Callback):
         self.history: dict[str, list] = {}
         self.epoch: list[int] = []
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         self.epoch.append(epoch)
         for key, value in logs.items():
             self.history.setdefault(key, []).append(value)
@@ -102,9 +77,22 @@ class _Monitor(Callback):
         return value > self.best + self.min_delta
 
 
+def _model_arrays(model) -> dict:
+    """The model's parameters and buffers (BatchNorm's running statistics), its own arrays."""
+    return {**{f"param/{k}": v for k, v in model.named_parameters().items()},
+            **{f"buffer/{k}": v for k, v in model.named_buffers().items()}}
+
+
 class EarlyStopping(_Monitor):
-    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs;
-    optionally restore the best weights seen."""
+    """Keras's EarlyStopping: stop once ``monitor`` has gone ``patience`` epochs in a row
+    without improving by more than ``min_delta`` (``patience`` 0 and 1 both stop at the
+    first such epoch; val_loss 1.0, 0.5, 0.6, 0.7 with ``patience=2`` stops after the
+    fourth epoch).
+
+    ``restore_best_weights=True``: when training ends, stopped here or not, a model whose
+    best epoch was not the last gets that epoch's parameters and buffers (BatchNorm's
+    running statistics) back. ``best``, ``best_epoch`` and ``stopped_epoch`` (0-based,
+    None when it did not stop training) say what happened."""
 
     def __init__(self, monitor="val_loss", patience=3, min_delta=0.0, mode="auto",
                  restore_best_weights=False):
@@ -114,50 +102,62 @@ class EarlyStopping(_Monitor):
                              f"{patience!r}")
         self.patience = patience
         self.restore_best_weights = restore_best_weights
-        self.wait = 0
-        self.best_weights = None
-        self.stopped_epoch = None
+        self.on_train_begin()
 
-    def on_train_begin(self, logs):
+    def on_train_begin(self, logs=None):
         self.wait = 0
         self.best = math.inf if self.mode == "min" else -math.inf
-        self.best_weights = None
-        self.stopped_epoch = None
+        self.best_weights = self.best_epoch = self.stopped_epoch = self._last = None
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         value = self._current(logs)
+        self._last = epoch
         if self._improved(value):
-            self.best, self.wait = value, 0
+            self.best, self.best_epoch, self.wait = value, epoch, 0
             if self.restore_best_weights:
-                self.best_weights = {k: v.copy() for k, v in
-                                     self.model.named_parameters().items()}
+                self.best_weights = {k: v.copy() for k, v in _model_arrays(self.model).items()}
             return
         self.wait += 1
-        if self.wait > self.patience:
+        if self.wait >= max(self.patience, 1):
             self.stopped_epoch = epoch
             self.model.stop_training = True
-            if self.best_weights is not None:
-                for key, value in self.model.named_parameters().items():
-                    value[...] = self.best_weights[key]
+
+    def on_train_end(self, logs=None):
+        if self.best_weights is not None and self.best_epoch != self._last:
+            for key, value in _model_arrays(self.model).items():
+                value[...] = self.best_weights[key]
+
+
+CHECKPOINT_EXTENSIONS = (".safetensors",)
 
 
 class ModelCheckpoint(_Monitor):
     """Save a checkpoint (model, optimizer state) after each epoch, or only when
-    ``monitor`` improves with ``save_best_only``. ``path`` may contain ``{epoch}``. In
-    data-parallel training only rank 0 writes."""
+    ``monitor`` improves with ``save_best_only``. ``path`` ends in ``.safetensors`` (the
+    format written; Keras's ``.keras`` and ``.h5`` are refused) and may contain fields
+    that Keras fills in: ``{epoch}`` (1-based) and the epoch's logs, e.g.
+    ``"ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"``. In data-parallel training only
+    rank 0 writes."""
 
     rank_zero_only = True
 
     def __init__(self, path, monitor="val_loss", save_best_only=False, mode="auto"):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"ModelCheckpoint: 'path' must be a str or path; received "
+                            f"{describe(path)}")
+        self.path = os.fspath(path)
+        if not self.path.endswith(CHECKPOINT_EXTENSIONS):
+            raise ValueError(f"ModelCheckpoint: 'path' must end in "
+                             f"{' or '.join(CHECKPOINT_EXTENSIONS)} (a checkpoint is a "
+                             f"safetensors file); received {self.path!r}")
         super().__init__("ModelCheckpoint", monitor, mode)
-        self.path = str(path)
         self.save_best_only = save_best_only
 
     def check_logs(self, keys):
         if self.save_best_only:  # otherwise the monitor is not used
             super().check_logs(keys)
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         from ..io.checkpoint import save_checkpoint
 
         if self.save_best_only:
@@ -165,32 +165,65 @@ class ModelCheckpoint(_Monitor):
             if not self._improved(value):
                 return
             self.best = value
-        save_checkpoint(self.path.format(epoch=epoch + 1), self.model,
-                        optimizer=self.model.optimizer, epoch=epoch + 1)
+        try:
+            path = self.path.format(**{**logs, "epoch": epoch + 1})
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(f"ModelCheckpoint: cannot fill in 'path' {self.path!r} from "
+                             f"epoch={epoch + 1} and the epoch logs {sorted(logs)}: "
+                             f"{error!r}") from None
+        save_checkpoint(path, self.model, optimizer=self.model.optimizer, epoch=epoch + 1)
+
+
+def _arity(schedule) -> int:
+    """2 when ``schedule`` takes (index, lr), as Keras's ``schedule(epoch, lr)``, else 1."""
+    try:
+        parameters = inspect.signature(schedule).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: one argument
+        return 1
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY,
+                                                      p.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in parameters)
+    return 2 if varargs or len(positional) >= 2 else 1
 
 
 class LearningRateScheduler(Callback):
-    """Set the optimizer's learning rate from ``schedule(step) -> lr`` before each
-    step (``per="step"``, counting optimizer steps) or epoch (``per="epoch"``)."""
+    """Keras's LearningRateScheduler: before each epoch, the optimizer's learning rate
+    becomes ``schedule(epoch)``, or ``schedule(epoch, lr)`` for a function of two
+    arguments (``lr``: the current rate); ``epoch`` is 0-based.
 
-    def __init__(self, schedule, per="step"):
+    ``per="step"`` asks for per-step scheduling instead: before each optimizer step, the
+    rate is ``schedule(step)`` (or ``schedule(step, lr)``), ``step`` counting the
+    optimizer's completed steps across ``fit`` calls. A :mod:`handgrad.schedulers`
+    schedule counts optimizer steps, so it needs ``per`` to be named."""
+
+    def __init__(self, schedule, per=None):
         if not callable(schedule):
             raise TypeError(f"LearningRateScheduler: 'schedule' must be callable; received "
                             f"{describe(schedule)}")
+        if per is None and isinstance(schedule, Schedule):
+            raise ValueError(f"LearningRateScheduler: {schedule!r} counts optimizer steps; "
+                             f"pass per='step' to use it so, or per='epoch' to give it the "
+                             f"epoch index")
         self.schedule = schedule
-        self.per = choice("LearningRateScheduler", "per", per, ("step", "epoch"))
+        self.per = choice("LearningRateScheduler", "per", "epoch" if per is None else per,
+                          ("step", "epoch"))
+        self._two = _arity(schedule) == 2
 
-    def on_train_begin(self, logs):
-        if self.per == "step":
-            self.model.optimizer.lr = float(self.schedule(self.model.optimizer.iterations))
+    def _set(self, index):
+        optimizer = self.model.optimizer
+        if optimizer is None:
+            raise RuntimeError("LearningRateScheduler: the model has no optimizer; compile "
+                               "it first")
+        lr = self.schedule(index, float(optimizer.lr)) if self._two else self.schedule(index)
+        optimizer.lr = number("LearningRateScheduler", f"schedule({index})", lr, low=0.0)
 
-    def on_epoch_begin(self, epoch):
+    def on_epoch_begin(self, epoch, logs=None):
         if self.per == "epoch":
-            self.model.optimizer.lr = float(self.schedule(epoch))
+            self._set(epoch)
 
-    def on_train_batch_end(self, step, logs):
+    def on_train_batch_begin(self, batch, logs=None):
         if self.per == "step":
-            self.model.optimizer.lr = float(self.schedule(self.model.optimizer.iterations))
+            self._set(self.model.optimizer.iterations)
 
 
 class TerminateOnNaN(Callback):
@@ -206,10 +239,10 @@ class TerminateOnNaN(Callback):
         self.epoch = 0
         self.message = None
 
-    def on_epoch_begin(self, epoch):
+    def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
 
-    def on_train_batch_end(self, step, logs):
+    def on_train_batch_end(self, step, logs=None):
         loss = logs.get("loss")
         if loss is not None and not math.isfinite(loss):
             self.message = (f"TerminateOnNaN: loss is {loss} at epoch {self.epoch + 1}, "
@@ -244,10 +277,10 @@ class GradientNormLogger(Callback):
         self.steps: list[int] = []
         self._count, self._epoch = 0, {}
 
-    def on_train_begin(self, logs):
+    def on_train_begin(self, logs=None):
         self.norms, self.steps, self._count = {}, [], 0
 
-    def on_epoch_begin(self, epoch):
+    def on_epoch_begin(self, epoch, logs=None):
         self._epoch = {}
 
     def _record(self, x, norms):
@@ -255,7 +288,7 @@ class GradientNormLogger(Callback):
         for layer, value in norms.items():
             self.norms.setdefault(layer, []).append(value)
 
-    def on_train_batch_end(self, step, logs):
+    def on_train_batch_end(self, step, logs=None):
         self._count += 1
         norms = layer_gradient_norms(self.model)
         if self.per == "step":
@@ -263,6 +296,6 @@ class GradientNormLogger(Callback):
         for layer, value in norms.items():
             self._epoch.setdefault(layer, []).append(value)
 
-    def on_epoch_end(self, epoch, logs):
+    def on_epoch_end(self, epoch, logs=None):
         if self.per == "epoch" and self._epoch:
             self._record(epoch + 1, {k: sum(v) / len(v) for k, v in self._epoch.items()})

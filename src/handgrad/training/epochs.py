@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .._checks import array_module
 from ..data.batching import leaves
 from .data import batch_pairs, count
+from .hooks import notify
 from .progress import ProgressBar
 
 HINT = ("to find the first layer that produces NaN or inf, run it inside "
@@ -35,7 +36,8 @@ class NonFiniteLossError(FloatingPointError):
 @dataclass
 class Run:
     """What one ``fit`` call trains on, and how: ``step(xb, yb) -> logs`` trains on one
-    batch, ``evaluate(x, y, batch_size) -> logs`` measures the validation data."""
+    batch, ``evaluate(x, y, batch_size, callbacks) -> logs`` measures the validation data
+    (calling the ``on_test_*`` hooks)."""
 
     x: object
     y: object
@@ -59,12 +61,6 @@ def finite_inputs(xb) -> bool:
                for _, a in leaves("x", xb))
 
 
-def notify(callbacks, method, *args):
-    """Call ``method`` of every callback with ``args``."""
-    for callback in callbacks:
-        getattr(callback, method)(*args)
-
-
 def run_epoch(model, run, epoch):
     """Train ``model`` for one epoch of ``run``; returns the epoch's logs."""
     bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
@@ -72,6 +68,7 @@ def run_epoch(model, run, epoch):
     for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
                                                   shuffle=run.shuffle, rng=run.rng)):
         xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
+        notify(run.callbacks, "on_train_batch_begin", step, {})
         logs = checked_step(model, run, epoch, step, xb, yb)
         n = count(xb)
         for key, value in logs.items():
@@ -84,7 +81,7 @@ def run_epoch(model, run, epoch):
             break
     logs = {key: value / max(seen, 1) for key, value in totals.items()}
     if run.validation_data is not None and not model.stop_training:
-        val = run.evaluate(*run.validation_data, batch_size=max(run.batch_size, 256))
+        val = run.evaluate(*run.validation_data, max(run.batch_size, 256), run.callbacks)
         logs.update({f"val_{key}": value for key, value in val.items()})
     if model.optimizer is not None:
         logs["lr"] = float(model.optimizer.lr)

@@ -31,7 +31,7 @@ from .._hyper import flag
 from ..data.batching import num_batches
 from . import metrics as _metrics
 from . import parallel
-from .callbacks import Callback, History, TerminateOnNaN
+from .callbacks import History, TerminateOnNaN
 from .checks import check_layout
 from .data import (
     check_validation_data,
@@ -40,8 +40,9 @@ from .data import (
     model_data,
     split_validation,
 )
-from .epochs import HINT, NonFiniteLossError, Run, notify, run_epoch
+from .epochs import HINT, NonFiniteLossError, Run, run_epoch
 from .evaluation import EvaluationMixin, as_list
+from .hooks import notify, prepare
 from .objective import Objective
 
 METRICS = tuple(_metrics.METRICS)
@@ -256,22 +257,26 @@ class TrainingMixin(EvaluationMixin):
             terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
             on_nonfinite = "ignore" if terminate else "raise"
         on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
-        run = Run(x, y, epochs, batch_size, num_batches(count(x), batch_size),
-                  as_generator("fit", "rng", rng), shuffle, callbacks, verbose,
-                  validation_data, on_nonfinite, augment, self.train_step, self.evaluate)
+        steps = num_batches(count(x), batch_size)
+        for callback in callbacks:
+            callback.set_params({"verbose": verbose, "epochs": epochs, "steps": steps})
+        run = Run(x, y, epochs, batch_size, steps, as_generator("fit", "rng", rng), shuffle,
+                  callbacks, verbose, validation_data, on_nonfinite, augment, self.train_step,
+                  lambda xv, yv, size, hooked: self.evaluate(xv, yv, size, callbacks=hooked,
+                                                             return_dict=True))
         reducer = parallel.prepare(self, run, initial_epoch) if distributed else None
         self.stop_training = False
         self._on_nonfinite = on_nonfinite
-        failed = True
+        failed, logs = True, {}
         try:
             notify(run.callbacks, "on_train_begin", {})
             for epoch in range(initial_epoch, epochs):
-                notify(run.callbacks, "on_epoch_begin", epoch)
+                notify(run.callbacks, "on_epoch_begin", epoch, {})
                 logs = run_epoch(self, run, epoch)
                 notify(run.callbacks, "on_epoch_end", epoch, logs)
                 if self.stop_training:
                     break
-            notify(run.callbacks, "on_train_end", {})
+            notify(run.callbacks, "on_train_end", logs)
             failed = False
         finally:
             del self._on_nonfinite  # back to the class default
@@ -282,20 +287,12 @@ class TrainingMixin(EvaluationMixin):
     def _fit_callbacks(self, callbacks, validating):
         """``[History(), *callbacks]``, each attached to the model and checked against
         the keys the epoch logs will have (known unless a step is custom)."""
-        if not isinstance(callbacks, (list, tuple)):
-            raise TypeError(f"fit: 'callbacks' must be a list of Callback objects; received "
-                            f"{describe(callbacks)}")
-        callbacks = [History(), *callbacks]
-        keys = None
+        history = History()
+        history.set_model(self)
+        callbacks = [history, *prepare("fit", callbacks, self)]
         if not self._custom("train_step") and not (validating and self._custom("test_step")):
             names = self._objective.keys()
             keys = {*names, *(f"val_{name}" for name in names if validating), "lr", "seconds"}
-        for callback in callbacks:
-            if not isinstance(callback, Callback):
-                raise TypeError(f"fit: 'callbacks' must hold Callback objects; received "
-                                f"{describe(callback)}")
-        for callback in callbacks:
-            callback.set_model(self)
-            if keys is not None:
+            for callback in callbacks:
                 callback.check_logs(keys)
         return callbacks

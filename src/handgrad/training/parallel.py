@@ -52,7 +52,8 @@ def prepare(model, run_, initial_epoch):
     dist.broadcast_parameters(model)
     reducer = dist.GradientReducer(model)
     run_.step = ShardedStep(model, reducer)
-    run_.evaluate = lambda x, y, batch_size: evaluate(model, x, y, batch_size)
+    run_.evaluate = lambda x, y, batch_size, callbacks: model.evaluation_logs(
+        x, y, batch_size, callbacks, distributed=True)
     if dist.rank() != 0:
         run_.verbose = 0
         run_.callbacks = [c for c in run_.callbacks if not getattr(c, "rank_zero_only", False)]
@@ -106,13 +107,13 @@ class ShardedStep:
         return logs
 
 
-def evaluate(model, x, y, batch_size):
-    """``model.evaluate`` of the whole data set, each process measuring its share; the
-    example-weighted sums are gathered and added in rank order, so every process gets the
-    same means."""
+def evaluate(model, x, y, batch_size, callbacks=()):
+    """``model.evaluate``'s logs of the whole data set, each process measuring its share
+    (``callbacks`` see its batches); the example-weighted sums are gathered and added in
+    rank order, so every process gets the same means."""
     part = dist.shard(count(x))
     gathered = dist.allgather(model.evaluation_totals(take(x, part), take(y, part),
-                                                      batch_size))
+                                                      batch_size, callbacks))
     totals, seen = {}, 0
     for rank_totals, rank_seen in gathered:
         for key, value in rank_totals.items():
@@ -124,10 +125,12 @@ def evaluate(model, x, y, batch_size):
     return {key: value / seen for key, value in totals.items()}
 
 
-def predict(model, x, batch_size):
-    """``model.predict`` of the whole data set: each process predicts its share, and the
-    shares are gathered in rank order on every process."""
-    outputs = model.predict(take(x, dist.shard(count(x))), batch_size=batch_size)
+def predict(model, x, batch_size, callbacks=()):
+    """``model.predict`` of the whole data set: each process predicts its share (its
+    ``callbacks`` see those batches), and the shares are gathered in rank order on every
+    process."""
+    outputs = model.predict(take(x, dist.shard(count(x))), batch_size=batch_size,
+                            callbacks=callbacks)
     single = not isinstance(outputs, list)
     gathered = dist.allgather([outputs] if single else outputs)
     columns = [np.concatenate(column, axis=0) for column in zip(*gathered)]

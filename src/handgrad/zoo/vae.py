@@ -27,13 +27,14 @@ import numpy as np
 from .. import layers as L
 from .. import ops, optimizers
 from .._checks import as_generator, describe, float_array, is_int, positive_int
-from .._hyper import number
+from .._hyper import flag, number
 from ..io import save
 from ..io.checkpoint import load_as
 from ..layers import Layer, register
 from ..model.sequential import Sequential
 from ..ops import special
-from ..training import NonFiniteLossError, TrainingMixin
+from ..training import NonFiniteLossError, TrainingMixin, hooks
+from ..training.evaluation import keras_result
 
 EVAL_SEED = 0  # the noise seed of negative_elbo and evaluate (a repeatable figure)
 
@@ -210,7 +211,7 @@ class VAE(TrainingMixin, Layer):
         return logs
 
     def test_step(self, x, y=None):
-        return self.evaluate(x)
+        return self.evaluate(x, return_dict=True)
 
     def fit(self, x, epochs=1, batch_size=64, lr=None, *, validation_data=None, **kwargs):
         """Train on ``x`` (N, ...) in [0, 1] for ``epochs`` epochs of ``batch_size``.
@@ -239,30 +240,44 @@ class VAE(TrainingMixin, Layer):
                            validation_data=validation_data, **kwargs)
 
     # ------------------------------------------------------------------ using it
-    def evaluate(self, x, y=None, batch_size=256, *, samples=1, rng=EVAL_SEED):
-        """``{"loss", "reconstruction", "kl"}``: the mean single-sample negative ELBO of
-        ``x`` and its terms, in nats per example, averaged over ``samples`` draws of the
-        noise from ``rng`` (a seed or Generator; the default seed makes it repeatable)."""
+    def evaluate(self, x, y=None, batch_size=256, *, samples=1, rng=EVAL_SEED, callbacks=(),
+                 return_dict=False):
+        """The mean single-sample negative ELBO of ``x`` and its terms, in nats per
+        example, averaged over ``samples`` draws of the noise from ``rng`` (a seed or
+        Generator; the default seed makes it repeatable): ``[loss, reconstruction, kl]``
+        as Keras's ``evaluate`` gives them, or the dict with ``return_dict=True``.
+        ``callbacks`` get the ``on_test_*`` hooks (a batch per draw and slice)."""
         op = "VAE.evaluate"
         x = self._pixels(op, x)
         if len(x) == 0:
             raise ValueError(f"{op}: 'x' has no examples; received {describe(x)}")
         batch_size = positive_int(op, "batch_size", batch_size)
         samples = positive_int(op, "samples", samples)
+        return_dict = flag(op, "return_dict", return_dict)
+        callbacks = hooks.prepare(op, callbacks, self)
         noise = as_generator(op, "rng", rng, allow_none=False).standard_normal(
             (samples, len(x), self.latent_dim), dtype=self.dtype)
-        totals = np.zeros(2)
+        hooks.notify(callbacks, "on_test_begin", {})
+        totals, index = np.zeros(2), 0
         for eps in noise:
             for start in range(0, len(x), batch_size):
                 part = slice(start, start + batch_size)
+                hooks.notify(callbacks, "on_test_batch_begin", index, {})
                 reconstruction, kl, _ = self._terms(x[part], eps[part], False)
-                totals += (reconstruction.sum(dtype=np.float64), kl.sum(dtype=np.float64))
-        reconstruction, kl = (float(total) / (samples * len(x)) for total in totals)
-        return {"loss": reconstruction + kl, "reconstruction": reconstruction, "kl": kl}
+                sums = (reconstruction.sum(dtype=np.float64), kl.sum(dtype=np.float64))
+                totals += sums
+                n = len(reconstruction)
+                hooks.notify(callbacks, "on_test_batch_end", index,
+                             self._logs(*(float(total) / n for total in sums)))
+                index += 1
+        logs = self._logs(*(float(total) / (samples * len(x)) for total in totals))
+        hooks.notify(callbacks, "on_test_end", logs)
+        return keras_result(logs, return_dict)
 
     def negative_elbo(self, x, samples=1, rng=EVAL_SEED, batch_size=256):
         """The mean negative ELBO of ``x`` in nats per example (see :meth:`evaluate`)."""
-        return self.evaluate(x, batch_size=batch_size, samples=samples, rng=rng)["loss"]
+        return self.evaluate(x, batch_size=batch_size, samples=samples, rng=rng,
+                             return_dict=True)["loss"]
 
     def encode(self, x):
         """The posterior's ``(mu, log_var)``, each (N, latent_dim)."""
