@@ -209,11 +209,13 @@ class LearningRateScheduler(Callback):
                           ("step", "epoch"))
         self._two = _arity(schedule) == 2
 
-    def _set(self, index):
+    def _set(self, index=None):
+        """The rate for epoch ``index``, or (None) for the optimizer's next step."""
         optimizer = self.model.optimizer
         if optimizer is None:
             raise RuntimeError("LearningRateScheduler: the model has no optimizer; compile "
                                "it first")
+        index = optimizer.iterations if index is None else index
         lr = self.schedule(index, float(optimizer.lr)) if self._two else self.schedule(index)
         optimizer.lr = number("LearningRateScheduler", f"schedule({index})", lr, low=0.0)
 
@@ -221,9 +223,13 @@ class LearningRateScheduler(Callback):
         if self.per == "epoch":
             self._set(epoch)
 
-    def on_train_batch_begin(self, batch, logs=None):
+    def on_train_begin(self, logs=None):
         if self.per == "step":
-            self._set(self.model.optimizer.iterations)
+            self._set()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.per == "step":  # the rate of the next step: an optimizer saved now has it
+            self._set()
 
 
 class TerminateOnNaN(Callback):
