@@ -212,7 +212,8 @@ class TrainingMixin(EvaluationMixin):
         run. ``validation_data=(x_val, y_val)`` is evaluated after every epoch (logged as
         ``val_*``); ``validation_split=0.1`` holds out the last 10% of ``x``/``y``
         (taken before shuffling) for that instead. ``initial_epoch`` resumes the epoch
-        count (e.g. from a checkpoint). ``on_nonfinite`` ("raise", "stop" or "ignore")
+        count (e.g. from a checkpoint). ``callbacks`` get Keras's hooks at Keras's moments
+        (:mod:`handgrad.training.hooks`). ``on_nonfinite`` ("raise", "stop" or "ignore")
         says what a NaN or infinite loss does (see :mod:`handgrad.training`). A custom
         :meth:`train_step` gets the batches of ``x`` and ``y`` as given. ``augment(x_batch,
         rng) -> x_batch`` (:mod:`handgrad.data.augment`) alters each training batch only.
