@@ -17,9 +17,14 @@ Notation: ``p`` a parameter, ``g`` its gradient, ``t`` the parameter's step coun
 * AdaGrad:  ``g += wd p``; ``S += g^2``; ``p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(S) + eps)``.
 
 ``step(params, grads)`` takes two dicts ``name -> array`` and updates ``params`` in
-place. State is created lazily per parameter name, in the parameter's dtype, so
-float32 training stays float32. Gradient clipping by global norm (``clipnorm``)
-is applied to a scaled copy of the gradients, never to the caller's arrays.
+place. A parameter without a gradient is skipped entirely, as ``torch.optim`` skips one
+whose ``grad`` is None: no weight decay, no momentum, no state and no step count. It has
+none when its gradient is ``None`` or when its name is in the ``frozen`` set of the dict
+that ``model.named_parameters()`` / ``named_gradients()`` return (the arrays of layers
+with ``trainable=False``), so a frozen layer never changes. State is created lazily per
+parameter name, in the parameter's dtype, so float32 training stays float32. Gradient
+clipping by global norm (``clipnorm``) is applied to a scaled copy of the gradients, never
+to the caller's arrays.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import numpy as np
 
 from ._checks import array_module, describe, float_array, same_dtype
 from ._hyper import build_from_config, flag, lookup, number
+from ._named import NamedArrays
 from ._optim_state import parse_state
 
 __all__ = [
@@ -75,6 +81,13 @@ def _array(op, name, value):
     return float_array(op, name, value)
 
 
+def _without_gradient(params, grads):
+    """The names that have no gradient: ``None`` in ``grads``, or frozen in either dict."""
+    frozen = {name for names in (params, grads) if isinstance(names, NamedArrays)
+              for name in names.frozen}
+    return frozen | {name for name, g in grads.items() if g is None}
+
+
 def _to_numpy(array):
     """A NumPy copy of a NumPy or CuPy array."""
     return np.array(array, copy=True) if array_module(array) is np else array.get()
@@ -109,15 +122,20 @@ class Optimizer:
         return (*self._slots(), "step") if self._counts_steps else self._slots()
 
     def step(self, params, grads) -> None:
-        """Update every array of ``params`` in place from ``grads`` (same keys and shapes)."""
+        """Update the arrays of ``params`` in place from ``grads`` (same keys and shapes),
+        except those without a gradient (``None``, or a frozen layer's, see above)."""
         op = f"{type(self).__name__}.step"
         self._check(op, params, grads)
         lr = number(op, "lr", self.lr, low=0.0)
+        skipped = _without_gradient(params, grads)
+        grads = {name: g for name, g in grads.items() if name not in skipped}
         if self.clipnorm is not None:
             _, coef = _clip_coefficient(op, grads.values(), self.clipnorm)
             if coef < 1.0:
                 grads = {name: g * coef for name, g in grads.items()}
         for name, p in params.items():
+            if name in skipped:
+                continue
             if self._counts_steps:
                 steps = self.state.setdefault("step", {})
                 steps[name] = steps.get(name, 0) + 1
@@ -137,10 +155,12 @@ class Optimizer:
                              f"{missing}, unexpected {extra}")
         for name, p in params.items():
             _array(op, f"params[{name!r}]", p)
+            if grads[name] is None:  # no gradient: the parameter is left alone
+                continue
             _array(op, f"grads[{name!r}]", grads[name])
             same_dtype(op, **{f"params[{name!r}]": p, f"grads[{name!r}]": grads[name]})
-        bad = [f"{n}: {tuple(p.shape)} vs {tuple(grads[n].shape)}"
-               for n, p in params.items() if p.shape != grads[n].shape]
+        bad = [f"{n}: {tuple(p.shape)} vs {tuple(grads[n].shape)}" for n, p in params.items()
+               if grads[n] is not None and p.shape != grads[n].shape]
         if bad:
             raise ValueError(f"{op}: 'grads' shapes differ from 'params' shapes: {bad}")
         for slot, arrays in self.state.items():

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import initializers
 from .._checks import FLOAT_DTYPES, describe, float_array, is_int
+from .._named import NamedArrays
 from . import symbolic
 
 #: ``None``, or while :func:`handgrad.inspect.detect_anomaly` is active a checker called
@@ -281,17 +282,21 @@ class Layer:
         for _, child in self.children():
             child.trainable = value
 
-    def _named(self, attribute, trainable_only=False) -> dict:
+    def _named(self, attribute, trainable_only=False) -> NamedArrays:
         """``{"<path>.<key>": array}`` over the tree for ``parameters``, ``gradients`` or
         ``buffers`` (the layers' own arrays, not copies); ``trainable_only`` skips the
-        arrays of frozen layers."""
-        merged = {}
+        arrays of frozen layers, which otherwise are named in ``.frozen`` (an optimizer
+        given the dict leaves them alone)."""
+        merged, frozen = {}, []
         for path, layer in self.walk():
             if trainable_only and not layer.trainable:
                 continue
             for key, value in getattr(layer, attribute).items():
-                merged[f"{path}.{key}" if path else key] = value
-        return merged
+                name = f"{path}.{key}" if path else key
+                merged[name] = value
+                if not layer.trainable:
+                    frozen.append(name)
+        return NamedArrays(merged, frozen)
 
     def named_parameters(self, trainable_only=False) -> dict:
         return self._named("parameters", trainable_only)
