@@ -164,7 +164,7 @@ def test_integer_inputs_get_no_gradient():
 
 
 # ---------------------------------------------------------------- re-entrancy
-def test_two_forwards_then_two_backwards_accumulate_both_calls():
+def test_a_model_called_twice_inside_one_forward_accumulates_both_calls():
     model = branching()
     xs = [[randn(2, 4, seed=i), randn(2, 4, seed=i + 10)] for i in range(2)]
     dys = [[randn(2, 3, seed=i + 20), randn(2, 1, seed=i + 30)] for i in range(2)]
@@ -176,15 +176,29 @@ def test_two_forwards_then_two_backwards_accumulate_both_calls():
         for key, grad in model.named_gradients().items():
             total[key] = total.get(key, 0) + grad
             size[key] = size.get(key, 0) + np.abs(grad)
+    inputs = [hg.Input((4,), name=name) for name in ("a0", "b0", "a1", "b1")]
+    outer = hg.Model(inputs, [*model(inputs[:2]), *model(inputs[2:])], dtype=F64)
     model.zero_grad()
-    model.forward(xs[0])
-    model.forward(xs[1])
-    for dy, want in reversed(list(zip(dys, dxs))):  # the latest forward first
-        for got, expected in zip(model.backward(dy), want):
-            np.testing.assert_array_equal(got, expected)
+    outer.forward([*xs[0], *xs[1]])
+    got = outer.backward([*dys[0], *dys[1]])  # the shared model's later call first
+    for g, want in zip(got, [*dxs[0], *dxs[1]]):
+        np.testing.assert_array_equal(g, want)
     for key, grad in model.named_gradients().items():  # 2 calls x (up to) 2 shared uses
         assert_close(grad, total[key], dtype=F64, terms=4, scale=finite_max(size[key]),
                      what=key)
+
+
+def test_a_new_outermost_forward_releases_the_unconsumed_one():
+    model = branching()
+    xs = [[randn(2, 4, seed=i), randn(2, 4, seed=i + 10)] for i in range(2)]
+    dy = [randn(2, 3, seed=20), randn(2, 1, seed=30)]
+    model.forward(xs[0])
+    model.forward(xs[1])  # the first forward was never backpropagated: dropped
+    assert len(model.get_layer("shared")._caches) == 2  # its two calls in one forward
+    model.backward(dy)
+    assert all(not layer._caches for _, layer in model.walk())
+    with pytest.raises(RuntimeError, match="without a matching forward"):
+        model.backward(dy)
 
 
 def test_threads_running_inference_on_one_model_agree_with_serial_runs():

@@ -37,13 +37,11 @@ class ToyGAN(hg.Model):
         z = self.noise.standard_normal((len(x), 2)).astype(np.float32)
         fake = self.generator.forward(z, training=False)
         self.critic.zero_grad()  # the critic learns real -> 1, fake -> 0
-        real_logit = self.critic.forward(x, training=True)
-        fake_logit = self.critic.forward(fake, training=True)
-        bce = losses.binary_cross_entropy_with_logits
-        fake_loss, dfake = bce(fake_logit, np.zeros_like(fake_logit))
-        real_loss, dreal = bce(real_logit, np.ones_like(real_logit))
-        self.critic.backward(dfake)
-        self.critic.backward(dreal)
+        logits = self.critic.forward(np.concatenate([x, fake]), training=True)  # one forward
+        n, bce = len(x), losses.binary_cross_entropy_with_logits
+        real_loss, dreal = bce(logits[:n], np.ones_like(logits[:n]))
+        fake_loss, dfake = bce(logits[n:], np.zeros_like(logits[n:]))
+        self.critic.backward(np.concatenate([dreal, dfake]))
         self._step(self.critic, self.critic_optimizer)
         self.zero_grad()  # the generator learns to make the critic say 1
         logit = self.forward(z, training=True)

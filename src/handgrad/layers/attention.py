@@ -21,6 +21,7 @@ from .. import ops
 from .._checks import float_array, positive_int
 from .._hyper import flag, number
 from .base import Layer
+from .caching import keeps_cache
 from .registry import register
 
 
@@ -110,8 +111,10 @@ class MultiHeadAttention(Layer):
 
     # ------------------------------------------------------- forward/backward
     def forward(self, query, training=True, key=None, value=None, key_padding_mask=None,
-                attn_mask=None, causal=None):
-        """y (N, Tq, E); see the class docstring for the arguments."""
+                attn_mask=None, causal=None, grad=None):
+        """y (N, Tq, E); see the class docstring for the arguments; ``grad`` (default:
+        ``training``) keeps the cache for :meth:`backward`."""
+        grad = keeps_cache(self.label, training, grad)
         query = float_array(self.label, "query", query, 3, "(N, Tq, E)")
         self.ensure_built(query.shape[1:])
         if query.shape[-1] != self.embed_dim:
@@ -123,7 +126,7 @@ class MultiHeadAttention(Layer):
                             f"layer/model with dtype='{query.dtype}'")
         y, cache = self._attend(query, training, key, value, key_padding_mask, attn_mask,
                                 causal)
-        if training:
+        if grad:
             self._caches.append(cache)
         return y
 
@@ -169,8 +172,9 @@ class MultiHeadAttention(Layer):
                             f"value]]); received {len(inputs)}")
         key = inputs[1] if len(inputs) > 1 else None
         value = inputs[2] if len(inputs) > 2 else key
+        kept = len(self._caches)
         y = self.forward(inputs[0], training=training, key=key, value=value)
-        if training:  # a shared layer's calls may differ: keyed by their cache's place
+        if len(self._caches) > kept:  # a shared layer's calls may differ: keyed by place
             self._graph_inputs[len(self._caches) - 1] = len(inputs)
         return y
 

@@ -3,7 +3,9 @@
 ``forward(x, training=True)`` pushes the op's cache; ``backward(dy)`` pops the
 latest one, adds the parameter gradients into ``gradients`` and returns
 ``dL/dx``. Two forwards then two backwards (latest first) accumulate both
-gradients, so a layer can be shared. ``training=False`` keeps no cache.
+gradients, so a layer can be shared. ``training`` selects the behaviour (dropout,
+batch statistics), ``grad`` (default: ``training``) whether the cache is kept: see
+:mod:`.caching`, also for a model's outermost forward, which drops unconsumed caches.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .. import initializers
 from .._checks import FLOAT_DTYPES, describe, float_array, is_int
 from .._named import NamedArrays
 from . import symbolic
+from .caching import forward_scope, keeps_cache
 
 #: ``None``, or while :func:`handgrad.inspect.detect_anomaly` is active a checker called
 #: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
@@ -58,6 +61,10 @@ class Layer:
     #: layer's last cache: the gradients of the step are then complete (data-parallel
     #: training starts their allreduce there, see :mod:`handgrad.distributed`).
     gradients_ready = None
+
+    #: True for a model: its outermost forward that keeps caches releases the caches that
+    #: earlier forwards of its tree left without a backward (see :func:`forward_scope`).
+    releases_caches = False
 
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
@@ -134,8 +141,10 @@ class Layer:
         return tuple(self._forward(example, False)[0].shape[1:])
 
     # ------------------------------------------------------- forward/backward
-    def forward(self, x, training=True):
-        """y = layer(x); with ``training`` the cache is kept for :meth:`backward`."""
+    def forward(self, x, training=True, grad=None):
+        """y = layer(x). ``training``: training behaviour (dropout, batch statistics);
+        ``grad`` (default: ``training``): keep the cache for :meth:`backward`."""
+        grad = keeps_cache(self.label, training, grad)
         x = float_array(self.label, "x", x)
         if x.ndim == 0:
             raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
@@ -145,10 +154,11 @@ class Layer:
                 f"{self.label}: input dtype {x.dtype} does not match the layer's {self.dtype} "
                 f"parameters; cast the input or build the layer/model with dtype='{x.dtype}'"
             )
-        y, cache = self._forward(x, training)
+        with forward_scope(self, grad):
+            y, cache = self._forward(x, training)
         if anomaly_hook is not None:
             anomaly_hook(self, "forward", x, y)
-        if training:
+        if grad:
             self._caches.append(cache)
         return y
 
@@ -158,7 +168,10 @@ class Layer:
         if not self._caches:
             raise RuntimeError(
                 f"{self.label}: backward() called without a matching forward(x, training=True) "
-                f"(each forward's cache is consumed by exactly one backward)"
+                f"or forward(x, grad=True) (each forward's cache is consumed by exactly one "
+                f"backward, and a model's new outermost forward drops the caches that "
+                f"earlier ones left: call a model once on the joined batches, or inside a "
+                f"graph Model)"
             )
         dx, grads = self._backward(dy, self._caches.pop())
         if anomaly_hook is not None:
@@ -212,7 +225,7 @@ class Layer:
     def _latest_cache(self, method):
         if not self._caches:
             raise RuntimeError(f"{self.label}: {method}() called without a matching "
-                               f"forward(x, training=True)")
+                               f"forward(x, training=True) or forward(x, grad=True)")
         return self._caches[-1]
 
     def _double_backward(self, q, dy, cache):
@@ -238,7 +251,8 @@ class Layer:
         layer keeps its parameters (a graph ``Model`` may take the outer model's)."""
 
     def graph_forward(self, inputs, training):
-        """Forward of one graph call; ``inputs`` is the list of input arrays."""
+        """Forward of one graph call; ``inputs`` is the list of input arrays (the cache is
+        kept as the calling model's forward decides, see :func:`keeps_cache`)."""
         if len(inputs) != 1:
             raise TypeError(f"{self.label}: takes one input tensor; received {len(inputs)}")
         return self.forward(inputs[0], training=training)

@@ -13,6 +13,7 @@ from .. import ops
 from .._checks import positive_int
 from ..ops import check_ids, check_padding_idx
 from .base import Layer
+from .caching import keeps_cache
 from .registry import register
 
 
@@ -51,14 +52,16 @@ class Embedding(Layer):
         self.ensure_built(input_shape)
         return (*tuple(input_shape), self.embedding_dim)
 
-    def forward(self, x, training=True):
-        """Rows of ``W`` for the integer ids ``x`` (N, ...); keeps the cache when training."""
+    def forward(self, x, training=True, grad=None):
+        """Rows of ``W`` for the integer ids ``x`` (N, ...); keeps the cache when ``grad``
+        (default: ``training``)."""
+        grad = keeps_cache(self.label, training, grad)
         ids = check_ids(self.label, x, self.num_embeddings)
         if ids.ndim == 0:
             raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
         self.ensure_built(ids.shape[1:])
         y, cache = ops.embedding(ids, self.parameters["W"], self.padding_idx)
-        if training:
+        if grad:
             self._caches.append(cache)
         return y
 

@@ -30,6 +30,7 @@ from .._checks import array_module, choice, float_array, positive_int, upstream_
 from .._hyper import flag
 from ..ops import RECURRENT_GATES, check_lengths
 from .base import Layer
+from .caching import keeps_cache
 from .registry import register
 
 _OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward),
@@ -120,17 +121,19 @@ class Recurrent(Layer):
         return tuple(values) if self.n_states == 2 else values[0]
 
     # ------------------------------------------------------- forward/backward
-    def forward(self, x, training=True, initial_state=None, lengths=None):
+    def forward(self, x, training=True, initial_state=None, lengths=None, grad=None):
         """(N, T, F) -> (N, T, D*H), or (N, D*H) with ``return_sequences=False``.
 
         ``initial_state``: (num_layers * D, N, H) (LSTM: a pair (h0, c0)) or None for
         zeros; ``lengths``: (N,) ints in [1, T] or None. The final states are kept in
-        :attr:`final_state`.
+        :attr:`final_state`. ``grad`` (default: ``training``) keeps the cache.
         """
-        return self.forward_with_state(x, training, initial_state, lengths)[0]
+        return self.forward_with_state(x, training, initial_state, lengths, grad)[0]
 
-    def forward_with_state(self, x, training=True, initial_state=None, lengths=None):
+    def forward_with_state(self, x, training=True, initial_state=None, lengths=None,
+                           grad=None):
         """``(y, h_n)`` (LSTM: ``(y, h_n, c_n)``), states (num_layers * D, N, H)."""
+        grad = keeps_cache(self.label, training, grad)
         x = float_array(self.label, "x", x, 3, "(N, T, F)")
         self.ensure_built(x.shape[1:])
         if x.dtype != self.dtype:
@@ -138,7 +141,7 @@ class Recurrent(Layer):
                             f"{self.dtype} parameters; cast the input or build the "
                             f"layer/model with dtype='{x.dtype}'")
         y, finals, cache = self._run(x, initial_state, lengths)
-        if training:
+        if grad:
             self._caches.append(cache)
         self.final_state = self._pack(finals)
         return (y, *finals)

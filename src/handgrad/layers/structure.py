@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from .._checks import array_module, describe, float_array, is_int, upstream_grad
 from .base import Layer
+from .caching import keeps_cache
 from .registry import REGISTRY, register
 
 
@@ -71,12 +72,14 @@ class Merge(Layer):
         self._merged_shape([tuple(x.shape) for x in arrays], per_example=False)
         return arrays
 
-    def forward(self, inputs, training=True):
-        """y = merge(inputs); ``inputs`` is a list of at least two arrays (N, ...)."""
+    def forward(self, inputs, training=True, grad=None):
+        """y = merge(inputs); ``inputs`` is a list of at least two arrays (N, ...);
+        ``grad`` (default: ``training``) keeps the cache for :meth:`backward`."""
+        grad = keeps_cache(self.label, training, grad)
         arrays = self._arrays(inputs)
         self.ensure_built([x.shape[1:] for x in arrays])
         y, saved = self._merge(array_module(*arrays), arrays)
-        if training:
+        if grad:
             self._caches.append((y.shape, y.dtype, saved))
         return y
 

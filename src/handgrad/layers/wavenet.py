@@ -82,9 +82,9 @@ class WaveNetBlock(Layer):
             self.last_skip, skip = ops.linear(z, p["W_skip"], p["b_skip"])
         return r, (conv, filt, filt_cache, gate, gate_cache, res, skip, r.shape, r.dtype)
 
-    def forward_with_skip(self, x, training=True):
+    def forward_with_skip(self, x, training=True, grad=None):
         """(residual output, skip output) of one forward."""
-        y = self.forward(x, training=training)
+        y = self.forward(x, training=training, grad=grad)
         return y, self.last_skip
 
     def backward(self, dy, dskip=None):

@@ -21,6 +21,7 @@ from ..inspect.anomaly import AnomalyError, at_node, reports_anomalies, reports_
 from ..inspect.summary import print_summary
 from ..layers import base as layer_base
 from ..layers.base import Layer, check_dtype, snake_case
+from ..layers.caching import forward_scope, keeps_cache
 from ..layers.registry import REGISTRY, register
 from ..layers.symbolic import GraphNetwork, SymbolicTensor, input_tensor
 from ..training.loop import TrainingMixin
@@ -220,30 +221,34 @@ class Model(GraphNetwork, TrainingMixin, Layer):
 
     # --------------------------------------------------- forward/backward
     @reports_anomalies  # its outputs are its nodes' outputs, which they report
-    def forward(self, x, training=None):
+    def forward(self, x, training=None, grad=None):
         """The outputs (an array, or a list in output order) for ``x``: an array, a list
         in input order or a dict keyed by Input names. ``training`` (default: the mode
-        set by :meth:`train`/:meth:`eval`) keeps the caches for :meth:`backward`."""
+        set by :meth:`train`/:meth:`eval`): dropout on, batch statistics; ``grad``
+        (default: ``training``) keeps the caches for :meth:`backward`. An outermost
+        forward that keeps caches first drops what earlier forwards left unconsumed."""
         training = self.training if training is None else training
-        if training:
+        grad = keeps_cache(self.label, training, grad)
+        if training or grad:
             self._adoptable = False  # trained weights are its own from now on
         values = dict(zip((t.uid for t in self.inputs), arrays_by_input(self, x)))
         shapes = {uid: (value.shape, value.dtype) for uid, value in values.items()}
         node = None
         try:
-            for node in self.nodes:
-                inputs = [values[t.uid] for t in node.inputs]
-                out = node.layer.graph_forward(inputs, training)
-                if layer_base.anomaly_hook is not None and not reports_itself(node.layer):
-                    layer_base.anomaly_hook(node.layer, "forward", inputs, out)
-                outs = out if isinstance(out, (list, tuple)) else [out]
-                for tensor, value in zip(node.outputs, outs):
-                    values[tensor.uid] = value
-                    shapes[tensor.uid] = (value.shape, value.dtype)
+            with forward_scope(self, grad):
+                for node in self.nodes:
+                    inputs = [values[t.uid] for t in node.inputs]
+                    out = node.layer.graph_forward(inputs, training)
+                    if layer_base.anomaly_hook is not None and not reports_itself(node.layer):
+                        layer_base.anomaly_hook(node.layer, "forward", inputs, out)
+                    outs = out if isinstance(out, (list, tuple)) else [out]
+                    for tensor, value in zip(node.outputs, outs):
+                        values[tensor.uid] = value
+                        shapes[tensor.uid] = (value.shape, value.dtype)
         except AnomalyError as error:
             at_node(error, self, node)
             raise
-        if training:
+        if grad:
             self._caches.append(shapes)
         results = [values[t.uid] for t in self.outputs]
         return results[0] if self.single_output else results
@@ -255,7 +260,7 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         added into the layers' ``gradients``."""
         if not self._caches:
             raise RuntimeError(f"{self.label}: backward() called without a matching "
-                               f"forward(x, training=True)")
+                               f"forward(x, training=True) or forward(x, grad=True)")
         shapes = self._caches[-1]
         grads = output_gradients(self, dy, shapes)  # checked before the cache is consumed
         self._caches.pop()

@@ -8,6 +8,7 @@ from ..inspect.summary import print_summary
 from ..layers import REGISTRY, Layer, register
 from ..layers import base as layer_base
 from ..layers.base import snake_case
+from ..layers.caching import forward_scope, keeps_cache
 from ..layers.tied import link_tied
 from ..training.loop import TrainingMixin
 
@@ -113,19 +114,25 @@ class Sequential(TrainingMixin, Layer):
 
     # ------------------------------------------------------- forward/backward
     @reports_anomalies  # its output is its last child's, which is reported
-    def forward(self, x, training=None):
+    def forward(self, x, training=None, grad=None):
+        """The last layer's output. ``training`` (default: the mode set by :meth:`train` /
+        :meth:`eval`): dropout on, batch statistics; ``grad`` (default: ``training``): keep
+        the caches for :meth:`backward`. An outermost forward that keeps caches first drops
+        what earlier forwards left without a backward."""
         training = self.training if training is None else training
+        grad = keeps_cache(self.label, training, grad)
         if not self.built:
             shape = getattr(x, "shape", None)
             if shape is None or len(shape) < 1:
                 raise TypeError(f"{self.label}: 'x' must be an array with a batch axis; "
                                 f"received {describe(x)}")
             self.ensure_built(shape[1:])
-        for layer in self.layers:
-            y = layer.forward(x, training=training)
-            if layer_base.anomaly_hook is not None and not reports_itself(layer):
-                layer_base.anomaly_hook(layer, "forward", x, y)  # inspect.detect_anomaly
-            x = y
+        with forward_scope(self, grad):
+            for layer in self.layers:
+                y = layer.forward(x, training=training)
+                if layer_base.anomaly_hook is not None and not reports_itself(layer):
+                    layer_base.anomaly_hook(layer, "forward", x, y)  # inspect.detect_anomaly
+                x = y
         return x
 
     def backward(self, dy):

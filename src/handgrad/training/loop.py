@@ -64,6 +64,7 @@ class TrainingMixin(EvaluationMixin):
     stop_training = False
     _objective = None  # an Objective, set by compile
     _on_nonfinite = "raise"
+    releases_caches = True  # a new outermost training forward drops unconsumed caches
 
     def train(self):
         """Training mode: ``forward`` keeps caches and dropout is active."""
@@ -71,7 +72,8 @@ class TrainingMixin(EvaluationMixin):
         return self
 
     def eval(self):
-        """Inference mode: no caches, dropout off, batch-norm running statistics."""
+        """Inference mode: dropout off, batch-norm running statistics and (unless
+        ``forward(x, grad=True)``) no caches."""
         self.training = False
         return self
 
