@@ -37,7 +37,8 @@ MAX_LINES = 400
 #: A name is the first part of a module's name below ``handgrad``; ``__init__`` is the
 #: package itself. ``_custom`` (custom objects that a file names) and ``_optim_state``
 #: (checks of an optimizer's state) import only ``_checks`` and serve ``initializers``,
-#: ``optimizers`` and ``io``: they are helpers of the bottom floor, like ``_checks``.
+#: ``optimizers`` and ``io``: they are helpers of the bottom floor, like ``_checks``, and so
+#: is ``_named`` (the dict of named arrays that layers give and optimizers read).
 FLOORS = [
     {"__init__", "__main__", "cli"},  # the front door: public names, the command line
     {"testing"},  # gradcheck and the layer cases
@@ -51,7 +52,7 @@ FLOORS = [
     {"losses", "optimizers", "schedulers", "initializers"},
     {"ops"},  # stateless kernels and their loop twins
     {"data"},  # datasets and batching
-    {"_checks", "_hyper", "_custom", "_optim_state"},  # argument checks for every floor
+    {"_checks", "_hyper", "_custom", "_optim_state", "_named"},  # helpers for every floor
 ]
 
 
