@@ -30,6 +30,27 @@ def describe(value) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+def float_dtype(op: str, name: str, value, *, allow_none=True, integers=False):
+    """``value`` (a dtype, a type or a name) as ``np.dtype`` float32 or float64 (with
+    ``integers`` also any integer or bool dtype); ``None`` passes when allowed. A name
+    NumPy does not know ("bfloat16") is refused like any other dtype: never read as
+    ``None``, which ``np.dtype`` would take for float64."""
+    if value is None and allow_none:
+        return None
+    resolved = None
+    if value is not None and not isinstance(value, (bool, numbers.Number)):
+        try:
+            resolved = np.dtype(value)
+        except (TypeError, ValueError, SyntaxError):
+            resolved = None
+    if resolved is not None and (any(resolved == d for d in FLOAT_DTYPES)
+                                 or (integers and resolved.kind in "biu")):
+        return resolved
+    expected = "float32 or float64" + (" (or an integer dtype)" if integers else "")
+    expected += " or None" if allow_none else ""
+    raise TypeError(f"{op}: '{name}' must be {expected}; received {describe(value)}")
+
+
 def float_array(op: str, name: str, value, ndim=None, layout: str = ""):
     """Return ``value`` as a C-contiguous float32/float64 array, checking its rank.
 

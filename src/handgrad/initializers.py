@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from . import _custom
-from ._checks import FLOAT_DTYPES, as_generator, describe, is_int
+from ._checks import as_generator, describe, float_dtype, is_int
 from ._hyper import lookup, number
 
 __all__ = [
@@ -51,19 +51,9 @@ def _shape(op, shape) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-def _dtype(op, dtype) -> np.dtype:
-    try:
-        resolved = None if dtype is None else np.dtype(dtype)
-    except TypeError:
-        resolved = None
-    if resolved is None or resolved not in FLOAT_DTYPES:
-        received = f"dtype {resolved}" if resolved is not None else repr(dtype)
-        raise TypeError(f"{op}: 'dtype' must be float32 or float64; received {received}")
-    return resolved
-
-
 def _args(op, shape, dtype, rng):
-    return _shape(op, shape), _dtype(op, dtype), as_generator(op, "rng", rng)
+    return (_shape(op, shape), float_dtype(op, "dtype", dtype, allow_none=False),
+            as_generator(op, "rng", rng))
 
 
 def fans(shape) -> tuple[int, int]:

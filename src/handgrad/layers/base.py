@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from .. import initializers
-from .._checks import FLOAT_DTYPES, describe, float_array, is_int
+from .._checks import describe, float_array, float_dtype, is_int
 from .._named import NamedArrays
 from . import symbolic
 from .caching import forward_scope, keeps_cache
@@ -29,16 +29,8 @@ _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wa
 
 
 def check_dtype(owner, dtype):
-    """``None`` or float32/float64, as a NumPy dtype."""
-    if dtype is None:
-        return None
-    try:
-        resolved = np.dtype(dtype)
-    except TypeError:
-        resolved = None
-    if resolved not in FLOAT_DTYPES:
-        raise TypeError(f"{owner}: 'dtype' must be float32 or float64; received {dtype!r}")
-    return resolved
+    """``None`` or float32/float64, as a NumPy dtype (see :func:`_checks.float_dtype`)."""
+    return float_dtype(owner, "dtype", dtype)
 
 
 def snake_case(name: str) -> str:

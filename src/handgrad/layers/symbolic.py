@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from .._checks import describe
+from .._checks import describe, float_dtype
 
 _ids = itertools.count()
 
@@ -90,12 +90,7 @@ def input_tensor(shape, name=None, dtype=None) -> SymbolicTensor:
                         f"axis); received {describe(shape)}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"Input: 'name' must be a string or None; received {describe(name)}")
-    if dtype is not None:
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"Input: 'dtype' must be a NumPy dtype or None; received "
-                            f"{dtype!r}") from None
+    dtype = float_dtype("Input", "dtype", dtype, integers=True)  # integers: ids
     return SymbolicTensor(shape, dtype, None, 0, name)
 
 

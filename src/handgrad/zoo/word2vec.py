@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from .._checks import FLOAT_DTYPES, as_generator, choice, describe
+from .._checks import as_generator, choice, describe, float_dtype
 from .._hyper import number
 from ..data.text import int_at_least
 from . import word2vec_data as data
@@ -79,11 +79,7 @@ class Word2Vec:
         self.subsample = number(op, "subsample", subsample, low=0)
         self.lr = DEFAULT_LR[self.arch] if lr is None else number(op, "lr", lr, low=0,
                                                                   low_open=True)
-        if not isinstance(dtype, (str, type, np.dtype)) or dtype not in (
-                "float32", "float64", np.float32, np.float64, *FLOAT_DTYPES):
-            raise TypeError(f"{op}: 'dtype' must be float32 or float64; received "
-                            f"{describe(dtype)}")
-        self.dtype = np.dtype(dtype)
+        self.dtype = float_dtype(op, "dtype", dtype, allow_none=False)
         self.rng = as_generator(op, "seed", seed, allow_none=False)
         self.vocabulary: list[str] = []
         self.counts = np.zeros(0, dtype=np.int64)

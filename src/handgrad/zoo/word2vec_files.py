@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from .._checks import describe
+from .._checks import describe, float_dtype
 from ..io import document
 from ..io import safetensors as st
 
@@ -38,6 +38,7 @@ def write_vectors(path, words, vectors) -> None:
 def load_word2vec_format(path, dtype="float32"):
     """``(words, vectors)`` from a word2vec text file: a list of V words and a (V, D)
     array of ``dtype``. A malformed file is a ValueError naming the file and line."""
+    dtype = float_dtype("load_word2vec_format", "dtype", dtype, allow_none=False)
     where = f"load_word2vec_format: {str(path)!r}"
     with open(path, encoding="utf-8") as f:
         lines = f.read().splitlines()
