@@ -15,8 +15,6 @@ Initialization follows torch: Glorot-uniform input projections (the packed one a
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import ops
 from .._checks import float_array, positive_int
 from .._hyper import flag, number
@@ -39,13 +37,16 @@ class MultiHeadAttention(Layer):
     value (N, Tk, vdim). Masks follow torch's MHA (bool True = may NOT attend, float =
     added): ``key_padding_mask`` (N, Tk), ``attn_mask`` (Tq, Tk) or (N*H, Tq, Tk).
     ``causal=None`` uses the layer's ``causal`` setting. ``dropout`` acts on the
-    attention weights in training, with the layer's own Generator (``seed``).
+    attention weights in training, with the layer's Generator ``rng`` (from ``seed``, or
+    without one from the model's seed, see ``Layer.draws_random``).
 
     ``backward(dy)`` returns dL/dquery; after a cross-attention forward the key and
     value gradients are in ``key_value_grads`` = (dkey, dvalue) (None for
     self-attention, whose dL/dquery already holds all three shares).
     :meth:`backward_all` returns (dquery, dkey, dvalue) at once.
     """
+
+    draws_random = True
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
                  packed=True, causal=False, *, name=None, trainable=True, dtype=None,
@@ -67,7 +68,6 @@ class MultiHeadAttention(Layer):
             raise ValueError(f"{owner}: packed=True needs kdim == vdim == embed_dim "
                              f"({self.embed_dim}); received kdim={kdim}, vdim={vdim} (use "
                              f"packed=False for separate projections)")
-        self.rng = np.random.default_rng(seed)
         self.key_value_grads = (None, None)
         self._graph_inputs = {}  # the input count of each training graph call
 
@@ -184,11 +184,3 @@ class MultiHeadAttention(Layer):
         if dkey is None:  # self-attention: dquery holds the three shares
             return [dquery]
         return [dquery, dkey, dvalue] if count == 3 else [dquery, dkey + dvalue]
-
-    # ------------------------------------------------------------- state
-    def extra_state(self):
-        return {"rng": self.rng.bit_generator.state}
-
-    def load_extra_state(self, state):
-        if "rng" in state:
-            self.rng.bit_generator.state = state["rng"]

@@ -33,6 +33,16 @@ def check_dtype(owner, dtype):
     return float_dtype(owner, "dtype", dtype)
 
 
+def random_stream(seed, rng):
+    """The Generator of a layer that draws random numbers: ``default_rng(seed)`` from its
+    own ``seed``; else the next child of the build Generator ``rng`` (``SeedSequence``
+    spawn: the model's seed and the layer's place among the random layers it builds, as
+    reproducible as the weights, which it neither draws from nor moves)."""
+    if seed is not None:
+        return np.random.default_rng(seed)
+    return rng.spawn(1)[0]
+
+
 def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
@@ -58,6 +68,12 @@ class Layer:
     #: earlier forwards of its tree left without a backward (see :func:`forward_scope`).
     releases_caches = False
 
+    #: True for a layer that draws random numbers as it runs (dropout masks, noise). It
+    #: holds a Generator ``rng`` (state in :meth:`extra_state`), made by :meth:`build`:
+    #: from the layer's own ``seed``, or without one from the model's build generator, a
+    #: stream that follows the model's seed and the layer's place (see :func:`random_stream`).
+    draws_random = False
+
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
         if name is not None and not isinstance(name, str):
@@ -70,6 +86,8 @@ class Layer:
         self.trainable = trainable
         self.dtype = check_dtype(owner, dtype)
         self.seed = seed
+        if self.draws_random:
+            self.rng = np.random.default_rng(seed)  # until build (see draws_random)
         self.parameters: dict = {}
         self.gradients: dict = {}
         self.buffers: dict = {}
@@ -104,6 +122,8 @@ class Layer:
         self.dtype = self.dtype or check_dtype(self.label, dtype) or np.dtype(np.float32)
         if rng is None:
             rng = np.random.default_rng(self.seed)
+        if self.draws_random:
+            self.rng = random_stream(self.seed, rng)
         self.input_shape = tuple(int(d) for d in input_shape)
         self._build(self.input_shape, rng)
         self.gradients = {k: np.zeros_like(v) for k, v in self.parameters.items()}
@@ -326,15 +346,21 @@ class Layer:
 
     def extra_state(self) -> dict:
         """JSON-serializable state beyond arrays (e.g. a random generator); a container's
-        nests its children's by name (children without state are left out)."""
-        return {name: state for name, child in self.children()
-                if (state := child.extra_state())}
+        nests its children's by name (children without state are left out); a layer that
+        :attr:`draws_random` keeps its generator's state under ``"rng"``."""
+        state = {name: state for name, child in self.children()
+                 if (state := child.extra_state())}
+        if self.draws_random:
+            state["rng"] = self.rng.bit_generator.state
+        return state
 
     def load_extra_state(self, state: dict):
         """Restore what :meth:`extra_state` returned."""
         for name, child in self.children():
             if name in state:
                 child.load_extra_state(state[name])
+        if self.draws_random and "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
 
 
 def _check_initializer(owner, name, value):

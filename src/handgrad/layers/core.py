@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .. import ops
 from .._checks import describe, is_int, positive_int, upstream_grad
 from .._hyper import number
@@ -118,7 +116,8 @@ class Reshape(Layer):
 class Dropout(Layer):
     """Inverted dropout: in training, zero each value with probability ``rate`` and scale
     the rest by 1 / (1 - rate); identity in evaluation. Random numbers come from the
-    layer's own Generator, seeded by ``seed``.
+    layer's Generator ``rng``: from ``seed``, or without one from the model's seed and the
+    layer's place in it (see ``Layer.draws_random``).
 
     In data-parallel training :mod:`handgrad.distributed` sets ``communicator``, whose
     ``rows`` is ``(start, total)``: this process holds rows ``start:start + N`` of a global
@@ -126,12 +125,12 @@ class Dropout(Layer):
     so it does not depend on the number of processes."""
 
     communicator = None
+    draws_random = True
 
     def __init__(self, rate, *, seed=None, name=None):
         super().__init__(name=name, seed=seed)
         self.rate = number(type(self).__name__, "rate", rate, low=0.0, high=1.0,
                            high_open=True)
-        self.rng = np.random.default_rng(seed)
 
     def get_config(self):
         return {"name": self.name, "rate": self.rate, "seed": self.seed}
@@ -142,10 +141,3 @@ class Dropout(Layer):
 
     def _backward(self, dy, cache):
         return ops.dropout_backward(dy, cache), {}
-
-    def extra_state(self):
-        return {"rng": self.rng.bit_generator.state}
-
-    def load_extra_state(self, state):
-        if "rng" in state:
-            self.rng.bit_generator.state = state["rng"]
