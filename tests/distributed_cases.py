@@ -1,10 +1,11 @@
 """The trainings that the data-parallel tests run with ``mpiexec -n K`` and in one process.
 
 Each case is a small float64 model and data set whose batches do not divide evenly among
-2 or 3 processes, with a last partial batch; ``mlp`` ends with a batch of one example, so
+2, 3 or 4 processes, with a last partial batch; ``mlp`` ends with a batch of one example, so
 some processes get an empty share. ``bn_dropout`` trains through ``fit`` with validation,
-BatchNorm (global statistics) and Dropout (global masks); ``graph`` is a residual graph
-``Model`` with both and augmented batches. :func:`explicit_loop` is the README's loop
+BatchNorm (global statistics) and Dropout (global masks) without a seed of its own (its
+stream comes from the model's seed); ``graph`` is a residual graph ``Model`` with both (a
+seeded Dropout) and augmented batches. :func:`explicit_loop` is the README's loop
 with ``GradientReducer``.
 """
 
@@ -57,7 +58,7 @@ def model(case, perturb=0.0):
                   L.ReLU(), L.Flatten(), L.Dense(3)]
         shape = (12, 2)
     else:
-        layers = [L.Conv1D(6, 3, padding=1), L.BatchNorm(), L.ReLU(), L.Dropout(0.25, seed=3),
+        layers = [L.Conv1D(6, 3, padding=1), L.BatchNorm(), L.ReLU(), L.Dropout(0.25),
                   L.Flatten(), L.Dense(8), L.BatchNorm(), L.Tanh(), L.Dense(3)]
         shape = (12, 2)
     return _finish(Sequential(layers, seed=0, input_shape=shape, dtype="float64"), perturb)

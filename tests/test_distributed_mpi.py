@@ -1,4 +1,5 @@
-"""Data-parallel training under ``mpiexec -n 2`` and ``-n 3`` against one process.
+"""Data-parallel training under ``mpiexec -n 2``, ``-n 3`` and ``-n 4`` against one
+process.
 
 ``tests/mpi_scripts/train_cases.py`` trains the cases of ``distributed_cases`` (a CNN, an
 MLP whose last batch leaves some processes empty-handed, BatchNorm + Dropout through
@@ -39,7 +40,7 @@ def python(script, *args):
     return [sys.executable, SCRIPTS / script, *args]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda k: f"{k}-processes")
+@pytest.fixture(scope="module", params=[2, 3, 4], ids=lambda k: f"{k}-processes")
 def job(request, tmp_path_factory):
     """``(K, output folder, stdout)`` of one run of train_cases.py on K processes."""
     out = tmp_path_factory.mktemp(f"mpi{request.param}")
