@@ -33,16 +33,6 @@ def check_dtype(owner, dtype):
     return float_dtype(owner, "dtype", dtype)
 
 
-def random_stream(seed, rng):
-    """The Generator of a layer that draws random numbers: ``default_rng(seed)`` from its
-    own ``seed``; else the next child of the build Generator ``rng`` (``SeedSequence``
-    spawn: the model's seed and the layer's place among the random layers it builds, as
-    reproducible as the weights, which it neither draws from nor moves)."""
-    if seed is not None:
-        return np.random.default_rng(seed)
-    return rng.spawn(1)[0]
-
-
 def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
@@ -69,9 +59,9 @@ class Layer:
     releases_caches = False
 
     #: True for a layer that draws random numbers as it runs (dropout masks, noise). It
-    #: holds a Generator ``rng`` (state in :meth:`extra_state`), made by :meth:`build`:
-    #: from the layer's own ``seed``, or without one from the model's build generator, a
-    #: stream that follows the model's seed and the layer's place (see :func:`random_stream`).
+    #: holds a Generator ``rng`` (state in :meth:`extra_state`), made by :meth:`build` from
+    #: the layer's own ``seed``, else spawned from the build generator: a SeedSequence child,
+    #: so it follows the model's seed and the layer's place and moves no weight.
     draws_random = False
 
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
@@ -123,7 +113,7 @@ class Layer:
         if rng is None:
             rng = np.random.default_rng(self.seed)
         if self.draws_random:
-            self.rng = random_stream(self.seed, rng)
+            self.rng = rng.spawn(1)[0] if self.seed is None else np.random.default_rng(self.seed)
         self.input_shape = tuple(int(d) for d in input_shape)
         self._build(self.input_shape, rng)
         self.gradients = {k: np.zeros_like(v) for k, v in self.parameters.items()}
