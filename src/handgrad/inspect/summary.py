@@ -30,29 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import describe, is_int
-from ..layers import (
-    Activation,
-    Add,
-    Concatenate,
-    ConvND,
-    Dense,
-    Dropout,
-    Flatten,
-    GlobalPool,
-    Layer,
-    MultiHeadAttention,
-    Multiply,
-    Normalization,
-    Pool,
-    Recurrent,
-    Reshape,
-    Residual,
-)
+from ..layers import ConvND, Layer
 from ..layers.symbolic import GraphNetwork, call_labels
-
-# Layer families by their field rule (isinstance, so subclasses are covered).
-POINTWISE = (Activation, Dropout, Dense, Normalization)
-WHOLE_INPUT = (Flatten, Reshape, GlobalPool, MultiHeadAttention, Recurrent)
 
 
 @dataclass(frozen=True)
@@ -91,14 +70,14 @@ def _per_axis(value, default, rank):
     return (int(value),) * rank if is_int(value) else tuple(int(v) for v in value)
 
 
-def _window(layer, rank):
-    """(kernel, stride, dilation) per axis of a window layer, or None."""
-    pool = isinstance(layer, Pool)  # convolutions and custom layers: their attributes
+def _window(layer, rank, pool):
+    """(kernel, stride, dilation) per axis of a window layer, or None: from a pool's
+    ``kwargs`` (stride None = the kernel), else from the layer's attributes."""
     config = layer.kwargs if pool else vars(layer)
     if "kernel_size" not in config:
         return None
     kernel = _per_axis(config["kernel_size"], 1, rank)
-    stride = _per_axis(config.get("stride"), kernel if pool else 1, rank)  # pool: None = k
+    stride = _per_axis(config.get("stride"), kernel if pool else 1, rank)
     dilation = _per_axis(config.get("dilation"), 1, rank)
     if not len(kernel) == len(stride) == len(dilation) == rank:
         return None
@@ -115,53 +94,65 @@ def _merge(fields):
     return fields[0] if all(f == fields[0] for f in fields) else ReceptiveField("n/a")
 
 
+class _Fields:
+    """The service a container's ``field_walk(fields, given) -> [field per output]``
+    receives: the field after a layer, the merge of branches, a graph's output fields."""
+
+    @staticmethod
+    def after(layer, field):
+        return next_field(layer, field)
+
+    @staticmethod
+    def merge(fields):
+        return _merge(fields)
+
+    @staticmethod
+    def graph(model, given):
+        if len(given) != len(model.inputs):  # a step of a chain with several inputs
+            return [ReceptiveField("n/a")]
+        fields = graph_fields(model, given)
+        return [fields[t.uid] for t in model.outputs]
+
+
 def next_field(layer, field: ReceptiveField) -> ReceptiveField:
-    """The receptive field after ``layer`` given the field of its input."""
+    """The receptive field after ``layer`` given the field of its input, by the rule the
+    layer declares (``receptive_field``; a container: ``field_walk`` or a chain)."""
     if field.kind == "none":
         return field
-    if isinstance(layer, Residual):
-        short = field if layer.shortcut is None else next_field(layer.shortcut, field)
-        return _merge([next_field(layer.block, field), short])
-    if isinstance(layer, GraphNetwork):
-        if not layer.single_input:
-            return ReceptiveField("n/a")
-        return graph_fields(layer, [field])[layer.outputs[0].uid]
+    if layer.field_walk is not None:
+        return layer.field_walk(_Fields, [field])[0]
     steps = chain_children(layer)
     if steps:
         for _, child in steps:
             field = next_field(child, field)
         return field
-    if isinstance(layer, WHOLE_INPUT):
+    rule = layer.receptive_field
+    if rule == "whole":
         return ReceptiveField("whole")
-    if field.kind != "window":
+    if field.kind != "window" or rule == "pointwise":
         return field
-    if isinstance(layer, ConvND) and layer.transposed:
+    window = _window(layer, len(field.size), rule == "pool") if rule in ("window",
+                                                                       "pool") else None
+    if window is None:
         return ReceptiveField("n/a")
-    window = _window(layer, len(field.size))
-    if window is not None:
-        size = tuple(r + d * (k - 1) * j for r, j, (k, s, d) in
-                     zip(field.size, field.jump, zip(*window)))
-        return ReceptiveField("window", size, tuple(j * s for j, s in
-                                                    zip(field.jump, window[1])))
-    return field if isinstance(layer, POINTWISE) else ReceptiveField("n/a")
+    size = tuple(r + d * (k - 1) * j for r, j, (k, s, d) in
+                 zip(field.size, field.jump, zip(*window)))
+    return ReceptiveField("window", size, tuple(j * s for j, s in zip(field.jump, window[1])))
 
 
 def _node_fields(node, given) -> list:
     """The fields of the outputs of one graph call given those of its inputs."""
     layer = node.layer
-    if isinstance(layer, GraphNetwork):
-        inner = graph_fields(layer, given)
-        return [inner[t.uid] for t in layer.outputs]
+    if layer.field_walk is not None:
+        return layer.field_walk(_Fields, given)
     if len(given) == 1:
         return [next_field(layer, given[0])] * len(node.outputs)
     if all(f.kind == "none" for f in given):
         return [given[0]] * len(node.outputs)
-    rank = len(node.inputs[0].shape) + 1  # with the batch axis
-    channels = isinstance(layer, Concatenate) and layer.axis % rank == rank - 1
-    if isinstance(layer, (Add, Multiply)) or channels:
+    rule = layer.receptive_field
+    if rule == "merge":
         return [_merge(given)]
-    kind = "whole" if isinstance(layer, MultiHeadAttention) else "n/a"
-    return [ReceptiveField(kind)] * len(node.outputs)
+    return [ReceptiveField("whole" if rule == "whole" else "n/a")] * len(node.outputs)
 
 
 def graph_fields(model, inputs) -> dict:

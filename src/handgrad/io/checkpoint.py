@@ -54,13 +54,9 @@ class Checkpoint:
 
 
 def _check_registered(op, model):
-    """Every layer of ``model`` can be found again by its class name."""
-    stack, seen = [model], set()
-    while stack:
-        layer = stack.pop()
-        if id(layer) in seen:
-            continue
-        seen.add(id(layer))
+    """Every layer of ``model`` (reached through ``walk()``) can be found again by its
+    class name."""
+    for _, layer in model.walk():
         cls = type(layer)
         if REGISTRY.get(cls.__name__) is not cls:
             taken = cls.__name__ in REGISTRY
@@ -70,9 +66,6 @@ def _check_registered(op, model):
                    "which is not registered")
                 + "; a file names layers by class, so give the class a unique name and "
                   "decorate it with @handgrad.layers.register")
-        for value in vars(layer).values():
-            items = value if isinstance(value, (list, tuple)) else (value,)
-            stack.extend(item for item in items if isinstance(item, Layer))
 
 
 def _optimizer_config(op, optimizer, model):

@@ -2,13 +2,16 @@
 (used by :mod:`.torch_interop`'s ``from_torch`` and ``to_torch_state_dict`` and by
 the ONNX export).
 
-The handgrad layers that hold weights (parameters or running statistics) are walked
-in order, entering ``Sequential`` (its children by index, as ``nn.Sequential``),
-``Residual`` (``block.`` then ``shortcut.``) and graph ``Model`` s (nodes in
-topological order, children by layer name, a shared layer once). Each gives a
-:class:`Leaf`: its path, its torch module prefix and one :class:`Rule` per torch
-entry. A layout state follows the tensors (along a chain, along each tensor of a
-graph) so that a ``Dense`` after a ``Flatten`` of maps reorders its rows.
+Each layer declares its torch twin (``torch_twin``, a
+:class:`handgrad.layers.declarations.TorchTwin`: module, parameter layout, effect on the
+layout after it); nothing here tests a layer's class. The handgrad layers that hold
+weights (parameters or running statistics) are walked in order, entering chains
+(``Sequential``: children by index, as ``nn.Sequential``) and the containers that declare
+a ``torch_walk`` (``Residual``: ``block.`` then ``shortcut.``; graph ``Model`` s: nodes in
+topological order, children by layer name, a shared layer once), which receive the
+:class:`Walker`. Each gives a :class:`Leaf`: its path, its torch module prefix and one
+:class:`Rule` per torch entry. A layout state follows the tensors (along a chain, along
+each tensor of a graph) so that a ``Dense`` after a ``Flatten`` of maps reorders its rows.
 
 Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
 
@@ -62,31 +65,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..layers import (
-    BatchNorm,
-    ConvND,
-    Dense,
-    Embedding,
-    Flatten,
-    GlobalPool,
-    GroupNorm,
-    InstanceNorm,
-    LayerNorm,
-    MultiHeadAttention,
-    Pool,
-    Recurrent,
-    Reshape,
-    Residual,
-    TiedDense,
-)
+from ..layers import REGISTRY
+from ..layers.declarations import COUNTER, FLATTEN, MAPS, RESET, Layout, introduced
 from ..layers.symbolic import GraphNetwork
 
-COUNTER = "num_batches_tracked"
-
-
-def conv_weight_perm(rank):
-    """Axes taking a handgrad conv weight (*K, C_a, C_b) to torch's (C_b, C_a, *K)."""
-    return (rank + 1, rank, *range(rank))
+__all__ = ["COUNTER", "Leaf", "Rule", "Walker", "weight_leaves"]
 
 
 @dataclass(frozen=True)
@@ -140,98 +123,32 @@ class Leaf:
                 for k in keys]
 
 
-def _norm_rules(layer, flat):
-    rules = [Rule(torch, (hg,), flat_shape=flat) for torch, hg in (
-        ("weight", "gamma"), ("bias", "beta"), ("running_mean", "running_mean"),
-        ("running_var", "running_var")) if hg in layer.parameters or hg in layer.buffers]
-    return rules, "running_mean" in layer.buffers
-
-
-def _mha_rules(layer):
-    t = (1, 0)
-    if layer.packed:
-        rules = [Rule("in_proj_weight", ("W_in",), t)]
-        biases = ("b_in",)
-    else:
-        if layer.key_dim == layer.value_dim == layer.embed_dim:
-            rules = [Rule("in_proj_weight", ("W_q", "W_k", "W_v"), t)]
-        else:
-            rules = [Rule(f"{k}_proj_weight", (f"W_{k}",), t) for k in "qkv"]
-        biases = ("b_q", "b_k", "b_v")
-    if layer.use_bias:
-        rules.append(Rule("in_proj_bias", biases))
-    rules.append(Rule("out_proj.weight", ("W_out",), t))
-    if layer.use_bias:
-        rules.append(Rule("out_proj.bias", ("b_out",)))
-    return rules
-
-
-def _recurrent_rules(layer):
-    rules = []
-    for k in range(layer.num_layers):
-        for d in range(layer.directions):
-            s = layer.parameter_suffix(k, d)
-            rules += [Rule(f"weight_ih{s}", (f"W_ih{s}",), (1, 0)),
-                      Rule(f"weight_hh{s}", (f"W_hh{s}",), (1, 0))]
-            if layer.use_bias:
-                rules += [Rule(f"bias_ih{s}", (f"b_ih{s}",)), Rule(f"bias_hh{s}", (f"b_hh{s}",))]
-    return rules
+def _twin_names():
+    return ", ".join(name for name, cls in sorted(REGISTRY.items())
+                     if cls.torch_twin is not None and cls.torch_twin.has_params)
 
 
 def layer_rules(layer, state):
-    """(rules, has num_batches_tracked) of one layer; updates the layout ``state``."""
-    flat, spatial = state.get("flat"), state.get("spatial")
-    counter = False
-    if isinstance(layer, Dense):
-        rules = [Rule("weight", ("W",), (1, 0), flat_shape=flat)]
+    """(rules, has a step counter) of one layer from its declared torch twin; updates the
+    layout ``state`` (a dict: ``flat``, ``spatial``) by the twin's layout effect."""
+    twin = layer.torch_twin
+    if twin is None:
+        if layer.parameters or layer.buffers:
+            raise ValueError(f"{layer.label} has weights but no torch twin (interop covers "
+                             f"{_twin_names()})")
+        return [], False
+    entries = twin.params(layer, Layout(state.get("flat"), bool(state.get("spatial"))))
+    rules = [Rule(p.name, p.keys, p.perm, state.get("flat") if p.features else None)
+             for p in entries if p.keys]
+    counter = any(not p.keys for p in entries)
+    if twin.layout == RESET:
         state.clear()
-    elif isinstance(layer, ConvND):
-        rules = [Rule("weight", ("W",), conv_weight_perm(layer.rank))]
+    elif twin.layout == MAPS:
         state.clear()
         state["spatial"] = True
-    elif isinstance(layer, GroupNorm) and flat:
-        raise ValueError(f"{layer.label} normalizes features flattened from channels-last "
-                         f"maps, whose groups differ from torch's; it has no torch twin")
-    elif isinstance(layer, LayerNorm) and spatial and layer.min_rank > 1:
-        rank = len(layer.input_shape) - 1
-        if layer.min_rank <= rank:
-            raise ValueError(f"{layer.label} normalizes some but not all axes of a "
-                             f"channels-last map; it has no torch twin")
-        rules, counter = _norm_rules(layer, None)  # (*S, C) -> (C, *S)
-        rules = [Rule(r.name, r.keys, (rank, *range(rank))) for r in rules]
-    elif isinstance(layer, (BatchNorm, InstanceNorm, GroupNorm, LayerNorm)):
-        rules, counter = _norm_rules(layer, flat)
-    elif isinstance(layer, Embedding):
-        rules = [Rule("weight", ("W",))]
-        state.clear()
-    elif isinstance(layer, TiedDense):
-        if flat:
-            raise ValueError(f"{layer.label} projects features flattened from channels-last "
-                             f"maps with a tied table, which no torch twin reorders")
-        rules = [Rule("weight", ("E",), optional=True)]
-        rules += [Rule("bias", ("b",))] if layer.use_bias else []
-        state.clear()
-    elif isinstance(layer, Recurrent):
-        rules = _recurrent_rules(layer)
-        state.clear()
-    elif isinstance(layer, MultiHeadAttention):
-        rules = _mha_rules(layer)
-        state.clear()
-    elif layer.parameters or layer.buffers:
-        raise ValueError(f"{layer.label} has weights but no torch twin (interop covers Dense, "
-                         f"convolutions, normalizations, Embedding, RNN/LSTM/GRU and "
-                         f"MultiHeadAttention)")
-    else:
-        if isinstance(layer, Flatten) and spatial:
-            state["flat"] = tuple(layer.input_shape)
-            state["spatial"] = False
-        elif isinstance(layer, GlobalPool | Reshape):
-            state.clear()
-        elif isinstance(layer, Pool):
-            state["spatial"] = True
-        return [], False
-    if isinstance(layer, (Dense, ConvND)) and layer.use_bias:
-        rules.append(Rule("bias", ("b",)))
+    elif twin.layout == FLATTEN and state.get("spatial"):
+        state["flat"] = tuple(layer.input_shape)
+        state["spatial"] = False
     return rules, counter
 
 
@@ -246,69 +163,84 @@ def _merged_state(layer, states):
     return {"spatial": True} if any(state.get("spatial") for state in states) else {}
 
 
-def _walk_graph(model, path, prefix, states, leaves, named):
-    """Walk the nodes of a graph ``Model`` in topological order; ``states`` are the
-    layout states of its inputs, the states of its outputs are returned. A layer is
-    named by its name (its torch twin is the submodule of that name); a shared layer
-    is walked at its first call, and a later call must see the same layouts."""
-    held = {t.uid: state for t, state in zip(model.inputs, states)}
-    first_calls = {}
-    for node in model.nodes:
-        layer, ins = node.layer, [held[t.uid] for t in node.inputs]
-        name = layer.name
-        target = [] if id(layer) in first_calls else leaves
-        start = len(target)
-        child = (f"{path}{name}.", f"{prefix}{name}.")
-        if isinstance(layer, GraphNetwork):
-            outs = _walk_graph(layer, *child, ins, target, f"{named}{name}.")
+class Walker:
+    """Walks a model and appends the :class:`Leaf` of every layer with weights to
+    ``leaves``; ``path``, ``prefix`` and ``named`` (the path of names below the nearest
+    graph ``Model``, None outside one) locate the layer being walked. A container's
+    ``torch_walk(walker, layouts) -> layouts`` receives it (layouts: the layout states
+    of its inputs, lists of dicts, updated in place along a chain)."""
+
+    def __init__(self, leaves, path="", prefix="", named=None):
+        self.leaves, self.path, self.prefix, self.named = leaves, path, prefix, named
+
+    def _inner(self, name, torch_name=None, leaves=None, graph=False):
+        """The walker of the child ``name`` (torch: ``torch_name``, default the same);
+        ``graph``: a node of a graph, named from the graph's named path."""
+        torch_name = name if torch_name is None else torch_name
+        named = self.named if self.named is not None or not graph else ""
+        return Walker(self.leaves if leaves is None else leaves, f"{self.path}{name}.",
+                      f"{self.prefix}{torch_name}.",
+                      None if named is None else f"{named}{torch_name}.")
+
+    def child(self, name, layer, state):
+        """Walk the child ``name`` of the current container on the layout ``state``."""
+        self._inner(name).visit(layer, state)
+
+    def visit(self, layer, state):
+        """Walk ``layer`` as a step of a chain: ``state`` goes on to the next step."""
+        if layer.torch_walk is not None:
+            outs = layer.torch_walk(self, [state])
+            if len(outs) != 1:
+                raise self._not_a_step(layer)
+            state.clear()
+            state.update(outs[0])
+        elif layer.chain:  # as torch's nn.Sequential, which names its modules by index
+            for index, (name, child) in enumerate(layer.children()):
+                self._inner(name, index).visit(child, state)
+        elif any(True for _ in layer.children()):
+            entered = introduced(REGISTRY, "chain") + introduced(REGISTRY, "torch_walk")
+            raise ValueError(f"{layer.label} ({type(layer).__name__}) has no torch twin "
+                             f"(interop enters {', '.join(entered)} and graph Models)")
         else:
-            state = ins[0] if len(ins) == 1 else _merged_state(layer, ins)
-            state = dict(state)
-            _walk(layer, *child, state, target, f"{named}{name}.")
-            outs = [state] * len(node.outputs)
-        if id(layer) not in first_calls:
-            first_calls[id(layer)] = target[start:]
-        elif [(leaf.path, leaf.rules) for leaf in target] != [
-                (leaf.path, leaf.rules) for leaf in first_calls[id(layer)]]:
-            raise ValueError(f"{layer.label} is shared by calls on tensors of different "
-                             f"layouts (flattened from maps in one, not in another), so its "
-                             f"weights have no single torch twin")
-        held.update((t.uid, dict(state)) for t, state in zip(node.outputs, outs))
-    return [held[t.uid] for t in model.outputs]
+            rules, counter = layer_rules(layer, state)
+            if rules:
+                self.leaves.append(Leaf(layer, self.path, self.prefix, rules, counter,
+                                        self.named))
 
+    @staticmethod
+    def _not_a_step(layer):
+        return ValueError(f"{layer.label} has several inputs or outputs, so it cannot be a "
+                          f"step of a chain")
 
-def _walk(layer, path, prefix, state, leaves, named=None):
-    """Append the :class:`Leaf` of every layer with weights under ``layer``. ``state``
-    carries the layout along a chain; the branches of a ``Residual`` all start from
-    its input's, and the block's goes on after it. ``named`` is the path of names below
-    the nearest graph ``Model`` (None outside one)."""
-    def inner(name):
-        return None if named is None else f"{named}{name}."
-
-    if isinstance(layer, Residual):
-        start = dict(state)
-        for name, child in layer.children():
-            branch = state if child is layer.block else dict(start)
-            _walk(child, f"{path}{name}.", f"{prefix}{name}.", branch, leaves, inner(name))
-        return
-    if isinstance(layer, GraphNetwork):
-        if not layer.single_input or not layer.single_output:
-            raise ValueError(f"{layer.label} has several inputs or outputs, so it cannot be "
-                             f"a step of a chain")
-        out = _walk_graph(layer, path, prefix, [state], leaves, named or "")[0]
-        state.clear()
-        state.update(out)
-        return
-    if layer.chain:  # as torch's nn.Sequential, which names its modules by index
-        for index, (name, child) in enumerate(layer.children()):
-            _walk(child, f"{path}{name}.", f"{prefix}{index}.", state, leaves, inner(index))
-        return
-    if any(True for _ in layer.children()):
-        raise ValueError(f"{layer.label} ({type(layer).__name__}) has no torch twin "
-                         f"(interop enters Sequential, Residual and graph Models)")
-    rules, counter = layer_rules(layer, state)
-    if rules:
-        leaves.append(Leaf(layer, path, prefix, rules, counter, named))
+    def graph(self, model, states):
+        """Walk the nodes of a graph ``model`` in topological order; ``states`` are the
+        layout states of its inputs, the states of its outputs are returned. A layer is
+        named by its name (its torch twin is the submodule of that name); a shared layer
+        is walked at its first call, and a later call must see the same layouts."""
+        if len(states) != len(model.inputs):
+            raise self._not_a_step(model)
+        held = {t.uid: state for t, state in zip(model.inputs, states)}
+        first_calls = {}
+        for node in model.nodes:
+            layer, ins = node.layer, [held[t.uid] for t in node.inputs]
+            target = [] if id(layer) in first_calls else self.leaves
+            start = len(target)
+            inner = self._inner(layer.name, leaves=target, graph=True)
+            if layer.torch_walk is not None:
+                outs = layer.torch_walk(inner, [dict(state) for state in ins])
+            else:
+                state = dict(ins[0]) if len(ins) == 1 else _merged_state(layer, ins)
+                inner.visit(layer, state)
+                outs = [state] * len(node.outputs)
+            if id(layer) not in first_calls:
+                first_calls[id(layer)] = target[start:]
+            elif [(leaf.path, leaf.rules) for leaf in target] != [
+                    (leaf.path, leaf.rules) for leaf in first_calls[id(layer)]]:
+                raise ValueError(f"{layer.label} is shared by calls on tensors of different "
+                                 f"layouts (flattened from maps in one, not in another), so "
+                                 f"its weights have no single torch twin")
+            held.update((t.uid, dict(state)) for t, state in zip(node.outputs, outs))
+        return [held[t.uid] for t in model.outputs]
 
 
 def weight_leaves(owner, model):
@@ -317,8 +249,8 @@ def weight_leaves(owner, model):
         raise ValueError(f"{owner}: the model is not built yet (run it once or call "
                          f"model.build(input_shape))")
     leaves = []
-    if isinstance(model, GraphNetwork):
-        _walk_graph(model, "", "", [{} for _ in model.inputs], leaves, "")
+    if isinstance(model, GraphNetwork):  # the entry: a graph's own inputs, maybe several
+        Walker(leaves, named="").graph(model, [{} for _ in model.inputs])
     else:
-        _walk(model, "", "", {}, leaves)
+        Walker(leaves).visit(model, {})
     return leaves

@@ -23,6 +23,11 @@ class Activation(Layer):
     backward_op = staticmethod(ops.identity_backward)
     gradgrad_op = None  # the second-order kernel (``ops.<name>_gradgrad``), if any
     defaults: typing.ClassVar[dict] = {}
+    receptive_field = "pointwise"
+
+    def onnx_form(self, g, v):
+        """ONNX: the export's conversion of the kernel (``g.activation``)."""
+        return g.activation(self, v)
 
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None, **hyper):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)

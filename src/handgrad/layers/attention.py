@@ -18,6 +18,8 @@ from __future__ import annotations
 from .. import ops
 from .._checks import float_array, positive_int
 from .._hyper import flag, number
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer
 from .caching import keeps_cache
 from .registry import register
@@ -47,6 +49,10 @@ class MultiHeadAttention(Layer):
     """
 
     draws_random = True
+    torch_twin = twins.TorchTwin("MultiheadAttention", twins.attention_params, twins.RESET)
+    onnx_form = onnx_forms.attention
+    onnx_graph_form = onnx_forms.graph_attention
+    receptive_field = "whole"
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
                  packed=True, causal=False, *, name=None, trainable=True, dtype=None,

@@ -20,6 +20,7 @@ from .._checks import describe, float_array, float_dtype, is_int
 from .._named import NamedArrays
 from . import symbolic
 from .caching import forward_scope, keeps_cache
+from .declarations import Declarations
 
 #: ``None``, or while :func:`handgrad.inspect.detect_anomaly` is active a checker called
 #: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
@@ -37,7 +38,7 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-class Layer:
+class Layer(Declarations):
     """Base class of every layer (and of ``Sequential``).
 
     Subclasses implement ``_build(input_shape, rng)`` (create parameters with

@@ -10,6 +10,8 @@ from __future__ import annotations
 from .. import ops
 from .._checks import int_tuple, positive_int
 from ..ops import parse_padding
+from . import declarations as twins
+from . import onnx_forms
 from .base import WeightedLayer
 from .registry import register
 
@@ -17,6 +19,14 @@ from .registry import register
 class ConvND(WeightedLayer):
     """The convolution family: one rank-generic layer; subclasses set ``rank``,
     ``transposed`` and name their kernels (``forward_op``, ``backward_op``)."""
+
+    onnx_form = onnx_forms.conv
+
+    @property
+    def receptive_field(self):
+        """A window (from ``kernel_size``, ``stride``, ``dilation``); a transposed
+        convolution has no single one."""
+        return "n/a" if self.transposed else "window"
 
     rank = 2
     transposed = False
@@ -110,6 +120,8 @@ class Conv1D(ConvND):
     """1-D convolution on (N, L, C_in) -> (N, L_out, out_channels); W (K, C_in // groups,
     out_channels). ``padding`` may be "valid", "same", "causal", an int or pairs."""
 
+    torch_twin = twins.TorchTwin("Conv1d", twins.conv_params, twins.MAPS)
+
     forward_op = staticmethod(ops.conv1d)
     backward_op = staticmethod(ops.conv1d_backward)
     gradgrad_op = staticmethod(ops.conv1d_gradgrad)
@@ -125,6 +137,8 @@ class Conv1D(ConvND):
 class Conv2D(ConvND):
     """2-D convolution on (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
     W (KH, KW, C_in // groups, out_channels)."""
+
+    torch_twin = twins.TorchTwin("Conv2d", twins.conv_params, twins.MAPS)
 
     forward_op = staticmethod(ops.conv2d)
     backward_op = staticmethod(ops.conv2d_backward)
@@ -142,6 +156,8 @@ class ConvTranspose1D(ConvND):
     """1-D transposed convolution (N, L, C_in) -> (N, L_out, out_channels);
     W (K, out_channels // groups, C_in)."""
 
+    torch_twin = twins.TorchTwin("ConvTranspose1d", twins.conv_params, twins.MAPS)
+
     forward_op = staticmethod(ops.conv_transpose1d)
     backward_op = staticmethod(ops.conv_transpose1d_backward)
     gradgrad_op = staticmethod(ops.conv_transpose1d_gradgrad)
@@ -158,6 +174,8 @@ class ConvTranspose1D(ConvND):
 class ConvTranspose2D(ConvND):
     """2-D transposed convolution (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
     W (KH, KW, out_channels // groups, C_in)."""
+
+    torch_twin = twins.TorchTwin("ConvTranspose2d", twins.conv_params, twins.MAPS)
 
     forward_op = staticmethod(ops.conv_transpose2d)
     backward_op = staticmethod(ops.conv_transpose2d_backward)

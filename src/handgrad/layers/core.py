@@ -7,6 +7,8 @@ import math
 from .. import ops
 from .._checks import describe, is_int, positive_int, upstream_grad
 from .._hyper import number
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer, WeightedLayer
 from .registry import register
 
@@ -14,6 +16,10 @@ from .registry import register
 @register
 class Dense(WeightedLayer):
     """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features)."""
+
+    torch_twin = twins.TorchTwin("Linear", twins.dense_params, twins.RESET)
+    onnx_form = onnx_forms.dense
+    receptive_field = "pointwise"
 
     def __init__(self, out_features, bias=True, **kwargs):
         super().__init__(bias=bias, **kwargs)
@@ -60,6 +66,10 @@ def _reshape_double_backward(owner, q, cache):
 class Flatten(Layer):
     """(N, d1, d2, ...) -> (N, d1 * d2 * ...); backward reshapes dy back."""
 
+    torch_twin = twins.TorchTwin("Flatten", layout=twins.FLATTEN)
+    onnx_form = onnx_forms.flatten
+    receptive_field = "whole"
+
     def __init__(self, *, name=None):
         super().__init__(name=name)
 
@@ -80,6 +90,10 @@ class Flatten(Layer):
 @register
 class Reshape(Layer):
     """(N, *in_shape) -> (N, *shape) (one entry may be -1); backward reshapes back."""
+
+    torch_twin = twins.TorchTwin("Unflatten", layout=twins.RESET)
+    onnx_form = onnx_forms.reshape
+    receptive_field = "whole"
 
     def __init__(self, shape, *, name=None):
         super().__init__(name=name)
@@ -123,6 +137,9 @@ class Dropout(Layer):
     ``rows`` is ``(start, total)``: this process holds rows ``start:start + N`` of a global
     batch of ``total``; the mask is drawn for the global batch (``ops.dropout``'s ``rows``),
     so it does not depend on the number of processes."""
+
+    onnx_form = onnx_forms.identity  # inference
+    receptive_field = "pointwise"
 
     communicator = None
     draws_random = True

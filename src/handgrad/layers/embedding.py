@@ -12,6 +12,8 @@ from __future__ import annotations
 from .. import ops
 from .._checks import positive_int
 from ..ops import check_ids, check_padding_idx
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer
 from .caching import keeps_cache
 from .registry import register
@@ -30,6 +32,10 @@ class Embedding(Layer):
     row (an int in [-num_embeddings, num_embeddings) or None) set to zero; that row never
     receives a gradient (PyTorch's ``nn.Embedding``).
     """
+
+    torch_twin = twins.TorchTwin("Embedding", twins.embedding_params, twins.RESET)
+    onnx_form = onnx_forms.embedding
+    takes_ids = True
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, **kwargs):
         super().__init__(**kwargs)

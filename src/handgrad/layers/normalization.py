@@ -16,6 +16,8 @@ from .. import ops
 from .._checks import describe, is_int, positive_int
 from .._hyper import flag, number
 from ..ops import check_normalized_shape
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer
 from .registry import register
 
@@ -25,6 +27,8 @@ class Normalization(Layer):
 
     Subclasses set ``backward_op`` and implement ``_normalize(x, training)``.
     """
+
+    receptive_field = "pointwise"
 
     layout = "(N, ..., C)"
 
@@ -136,6 +140,9 @@ class BatchNorm(RunningNormalization):
     ``allreduce``).
     """
 
+    torch_twin = twins.TorchTwin("BatchNorm1d/2d", twins.norm_params)
+    onnx_form = onnx_forms.batch_norm
+
     backward_op = staticmethod(ops.batch_norm_backward)
     communicator = None
 
@@ -160,6 +167,9 @@ class InstanceNorm(RunningNormalization):
     examples) and evaluation normalizes with them.
     """
 
+    torch_twin = twins.TorchTwin("InstanceNorm1d/2d", twins.norm_params)
+    onnx_form = onnx_forms.instance_norm
+
     backward_op = staticmethod(ops.instance_norm_backward)
     layout = "(N, L, C) or (N, H, W, C)"
 
@@ -182,6 +192,9 @@ class GroupNorm(Normalization):
     """Group normalization of (N, C), (N, L, C) or (N, H, W, C): the C channels split into
     ``num_groups`` contiguous groups, statistics per example and group (PyTorch's GroupNorm
     with the channel axis last). The same computation in training and evaluation."""
+
+    torch_twin = twins.TorchTwin("GroupNorm", twins.group_norm_params)
+    onnx_form = onnx_forms.group_norm
 
     backward_op = staticmethod(ops.group_norm_backward)
 
@@ -215,6 +228,9 @@ class LayerNorm(Normalization):
     neither means ``axes=1``. ``elementwise_affine`` adds gamma (and, with ``bias``, beta)
     of the normalized shape. The same computation in training and evaluation.
     """
+
+    torch_twin = twins.TorchTwin("LayerNorm", twins.layer_norm_params)
+    onnx_form = onnx_forms.layer_norm
 
     backward_op = staticmethod(ops.layer_norm_backward)
     layout = "(N, ..., *normalized_shape)"

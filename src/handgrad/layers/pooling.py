@@ -6,6 +6,8 @@ import numpy as np
 
 from .. import ops
 from .._checks import is_int
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer
 from .registry import register
 
@@ -13,6 +15,10 @@ from .registry import register
 class Pool(Layer):
     """The pooling family: ``forward_op`` applied with the layer's keyword arguments.
     ``common`` holds the arguments of every layer (``trainable``, ``dtype``, ``seed``)."""
+
+    torch_twin = twins.TorchTwin("MaxPool1d/2d, AvgPool1d/2d", layout=twins.MAPS)
+    onnx_form = onnx_forms.pool
+    receptive_field = "pool"
 
     forward_op = staticmethod(ops.max_pool2d)
     backward_op = staticmethod(ops.max_pool2d_backward)
@@ -107,6 +113,10 @@ class AvgPool2D(Pool):
 
 
 class GlobalPool(Pool):
+    torch_twin = twins.TorchTwin("AdaptiveAvgPool/AdaptiveMaxPool", layout=twins.RESET)
+    onnx_form = onnx_forms.global_pool
+    receptive_field = "whole"
+
     def __init__(self, keepdims=False, *, name=None, **common):
         super().__init__(name, common, keepdims=keepdims)
 

@@ -29,6 +29,8 @@ from .. import initializers, ops
 from .._checks import array_module, choice, float_array, positive_int, upstream_grad
 from .._hyper import flag
 from ..ops import RECURRENT_GATES, check_lengths
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer
 from .caching import keeps_cache
 from .registry import register
@@ -39,6 +41,9 @@ _OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward
 
 class Recurrent(Layer):
     """Shared machinery; subclasses set ``cell``. See the module docstring."""
+
+    onnx_form = onnx_forms.recurrent
+    receptive_field = "whole"
 
     cell = ""
 
@@ -238,6 +243,8 @@ class RNN(Recurrent):
     """Elman RNN, h_t = tanh or relu(x_t W_ih + b_ih + h_{t-1} W_hh + b_hh), the twin of
     ``torch.nn.RNN(batch_first=True)``. See the module docstring."""
 
+    torch_twin = twins.TorchTwin("RNN", twins.recurrent_params, twins.RESET)
+
     cell = "rnn"
 
     def __init__(self, hidden_size, num_layers=1, nonlinearity="tanh", bidirectional=False,
@@ -255,6 +262,8 @@ class LSTM(Recurrent):
     """LSTM (gates i, f, g, o), the twin of ``torch.nn.LSTM(batch_first=True)``; states
     are pairs (h, c). See the module docstring."""
 
+    torch_twin = twins.TorchTwin("LSTM", twins.recurrent_params, twins.RESET)
+
     cell = "lstm"
 
     def __init__(self, hidden_size, num_layers=1, bidirectional=False, bias=True,
@@ -267,6 +276,8 @@ class LSTM(Recurrent):
 class GRU(Recurrent):
     """GRU (gates r, z, n, n = tanh(x W_in + b_in + r (h W_hn + b_hn))), the twin of
     ``torch.nn.GRU(batch_first=True)``. See the module docstring."""
+
+    torch_twin = twins.TorchTwin("GRU", twins.recurrent_params, twins.RESET)
 
     cell = "gru"
 

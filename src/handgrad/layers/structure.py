@@ -15,6 +15,7 @@ shortcut(x)`` (identity shortcut when None): dx = dblock(dy) + dshortcut(dy).
 from __future__ import annotations
 
 from .._checks import array_module, describe, float_array, is_int, upstream_grad
+from . import onnx_forms
 from .base import Layer
 from .caching import keeps_cache
 from .registry import REGISTRY, register
@@ -109,6 +110,9 @@ class Merge(Layer):
 class Add(Merge):
     """y = sum of the inputs (all of one shape); backward: dy (a copy) for each input."""
 
+    onnx_graph_form = onnx_forms.add
+    receptive_field = "merge"
+
     def _merge(self, xp, arrays):
         y = arrays[0].copy()
         for x in arrays[1:]:
@@ -122,6 +126,9 @@ class Add(Merge):
 @register
 class Multiply(Merge):
     """y = elementwise product of the inputs; dx_i = dy * prod_{j != i} x_j."""
+
+    onnx_graph_form = onnx_forms.multiply
+    receptive_field = "merge"
 
     def _merge(self, xp, arrays):
         y = arrays[0].copy()
@@ -145,6 +152,15 @@ class Multiply(Merge):
 @register
 class Concatenate(Merge):
     """y = the inputs joined along ``axis`` (not the batch axis); dx_i = dy's slice."""
+
+    onnx_graph_form = onnx_forms.concatenate
+
+    @property
+    def receptive_field(self):
+        """Along the channel axis the inputs' windows merge; along another axis no
+        single window."""
+        rank = len(self.input_shape[0]) + 1 if self.built else 0  # with the batch axis
+        return "merge" if rank and self.axis % rank == rank - 1 else "n/a"
 
     def __init__(self, axis=-1, *, name=None):
         super().__init__(name=name)
@@ -213,6 +229,27 @@ class Residual(Layer):
         yield "block", self.block
         if self.shortcut is not None:
             yield "shortcut", self.shortcut
+
+    # ------------------------------------------------- declarations: branches that add
+    def torch_walk(self, walker, layouts):
+        """Torch interop: each branch starts from the input's layout; the block's goes on."""
+        states = [dict(layouts[0]) for _ in self.children()]
+        for (name, child), state in zip(self.children(), states):
+            walker.child(name, child, state)
+        return states[:1]
+
+    def onnx_form(self, g, v):
+        """Both branches, then Add (in the block's layout)."""
+        block = g.convert(self.block, v)
+        short = v if self.shortcut is None else g.convert(self.shortcut, v)
+        short = g.channels_first(short) if block.first else g.channels_last(short)
+        return g.value(g.op("Add", [block.name, short.name], "residual"), block.shape,
+                       block.first, block.ids)
+
+    def field_walk(self, fields, given):
+        """The largest window of the branches (the identity shortcut keeps the input's)."""
+        branches = [fields.after(child, given[0]) for _, child in self.children()]
+        return [fields.merge(branches + ([given[0]] if self.shortcut is None else []))]
 
     # ----------------------------------------------------------------- config
     def get_config(self):

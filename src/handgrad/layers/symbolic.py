@@ -55,7 +55,36 @@ class GraphNetwork:
     recognize it with ``isinstance`` without importing it. Such a layer has ``inputs``
     and ``outputs`` (SymbolicTensors), ``nodes`` (topological order), ``input_names``,
     ``output_names`` (the output-producing layers' names), ``single_input`` and
-    ``single_output``."""
+    ``single_output``.
+
+    Its declarations (:mod:`.declarations`) hand the consumers' walks its nodes: each
+    receives the consumer's service and calls its graph walk."""
+
+    def torch_walk(self, walker, layouts):
+        return walker.graph(self, layouts)
+
+    def field_walk(self, fields, given):
+        return fields.graph(self, given)
+
+    def onnx_form(self, g, v):
+        """A step of a chain: one input and one output."""
+        if not (self.single_input and self.single_output):
+            raise ValueError(f"export_onnx: {self.label} has several inputs or outputs, so "
+                             f"it cannot be a step of a chain")
+        return g.convert_graph(self, [v])[0]
+
+    def onnx_graph_form(self, g, values, out_shapes):
+        return g.convert_graph(self, values)
+
+    def input_ids(self):
+        return self.single_input and self.input_takes_ids(self.inputs[0])
+
+    def input_takes_ids(self, tensor):
+        """An Input of integer dtype, or one whose every call takes ids (an Embedding)."""
+        if tensor.dtype is not None:
+            return tensor.dtype.kind in "iu"
+        calls = [node for node in self.nodes if any(t is tensor for t in node.inputs)]
+        return bool(calls) and all(len(n.inputs) == 1 and n.layer.input_ids() for n in calls)
 
 
 def call_labels(nodes) -> dict:

@@ -1,5 +1,6 @@
 """ONNX export (opset 17): :mod:`.graph` builds tensors and nodes, :mod:`.converters`
-holds one converter per layer family, :mod:`.export` walks the model."""
+converts the activations by kernel, :mod:`.export` walks the model and hands each layer
+the graph builder for the ONNX form it declares."""
 
 from .export import export_onnx
 

@@ -59,9 +59,11 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
     Residual              both branches, then Add (in the block's layout)
     Sequential            its layers in order (nested models too)
     Model (graph)         its nodes in topological order; Add, Multiply, Concatenate and
-                          attention to other tensors as in :mod:`.merges`
+                          attention to other tensors by their ``onnx_graph_form``
 
-``WaveNetBlock`` and custom layers raise a ValueError naming the layer. Dropout in
+Each layer declares its form (``onnx_form``, :mod:`handgrad.layers.onnx_forms` for the
+built-ins) and receives the graph builder (:class:`Builder`); a layer without one
+(``WaveNetBlock``, a custom layer that declares none) raises a ValueError naming it. Dropout in
 attention and the masks of a cross-attention call are not part of a Sequential
 forward, so they are not exported either.
 
@@ -73,78 +75,58 @@ onnxruntime has no float64 Conv kernel; float64 graphs are valid ONNX all the sa
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from ..._checks import describe
-from ...layers import Embedding, Layer, Residual
+from ...layers import REGISTRY, Layer
+from ...layers.declarations import declared
 from ...layers.symbolic import GraphNetwork
-from .converters import converter
-from .graph import Graph, Value, channels_first, channels_last
-from .merges import multi_converter
+from .converters import _no_export, activation
+from .graph import Graph, Value
 
 OPSET = 17
 IR_VERSION = 8  # the IR version of opset 17, for older runtimes
 
 
-def convert(g, layer, v):
-    """The graph of ``layer`` applied to ``v``; returns the output :class:`Value`.
+class Builder(Graph):
+    """The graph under construction, as the layers' ONNX forms receive it (``g``): the
+    :class:`Graph` services plus the conversion of sub-layers and of activations."""
 
-    A ``Residual`` adds its branches; a chain (``layer.chain``: ``Sequential``) converts
-    its children in order; a graph ``Model`` with one input and one output its nodes;
-    any other layer has a converter of its family or raises."""
-    if isinstance(layer, Residual):
-        block = convert(g, layer.block, v)
-        short = v if layer.shortcut is None else convert(g, layer.shortcut, v)
-        short = channels_first(g, short) if block.first else channels_last(g, short)
-        return replace(block, name=g.op("Add", [block.name, short.name], "residual"))
-    if isinstance(layer, GraphNetwork):
-        if not (layer.single_input and layer.single_output):
-            raise ValueError(f"export_onnx: {layer.label} has several inputs or outputs, so "
-                             f"it cannot be a step of a chain")
-        return convert_graph(g, layer, [v])[0]
-    if layer.chain:
-        for _, child in layer.children():
-            v = convert(g, child, v)
-        return v
-    out_shape = tuple(layer.output_shape(v.shape))
-    return converter(layer)(g, layer, v, out_shape)
+    def convert(self, layer, v):
+        """The graph of ``layer`` applied to ``v``; returns the output :class:`Value`: a
+        chain (``layer.chain``) converts its children in order, any other layer adds
+        the nodes its ``onnx_form`` declares (a layer without one raises)."""
+        if layer.chain:
+            for _, child in layer.children():
+                v = self.convert(child, v)
+            return v
+        if layer.onnx_form is None:
+            raise _no_export(layer)
+        return layer.onnx_form(self, v)
 
+    def convert_graph(self, model, values):
+        """The output :class:`Value` s of the graph ``model`` given its input Values: every
+        node in topological order, each reading the Values its input tensors hold; a
+        call converts by its layer's ``onnx_graph_form`` if it has one, else on one
+        tensor as :meth:`convert` does."""
+        held = {t.uid: v for t, v in zip(model.inputs, values)}
+        for node in model.nodes:
+            layer, ins = node.layer, [held[t.uid] for t in node.inputs]
+            if layer.onnx_graph_form is not None:
+                outs = layer.onnx_graph_form(self, ins, [t.shape for t in node.outputs])
+            elif len(ins) == 1:
+                outs = [self.convert(layer, ins[0])]
+            else:
+                raise ValueError(
+                    f"export_onnx: {layer.label} ({type(layer).__name__}) is called on "
+                    f"several tensors and has no ONNX export for that; exportable: "
+                    f"{', '.join(declared(REGISTRY, 'onnx_graph_form'))}")
+            held.update((t.uid, v) for t, v in zip(node.outputs, outs))
+        return [held[t.uid] for t in model.outputs]
 
-def convert_graph(g, model, values):
-    """The output :class:`Value` s of the graph ``model`` given its input Values: every
-    node in topological order, each reading the Values its input tensors hold."""
-    held = {t.uid: v for t, v in zip(model.inputs, values)}
-    for node in model.nodes:
-        layer, ins = node.layer, [held[t.uid] for t in node.inputs]
-        if isinstance(layer, GraphNetwork):
-            outs = convert_graph(g, layer, ins)
-        elif len(ins) == 1:
-            outs = [convert(g, layer, ins[0])]
-        else:
-            outs = [multi_converter(layer)(g, layer, ins, node.outputs[0].shape)]
-        held.update((t.uid, v) for t, v in zip(node.outputs, outs))
-    return [held[t.uid] for t in model.outputs]
-
-
-def _takes_ids(layer):
-    """Whether ``layer`` takes int64 ids: it starts with an ``Embedding`` (through the
-    first child of a chain or a ``Residual`` and the Input of a one-input graph)."""
-    if isinstance(layer, GraphNetwork):
-        return layer.single_input and _input_takes_ids(layer, layer.inputs[0])
-    if layer.chain or isinstance(layer, Residual):
-        for _, child in layer.children():
-            return _takes_ids(child)
-    return isinstance(layer, Embedding)
-
-
-def _input_takes_ids(model, tensor):
-    """An Input of integer dtype, or one whose every call starts with an Embedding."""
-    if tensor.dtype is not None:
-        return tensor.dtype.kind in "iu"
-    calls = [node for node in model.nodes if any(t is tensor for t in node.inputs)]
-    return bool(calls) and all(len(n.inputs) == 1 and _takes_ids(n.layer) for n in calls)
+    def activation(self, layer, v):
+        """An activation by its kernel (see :mod:`.converters`)."""
+        return activation(self, layer, v, tuple(layer.output_shape(v.shape)))
 
 
 def _unique(names, taken):
@@ -169,7 +151,7 @@ def _graph_inputs(model, input_shape):
             raise ValueError(f"export_onnx: the input shapes of {model.label} are those of "
                              f"its Inputs, {expected}; received input_shape={input_shape!r}")
         names = _unique(model.input_names, set())
-        return [(name, t.shape, _input_takes_ids(model, t))
+        return [(name, t.shape, model.input_takes_ids(t))
                 for name, t in zip(names, model.inputs)]
     if input_shape is None:
         if not model.built:
@@ -183,7 +165,7 @@ def _graph_inputs(model, input_shape):
     input_shape = tuple(int(d) for d in input_shape)
     if not model.built:
         model.build(input_shape)
-    return [("input", input_shape, _takes_ids(model))]
+    return [("input", input_shape, model.input_ids())]
 
 
 def _as_shapes(value):
@@ -197,7 +179,7 @@ def _as_shapes(value):
 def _name_output(g, v, name, renamed):
     """Give the graph output ``name`` to the Value ``v`` (channels last): rename its
     producer's output when nothing else reads it, else add an Identity."""
-    v = channels_last(g, v)
+    v = g.channels_last(v)
     source = renamed.get(v.name, v.name)
     producer = next((n for n in g.nodes if source in n.output), None)
     if producer is None or source != v.name or any(source in n.input for n in g.nodes):
@@ -230,9 +212,9 @@ def export_onnx(model, path, input_shape=None):
     graph_model = isinstance(model, GraphNetwork)
     taken = {name for name, _, _ in inputs}
     output_names = _unique(model.output_names, taken) if graph_model else ["output"]
-    g = Graph(onnx, model.dtype, reserved=taken)
+    g = Builder(onnx, model.dtype, reserved=taken)
     values = [Value(name, shape, ids=ids) for name, shape, ids in inputs]
-    outs = convert_graph(g, model, values) if graph_model else [convert(g, model, values[0])]
+    outs = g.convert_graph(model, values) if graph_model else [g.convert(model, values[0])]
     renamed, outputs = {}, []
     for name, out in zip(output_names, outs):
         out = _name_output(g, out, name, renamed)

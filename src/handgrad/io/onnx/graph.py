@@ -66,6 +66,19 @@ class Graph:
         self.nodes.append(node)
         return names[0] if outputs == 1 else names
 
+    # the layout services a layer's ``onnx_form`` uses (it receives the graph)
+    @staticmethod
+    def value(name, shape, first=False, ids=False):
+        """A :class:`Value`: the tensor ``name`` of per-example ``shape`` (channels last),
+        held channels first when ``first``."""
+        return Value(name, tuple(shape), bool(first), ids)
+
+    def channels_first(self, v):
+        return channels_first(self, v)
+
+    def channels_last(self, v):
+        return channels_last(self, v)
+
 
 def channels_first(g, v):
     """``v`` with channels on axis 1 (a Transpose if it is channels last)."""

@@ -1,0 +1,325 @@
+"""The ONNX forms of the built-in layers, named by their classes (``onnx_form =
+onnx_forms.dense``, as a kernel is named by ``forward_op``).
+
+A form is a method ``form(layer, g, v) -> Value``: it adds the nodes computing
+``layer`` on the graph value ``v`` to the builder ``g`` (from :mod:`handgrad.io.onnx`,
+passed in) and returns the result. ``g`` offers ``op``, ``const``, ``ints``,
+``channels_first(v)``, ``channels_last(v)``, ``value(name, shape, first)``,
+``convert(layer, v)`` and ``convert_graph(model, values)``; a value has ``name``,
+``shape`` (per example, channels last), ``first`` (held channels first), ``rank``
+(with the batch axis) and ``ids``. A graph form ``form(layer, g, values, out_shapes)
+-> [Value]`` converts one call in a graph ``Model`` (on the list ``values``, one value
+per output).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from .declarations import conv_weight_perm
+
+
+def _out(layer, g, v, name, first=None):
+    """The value ``name``: ``layer``'s output on ``v``, in ``v``'s layout unless ``first``."""
+    return g.value(name, tuple(layer.output_shape(v.shape)), v.first if first is None else first)
+
+
+# ------------------------------------------------------------------ dense and shapes
+def dense(layer, g, v):
+    """MatMul (+ Add), on any leading axes."""
+    v = g.channels_last(v)
+    y = g.op("MatMul", [v.name, g.const(layer.parameters["W"], "W")], "dense")
+    if layer.use_bias:
+        y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "dense")
+    return _out(layer, g, v, y)
+
+
+def flatten(layer, g, v):
+    v = g.channels_last(v)
+    return _out(layer, g, v, g.op("Flatten", [v.name], "flatten", axis=1))
+
+
+def reshape(layer, g, v):
+    v = g.channels_last(v)
+    return _out(layer, g, v, g.op("Reshape", [v.name, g.ints([0, *layer.shape])], "reshape"))
+
+
+def identity(layer, g, v):
+    """Inference: nothing to compute (dropout)."""
+    return v
+
+
+# ------------------------------------------------------------- convolution, pooling
+def conv(layer, g, v):
+    """Conv / ConvTranspose with explicit (begin, end) pads."""
+    v = g.channels_first(v)
+    w, n = layer.parameters["W"], layer.rank
+    spatial, kernel = v.shape[:-1], w.shape[:n]
+    if layer.transposed:
+        geometry = ops.conv_transpose_geometry(
+            spatial, kernel, stride=layer.stride, padding=layer.padding,
+            output_padding=layer.output_padding, dilation=layer.dilation, op=layer.label)
+        # the adjoint convolution's pad_after is the end padding minus output_padding
+        extra = {"output_padding": [max(-a.pad_after, 0) for a in geometry.axes]}
+    else:
+        geometry = ops.conv_geometry(spatial, kernel, stride=layer.stride,
+                                     padding=layer.padding, dilation=layer.dilation,
+                                     op=layer.label)
+        extra = {}
+    inputs = [v.name, g.const(w.transpose(conv_weight_perm(n)), "W")]
+    if layer.use_bias:
+        inputs.append(g.const(layer.parameters["b"], "b"))
+    y = g.op("ConvTranspose" if layer.transposed else "Conv", inputs, "conv",
+             kernel_shape=list(kernel), strides=list(layer.stride),
+             dilations=list(layer.dilation), group=layer.groups,
+             pads=[*geometry.pads_begin, *geometry.pads_end], **extra)
+    return _out(layer, g, v, y)
+
+
+MAX_POOLS = (ops.max_pool1d, ops.max_pool2d)
+
+
+def pool(layer, g, v):
+    """MaxPool, or AveragePool (count_include_pad as an explicit zero Pad)."""
+    v = g.channels_first(v)
+    kw = layer.kwargs
+    geometry = ops.pool_geometry(v.shape[:-1], kw["kernel_size"], stride=kw["stride"],
+                                 padding=kw["padding"], dilation=kw.get("dilation", 1),
+                                 ceil_mode=kw["ceil_mode"], op=layer.label)
+    axes = geometry.axes
+    attrs = {"kernel_shape": [a.kernel for a in axes], "strides": [a.stride for a in axes]}
+    begins, ends = list(geometry.pads_begin), list(geometry.pads_end)
+    x = v.name
+    if layer.forward_op in MAX_POOLS:
+        y = g.op("MaxPool", [x], "max_pool", dilations=[a.dilation for a in axes],
+                 pads=begins + ends, **attrs)
+        return _out(layer, g, v, y)
+    if kw["count_include_pad"] and any(p for pair in geometry.padding for p in pair):
+        # zero padding that counts in the divisor, then windows clipped to it
+        user_ends = [after for _, after in geometry.padding]
+        x = g.op("Pad", [x, g.ints([0, 0, *begins, 0, 0, *user_ends], "pads")], "pad")
+        ends = [max(e - u, 0) for e, u in zip(ends, user_ends)]
+        begins = [0] * len(axes)
+    y = g.op("AveragePool", [x], "avg_pool", pads=begins + ends, count_include_pad=0,
+             **attrs)
+    return _out(layer, g, v, y)
+
+
+def global_pool(layer, g, v):
+    keep = layer.kwargs["keepdims"]
+    axes = list(range(2, v.rank)) if v.first else list(range(1, v.rank - 1))
+    op = "ReduceMax" if layer.forward_op is ops.global_max_pool else "ReduceMean"
+    y = g.op(op, [v.name], "global_pool", axes=axes, keepdims=int(keep))
+    return _out(layer, g, v, y, v.first and keep)
+
+
+# -------------------------------------------------------------------- normalization
+def _channel(g, v, vector, hint):
+    """A per-channel constant shaped to broadcast against ``v`` in its layout."""
+    shape = (-1, *([1] * (v.rank - 2))) if v.first else (-1,)
+    return g.const(np.reshape(vector, shape), hint)
+
+
+def _standardize(g, x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over ``axes`` (biased variance)."""
+    mean = g.op("ReduceMean", [x], "mean", axes=axes, keepdims=1)
+    centered = g.op("Sub", [x, mean], "centered")
+    var = g.op("ReduceMean", [g.op("Mul", [centered, centered], "square")], "var", axes=axes,
+               keepdims=1)
+    std = g.op("Sqrt", [g.op("Add", [var, g.const(eps, "eps")], "var_eps")], "std")
+    return g.op("Div", [centered, std], "normalized")
+
+
+def _affine(g, layer, v, y):
+    gamma, beta = layer.parameters.get("gamma"), layer.parameters.get("beta")
+    if gamma is not None:
+        y = g.op("Mul", [y, _channel(g, v, gamma, "gamma")], "scaled")
+    if beta is not None:
+        y = g.op("Add", [y, _channel(g, v, beta, "beta")], "shifted")
+    return y
+
+
+def _running_norm(layer, g, v, batch_statistics):
+    """Running statistics if kept (BatchNormalization), else the statistics over the
+    batch and spatial axes (``batch_statistics``) or the spatial axes only."""
+    mean = layer.buffers.get("running_mean")
+    if mean is not None:
+        v = g.channels_first(v)
+        channels = mean.shape[0]
+        gamma, beta = layer.parameters.get("gamma"), layer.parameters.get("beta")
+        inputs = [v.name, g.const(np.ones(channels) if gamma is None else gamma, "gamma"),
+                  g.const(np.zeros(channels) if beta is None else beta, "beta"),
+                  g.const(mean, "running_mean"), g.const(layer.buffers["running_var"],
+                                                         "running_var")]
+        y = g.op("BatchNormalization", inputs, "batch_norm", epsilon=layer.eps)
+        return _out(layer, g, v, y)
+    spatial = list(range(2, v.rank)) if v.first else list(range(1, v.rank - 1))
+    axes = [0, *spatial] if batch_statistics else spatial
+    return _out(layer, g, v, _affine(g, layer, v, _standardize(g, v.name, axes, layer.eps)))
+
+
+def batch_norm(layer, g, v):
+    return _running_norm(layer, g, v, True)
+
+
+def instance_norm(layer, g, v):
+    return _running_norm(layer, g, v, False)
+
+
+def group_norm(layer, g, v):
+    v = g.channels_last(v)
+    *spatial, channels = v.shape
+    groups = layer.num_groups
+    x = g.op("Reshape", [v.name, g.ints([0, *spatial, groups, channels // groups])], "groups")
+    y = _standardize(g, x, [*range(1, v.rank - 1), v.rank], layer.eps)
+    y = g.op("Reshape", [y, g.ints([0, *v.shape])], "ungroup")
+    return _out(layer, g, v, _affine(g, layer, v, y))
+
+
+def layer_norm(layer, g, v):
+    v = g.channels_last(v)
+    shape = layer.param_shape(v.shape)
+    gamma, beta = layer.parameters.get("gamma"), layer.parameters.get("beta")
+    inputs = [v.name, g.const(np.ones(shape) if gamma is None else gamma, "gamma")]
+    if beta is not None:
+        inputs.append(g.const(beta, "beta"))
+    y = g.op("LayerNormalization", inputs, "layer_norm", axis=-len(shape), epsilon=layer.eps)
+    return _out(layer, g, v, y)
+
+
+# ------------------------------------------------------------ embedding, sequences
+def embedding(layer, g, v):
+    if not v.ids:
+        raise ValueError(f"export_onnx: {layer.label} must be the model's first layer (its "
+                         f"input is the graph's int64 ids)")
+    return _out(layer, g, v, g.op("Gather", [g.const(layer.parameters["W"], "W"), v.name],
+                                  "embedding", axis=0), False)
+
+
+_GATE_ORDER = {"rnn": [0], "lstm": [0, 3, 1, 2], "gru": [1, 0, 2]}  # torch -> ONNX blocks
+
+
+def _gates(array, cell):
+    """Reorder the gate blocks of the last axis from torch's order to ONNX's."""
+    blocks = np.split(array, len(_GATE_ORDER[cell]), axis=-1)
+    return np.concatenate([blocks[i] for i in _GATE_ORDER[cell]], axis=-1)
+
+
+def recurrent(layer, g, v):
+    """One RNN/LSTM/GRU node per stacked layer, time major inside."""
+    v = g.channels_last(v)
+    p, cell, hidden, dirs = layer.parameters, layer.cell, layer.hidden_size, layer.directions
+    x = g.op("Transpose", [v.name], "time_major", perm=[1, 0, 2])  # (T, N, F)
+    attrs = {"hidden_size": hidden,
+             "direction": "bidirectional" if dirs == 2 else "forward"}
+    if cell == "gru":
+        attrs["linear_before_reset"] = 1
+    if cell == "rnn":
+        attrs["activations"] = ["Relu" if layer.nonlinearity == "relu" else "Tanh"] * dirs
+    for k in range(layer.num_layers):
+        s = [layer.parameter_suffix(k, d) for d in range(dirs)]
+        w = np.stack([_gates(p[f"W_ih{sfx}"], cell).T for sfx in s])
+        r = np.stack([_gates(p[f"W_hh{sfx}"], cell).T for sfx in s])
+        inputs = [x, g.const(w, "W"), g.const(r, "R")]
+        if layer.use_bias:
+            inputs.append(g.const(np.stack([np.concatenate(
+                [_gates(p[f"b_ih{sfx}"], cell), _gates(p[f"b_hh{sfx}"], cell)]) for sfx in s]),
+                "B"))
+        y, y_h = g.op(cell.upper(), inputs, cell, outputs=2, **attrs)  # (T, D, N, H), (D, N, H)
+        y = g.op("Transpose", [y], "y", perm=[0, 2, 1, 3])
+        x = g.op("Reshape", [y, g.ints([0, 0, dirs * hidden])], "y")  # (T, N, D*H)
+    if layer.return_sequences:
+        out = g.op("Transpose", [x], "batch_major", perm=[1, 0, 2])
+    else:
+        last = g.op("Transpose", [y_h], "h_n", perm=[1, 0, 2])
+        out = g.op("Reshape", [last, g.ints([0, dirs * hidden])], "h_n")
+    return _out(layer, g, v, out)
+
+
+def _attend(layer, g, v, out_shape, key=None, value=None):
+    """Attention of the query ``v`` to ``key`` and ``value`` (None: self-attention, or
+    ``value = key``): heads split by Reshape/Transpose, softmax(q k^T / sqrt(d)) v."""
+    v = g.channels_last(v)
+    key = v if key is None else g.channels_last(key)
+    value = key if value is None else g.channels_last(value)
+    p, e, heads = layer.parameters, layer.embed_dim, layer.num_heads
+    steps, d = v.shape[0], e // heads
+    if layer.packed:
+        weights = np.split(p["W_in"], 3, axis=1)
+        biases = np.split(p["b_in"], 3) if layer.use_bias else [None] * 3
+    else:
+        weights = [p["W_q"], p["W_k"], p["W_v"]]
+        biases = [p.get("b_q"), p.get("b_k"), p.get("b_v")]
+    split = g.ints([0, -1, heads, d], "heads")
+    parts = []
+    for role, source, w, b, perm in zip("qkv", (v, key, value), weights, biases,
+                                        ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3])):
+        y = g.op("MatMul", [source.name, g.const(w, f"W_{role}")], role)
+        if b is not None:
+            y = g.op("Add", [y, g.const(b, f"b_{role}")], role)
+        y = g.op("Reshape", [y, split], role)
+        parts.append(g.op("Transpose", [y], role, perm=perm))  # k: (N, H, d, T)
+    scores = g.op("MatMul", [parts[0], parts[1]], "scores")
+    scores = g.op("Mul", [scores, g.const(1 / math.sqrt(d), "scale")], "scores")
+    if layer.causal:  # query i sees keys j <= i
+        mask = np.triu(np.full((steps, key.shape[0]), -np.inf), k=1)
+        scores = g.op("Add", [scores, g.const(mask, "causal_mask")], "scores")
+    probs = g.op("Softmax", [scores], "attention", axis=-1)
+    ctx = g.op("Transpose", [g.op("MatMul", [probs, parts[2]], "context")], "context",
+               perm=[0, 2, 1, 3])
+    ctx = g.op("Reshape", [ctx, g.ints([0, steps, e])], "context")
+    y = g.op("MatMul", [ctx, g.const(p["W_out"], "W_out")], "attention_out")
+    if layer.use_bias:
+        y = g.op("Add", [y, g.const(p["b_out"], "b_out")], "attention_out")
+    return g.value(y, tuple(out_shape), False)
+
+
+def attention(layer, g, v):
+    """Self-attention."""
+    return _attend(layer, g, v, layer.output_shape(v.shape))
+
+
+def graph_attention(layer, g, values, out_shapes):
+    """mha(query), mha([query, key_value]) or mha([query, key, value]) in a graph."""
+    return [_attend(layer, g, values[0], out_shapes[0], *values[1:])]
+
+
+# --------------------------------------------------------------- merges (graph forms)
+def _aligned(g, values):
+    """``(values in one layout, whether it is channels first)``: the first one's when it
+    is held channels first, else channels last (a merge in a conv section adds no
+    Transpose)."""
+    first = values[0].first and all(v.rank >= 3 for v in values)
+    return [g.channels_first(v) if first else g.channels_last(v) for v in values], first
+
+
+def add(layer, g, values, out_shapes):
+    """Sum of the inputs, in one layout."""
+    values, first = _aligned(g, values)
+    return [g.value(g.op("Sum", [v.name for v in values], "add"), out_shapes[0], first)]
+
+
+def multiply(layer, g, values, out_shapes):
+    """Mul, input by input, in one layout."""
+    values, first = _aligned(g, values)
+    y = values[0].name
+    for v in values[1:]:
+        y = g.op("Mul", [y, v.name], "multiply")
+    return [g.value(y, out_shapes[0], first)]
+
+
+def concatenate(layer, g, values, out_shapes):
+    """Concat: on the channel axis of maps held channels first, axis 1; otherwise
+    channels last on handgrad's axis."""
+    rank = values[0].rank  # with the batch axis
+    axis = layer.axis % rank
+    if axis == rank - 1 and values[0].first and rank >= 3:  # channels, held channels first
+        values = [g.channels_first(v) for v in values]
+        return [g.value(g.op("Concat", [v.name for v in values], "concatenate", axis=1),
+                        out_shapes[0], True)]
+    values = [g.channels_last(v) for v in values]
+    return [g.value(g.op("Concat", [v.name for v in values], "concatenate", axis=axis),
+                    out_shapes[0], False)]
