@@ -28,6 +28,8 @@ def _name(index, per_example):
 class Merge(Layer):
     """Base of the merge layers: checks the list of inputs, keeps (shape, dtype) caches."""
 
+    receptive_field = "merge"  # the largest of the inputs' windows
+
     def __init__(self, *, name=None):
         super().__init__(name=name)
 
@@ -111,7 +113,6 @@ class Add(Merge):
     """y = sum of the inputs (all of one shape); backward: dy (a copy) for each input."""
 
     onnx_graph_form = onnx_forms.add
-    receptive_field = "merge"
 
     def _merge(self, xp, arrays):
         y = arrays[0].copy()
@@ -128,7 +129,6 @@ class Multiply(Merge):
     """y = elementwise product of the inputs; dx_i = dy * prod_{j != i} x_j."""
 
     onnx_graph_form = onnx_forms.multiply
-    receptive_field = "merge"
 
     def _merge(self, xp, arrays):
         y = arrays[0].copy()
