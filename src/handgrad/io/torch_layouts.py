@@ -138,8 +138,8 @@ def layer_rules(layer, state):
                              f"{_twin_names()})")
         return [], False
     entries = twin.params(layer, Layout(state.get("flat"), bool(state.get("spatial"))))
-    rules = [Rule(p.name, p.keys, p.perm, state.get("flat") if p.features else None)
-             for p in entries if p.keys]
+    rules = [Rule(p.name, p.keys, p.perm, state.get("flat") if p.features else None,
+                  p.optional) for p in entries if p.keys]
     counter = any(not p.keys for p in entries)
     if twin.layout == RESET:
         state.clear()

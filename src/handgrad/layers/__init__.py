@@ -20,7 +20,7 @@ from .activations import (
     Tanh,
 )
 from .attention import MultiHeadAttention
-from .base import Layer, WeightedLayer
+from .base import Layer
 from .conv import Conv1D, Conv2D, ConvND, ConvTranspose1D, ConvTranspose2D, Deconv2D
 from .core import Dense, Dropout, Flatten, Reshape
 from .embedding import Embedding
@@ -49,3 +49,4 @@ from .registry import REGISTRY, register
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied
 from .wavenet import WaveNetBlock
+from .weighted import WeightedLayer

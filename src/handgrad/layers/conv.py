@@ -12,8 +12,8 @@ from .._checks import int_tuple, positive_int
 from ..ops import parse_padding
 from . import declarations as twins
 from . import onnx_forms
-from .base import WeightedLayer
 from .registry import register
+from .weighted import WeightedLayer
 
 
 class ConvND(WeightedLayer):

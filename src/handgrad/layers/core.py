@@ -9,8 +9,9 @@ from .._checks import describe, is_int, positive_int, upstream_grad
 from .._hyper import number
 from . import declarations as twins
 from . import onnx_forms
-from .base import Layer, WeightedLayer
+from .base import Layer
 from .registry import register
+from .weighted import WeightedLayer
 
 
 @register

@@ -52,12 +52,14 @@ class TorchParam:
     arrays ``keys`` (parameters or buffers) joined on their last axis, then transposed by
     ``perm`` (None: as is). ``features``: the leading axis runs over the input features,
     so it is reordered from (*S, C) to (C, *S) after a ``Flatten`` of maps. No ``keys``:
-    a step counter torch keeps (ignored on import, 0 on export)."""
+    a step counter torch keeps (ignored on import, 0 on export). ``optional``: a tied
+    weight, which a torch file may hold once, under its other owner's name."""
 
     name: str
     keys: tuple = ()
     perm: tuple | None = None
     features: bool = False
+    optional: bool = False
 
 
 def _no_params(layer, layout):
@@ -162,6 +164,14 @@ def layer_norm_params(layer, layout):
                          f"channels-last map; it has no torch twin")
     return [replace(p, perm=(rank, *range(rank)), features=False)
             for p in norm_params(layer, layout)]
+
+
+def tied_dense_params(layer, layout):
+    """Linear whose weight is the Embedding's table (V, D): weight = E (optional), bias."""
+    if layout.flat:
+        raise ValueError(f"{layer.label} projects features flattened from channels-last "
+                         f"maps with a tied table, which no torch twin reorders")
+    return [TorchParam("weight", ("E",), optional=True), *_bias(layer)]
 
 
 def recurrent_params(layer, layout):

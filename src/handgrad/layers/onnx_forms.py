@@ -37,6 +37,16 @@ def dense(layer, g, v):
     return _out(layer, g, v, y)
 
 
+def tied_dense(layer, g, v):
+    """MatMul with the transpose of the Embedding's table (the Gather's initializer)."""
+    v = g.channels_last(v)
+    table_t = g.op("Transpose", [g.const(layer.table, "W")], "tied_table", perm=[1, 0])
+    y = g.op("MatMul", [v.name, table_t], "tied_dense")
+    if layer.use_bias:
+        y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "tied_dense")
+    return _out(layer, g, v, y)
+
+
 def flatten(layer, g, v):
     v = g.channels_last(v)
     return _out(layer, g, v, g.op("Flatten", [v.name], "flatten", axis=1))

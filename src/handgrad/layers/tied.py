@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from .. import initializers, ops
 from .._checks import describe
+from . import declarations as twins
+from . import onnx_forms
 from .base import Layer
 from .embedding import Embedding
 from .registry import register
@@ -31,6 +33,10 @@ class TiedDense(Layer):
     ``nn.Linear`` bias, U(+-1/sqrt(D)). Backward: dh = dy E, dE = dy^T h (added to the
     Embedding's gradient), db = sum of dy over the leading axes.
     """
+
+    torch_twin = twins.TorchTwin("Linear", twins.tied_dense_params, twins.RESET)
+    onnx_form = onnx_forms.tied_dense
+    receptive_field = "pointwise"
 
     def __init__(self, embedding, use_bias=True, *, name=None, trainable=True, dtype=None,
                  seed=None):
