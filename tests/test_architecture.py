@@ -285,7 +285,17 @@ def registrations(name):
                 and node.value.args and isinstance(node.value.args[0], ast.Constant)
                 and node.value.args[0].value == node.targets[0].id):
             names.add(node.targets[0].id)
-    return names
+    return names | declared_layers(name, factories)
+
+
+def declared_layers(name, factories):
+    """The classes that a factory of module ``name`` makes from op declarations (an
+    activation declared with ``layer="ReLU"`` beside its op, ``handgrad.ops.declare``)."""
+    if not factories:
+        return set()
+    module = importlib.import_module(name)
+    return {key for key, cls in vars(module).items() if isinstance(cls, type)
+            and getattr(getattr(cls, "declaration", None), "layer", None) == key}
 
 
 def test_layers_register_where_they_are_defined():

@@ -4,21 +4,8 @@ Each layer registers itself where it is defined (``@register``, :mod:`.registry`
 this package only gathers the public names, the family bases included (``ConvND``,
 ``Pool``, ``GlobalPool``, ``Recurrent``, ``Normalization``, ``Merge``, ``Activation``)."""
 
-from .activations import (
-    ELU,
-    GELU,
-    SELU,
-    Activation,
-    HardSigmoid,
-    Identity,
-    LeakyReLU,
-    LogSoftmax,
-    ReLU,
-    Sigmoid,
-    Softmax,
-    Softplus,
-    Tanh,
-)
+# Activation, and one class per declared activation (ReLU, GELU, ...: ops/declare.py).
+from .activations import *  # noqa: F403
 from .attention import MultiHeadAttention
 from .base import Layer
 from .conv import Conv1D, Conv2D, ConvND, ConvTranspose1D, ConvTranspose2D, Deconv2D

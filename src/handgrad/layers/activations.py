@@ -16,7 +16,9 @@ class Activation(Layer):
     """y = f(x) elementwise (softmax: along ``axis``); no parameters.
 
     Subclasses name their kernels (``forward_op``, ``backward_op``) and hyper-parameters;
-    values are validated in ``__init__`` by calling the op once on a tiny array.
+    values are validated in ``__init__`` by calling the op once on a tiny array. The first
+    hyper-parameter may be given by position (``LeakyReLU(0.2)``). One subclass is made
+    for each op declared with a ``layer`` name (:mod:`handgrad.ops.declare`).
     """
 
     forward_op = staticmethod(ops.identity)
@@ -29,8 +31,18 @@ class Activation(Layer):
         """ONNX: the export's conversion of the kernel (``g.activation``)."""
         return g.activation(self, v)
 
-    def __init__(self, *, name=None, trainable=True, dtype=None, seed=None, **hyper):
+    def __init__(self, *args, name=None, trainable=True, dtype=None, seed=None, **hyper):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
+        if args:
+            first = next(iter(self.defaults), None)
+            if len(args) > 1 or first is None:
+                raise TypeError(f"{type(self).__name__}: takes at most one positional "
+                                f"argument, its first hyper-parameter ({first or 'none'}); "
+                                f"received {len(args)}")
+            if first in hyper:
+                raise TypeError(f"{type(self).__name__}: {first!r} given by position and "
+                                f"by keyword")
+            hyper[first] = args[0]
         unknown = set(hyper) - set(self.defaults)
         if unknown:
             raise TypeError(f"{type(self).__name__}: unexpected argument(s) {sorted(unknown)}; "
@@ -61,47 +73,18 @@ class Activation(Layer):
         return (*self.gradgrad_op(q, dy, cache), {})
 
 
-def _activation(class_name, forward_op, backward_op, doc, gradgrad_op=None, **defaults):
-    """A registered :class:`Activation` subclass for one op pair (and its second-order
-    kernel, where it has one)."""
-    namespace = {"forward_op": staticmethod(forward_op),
-                 "backward_op": staticmethod(backward_op), "defaults": defaults,
-                 "gradgrad_op": None if gradgrad_op is None else staticmethod(gradgrad_op),
-                 "__doc__": doc, "__module__": __name__}
-    return register(type(class_name, (Activation,), namespace))
+def _activation(decl):
+    """A registered :class:`Activation` subclass for one declared op (its kernels, and
+    its hyper-parameters with their defaults from the forward's signature)."""
+    gradgrad = decl.gradgrad and staticmethod(decl.gradgrad)
+    namespace = {"forward_op": staticmethod(decl.forward),
+                 "backward_op": staticmethod(decl.backward), "gradgrad_op": gradgrad,
+                 "defaults": decl.hyper, "declaration": decl, "__module__": __name__,
+                 "__doc__": decl.forward.__doc__.split(". ")[0].strip() + "."}
+    return register(type(decl.layer, (Activation,), namespace))
 
 
-Identity = _activation("Identity", ops.identity, ops.identity_backward,
-                  "y = x.",
-                  gradgrad_op=ops.identity_gradgrad)
-ReLU = _activation("ReLU", ops.relu, ops.relu_backward,
-                  "y = max(x, 0).",
-                  gradgrad_op=ops.relu_gradgrad)
-LeakyReLU = _activation("LeakyReLU", ops.leaky_relu, ops.leaky_relu_backward,
-                  "y = x if x > 0 else negative_slope * x.", negative_slope=0.01,
-                  gradgrad_op=ops.leaky_relu_gradgrad)
-ELU = _activation("ELU", ops.elu, ops.elu_backward,
-                  "y = x if x > 0 else alpha * (exp(x) - 1).", alpha=1.0,
-                  gradgrad_op=ops.elu_gradgrad)
-SELU = _activation("SELU", ops.selu, ops.selu_backward,
-                  "y = scale * elu(x, alpha) with SELU's fixed constants.",
-                  gradgrad_op=ops.selu_gradgrad)
-GELU = _activation("GELU", ops.gelu, ops.gelu_backward,
-                  "y = x * Phi(x); approximate='tanh' for the tanh form.", approximate="none",
-                  gradgrad_op=ops.gelu_gradgrad)
-Tanh = _activation("Tanh", ops.tanh, ops.tanh_backward,
-                  "y = tanh(x).",
-                  gradgrad_op=ops.tanh_gradgrad)
-Sigmoid = _activation("Sigmoid", ops.sigmoid, ops.sigmoid_backward,
-                  "y = 1 / (1 + exp(-x)).",
-                  gradgrad_op=ops.sigmoid_gradgrad)
-Softplus = _activation("Softplus", ops.softplus, ops.softplus_backward,
-                  "y = log(1 + exp(beta x)) / beta.", beta=1.0, threshold=20.0,
-                  gradgrad_op=ops.softplus_gradgrad)
-HardSigmoid = _activation("HardSigmoid", ops.hard_sigmoid, ops.hard_sigmoid_backward,
-                  "y = relu6(x + 3) / 6.",
-                  gradgrad_op=ops.hard_sigmoid_gradgrad)
-Softmax = _activation("Softmax", ops.softmax, ops.softmax_backward,
-                  "y = exp(x) / sum(exp(x)) along axis.", axis=-1)
-LogSoftmax = _activation("LogSoftmax", ops.log_softmax, ops.log_softmax_backward,
-                  "y = x - logsumexp(x) along axis.", axis=-1)
+# One class per declared activation (``ops/activations.py``: ``declare(..., layer="ReLU")``).
+_CLASSES = {decl.layer: _activation(decl) for decl in ops.DECLARED.values() if decl.layer}
+globals().update(_CLASSES)
+__all__ = ["Activation", *_CLASSES]

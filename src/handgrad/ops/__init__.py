@@ -1,5 +1,11 @@
 """Stateless kernels: every differentiable op is a ``(y, cache)`` forward and a
-``<op>_backward(dy, cache)`` returning gradients in input order.
+``<op>_backward(dy, cache)`` returning gradients in input order (and, where it has one,
+a second-order ``<op>_gradgrad(q, dy, cache)``).
+
+Each op is declared once, beside its math (:mod:`.declare`); this namespace is built
+from the declarations: every family module's ``__all__`` is the kernels it declares.
+``DECLARED`` maps op names to their declarations and ``ACTIVATIONS`` the activation
+names to their ``(forward, backward)`` pairs.
 
 Also public, for the code above the kernels: the geometry and validation helpers of
 :mod:`.geometry` (``conv_geometry``, ``pool_geometry``, ``parse_padding``, ...), the
@@ -8,117 +14,23 @@ compiled kernels (:mod:`.compiled`). Everything else with a leading underscore i
 private to ``ops``.
 """
 
-from .conv import (
-    conv1d,
-    conv1d_backward,
-    conv2d,
-    conv2d_backward,
-    conv_transpose1d,
-    conv_transpose1d_backward,
-    conv_transpose2d,
-    conv_transpose2d_backward,
-)
-from .pooling import (
-    avg_pool1d,
-    avg_pool1d_backward,
-    avg_pool2d,
-    avg_pool2d_backward,
-    global_avg_pool,
-    global_avg_pool_backward,
-    global_max_pool,
-    global_max_pool_backward,
-    max_pool1d,
-    max_pool1d_backward,
-    max_pool2d,
-    max_pool2d_backward,
-)
+# The op families, one file each; each file declares its ops at its end.
+from .activations import *  # noqa: F403
+from .attention import *  # noqa: F403
+from .conv import *  # noqa: F403
+from .dropout import *  # noqa: F403
+from .embedding import *  # noqa: F403
+from .linear import *  # noqa: F403
+from .normalization import *  # noqa: F403
+from .pooling import *  # noqa: F403
+from .recurrent import *  # noqa: F403
+from .second_order import *  # noqa: F403
+from .smooth_activations import *  # noqa: F403
+from .softmax import *  # noqa: F403
+from .variational import *  # noqa: F403
 
 # isort: split
-# Activations, softmax, linear and dropout kernels.
-from .activations import (
-    ACTIVATIONS,
-    elu,
-    elu_backward,
-    gelu,
-    gelu_backward,
-    hard_sigmoid,
-    hard_sigmoid_backward,
-    identity,
-    identity_backward,
-    leaky_relu,
-    leaky_relu_backward,
-    relu,
-    relu_backward,
-    selu,
-    selu_backward,
-    sigmoid,
-    sigmoid_backward,
-    softplus,
-    softplus_backward,
-    tanh,
-    tanh_backward,
-)
-from .dropout import dropout, dropout_backward
-from .linear import linear, linear_backward
-from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
-
-# isort: split
-# Attention kernels.
-from .attention import (
-    multi_head_attention,
-    multi_head_attention_backward,
-    scaled_dot_product_attention,
-    scaled_dot_product_attention_backward,
-)
-
-# isort: split
-# Recurrent kernels (one layer, one direction per call).
-from .recurrent import gru, gru_backward, lstm, lstm_backward, rnn, rnn_backward
-
-# isort: split
-# Normalization and embedding kernels.
-from .embedding import embedding, embedding_backward
-from .normalization import (
-    batch_norm,
-    batch_norm_backward,
-    group_norm,
-    group_norm_backward,
-    instance_norm,
-    instance_norm_backward,
-    layer_norm,
-    layer_norm_backward,
-)
-
-# isort: split
-# Variational kernels (a VAE's sampling step and its two loss terms).
-from .variational import (
-    bernoulli_nll_logits,
-    bernoulli_nll_logits_backward,
-    gaussian_kl,
-    gaussian_kl_backward,
-    reparameterize,
-    reparameterize_backward,
-)
-
-# isort: split
-# Second-order kernels: the backward of a backward, for gradient penalties.
-from .second_order import (
-    conv1d_gradgrad,
-    conv2d_gradgrad,
-    conv_transpose1d_gradgrad,
-    conv_transpose2d_gradgrad,
-    elu_gradgrad,
-    gelu_gradgrad,
-    hard_sigmoid_gradgrad,
-    identity_gradgrad,
-    leaky_relu_gradgrad,
-    linear_gradgrad,
-    relu_gradgrad,
-    selu_gradgrad,
-    sigmoid_gradgrad,
-    softplus_gradgrad,
-    tanh_gradgrad,
-)
+from .declare import DECLARED, activation_table, declaration
 
 # isort: split
 # Public helpers for layers and converters: geometry, validation, compiled kernels.
@@ -141,3 +53,6 @@ from .geometry import (
     parse_padding,
     pool_geometry,
 )
+
+ACTIVATIONS = activation_table()
+"""Lower-case activation name -> ``(forward, backward)``; forwards use their defaults."""

@@ -1,43 +1,38 @@
-"""Elementwise activations as ``(forward, backward)`` kernel pairs, with PyTorch's semantics.
+"""Rectifier activations as ``(forward, backward)`` kernel pairs (and their second-order
+kernels), with PyTorch's semantics.
 
 Every forward is ``y, cache = op(x, ...)`` (``y`` has ``x``'s shape and dtype) and
-every backward ``dx = op_backward(dy, cache)`` computes ``dx = dy * f'(x)``::
+every backward ``dx = op_backward(dy, cache)`` computes ``dx = dy * f'(x)``; the
+``*_gradgrad(q, dy, cache)`` kernels return ``(q f'(x), q dy f''(x))`` (see
+:mod:`.second_order`)::
 
+    identity      x                                  f' = 1
     relu          max(x, 0)                          f' = [x > 0]        (0 at the kink)
     leaky_relu    x if x > 0 else a x                f' = 1 if x > 0 else a
     elu           x if x > 0 else alpha (e^x - 1)    f' = 1 if x > 0 else alpha e^x
+                                                     f'' = alpha e^x for x < 0, else 0
     selu          scale * elu(x, alpha), fixed scale and alpha (Klambauer et al. 2017)
-    gelu          x Phi(x)                           f' = Phi(x) + x phi(x)
-    gelu tanh     x (1 + tanh(u)) / 2, u = c (x + k x^3), c = sqrt(2/pi), k = 0.044715
-                                                     f' = (1 + t)/2 + x (1 - t^2) u' / 2
-    tanh          tanh(x)                            f' = 1 - y^2
-    sigmoid       1 / (1 + e^-x)                     f' = y (1 - y)
-    softplus      log(1 + e^(b x)) / b, or x where b x > threshold
-                                                     f' = sigmoid(b x), or 1 there
     hard_sigmoid  min(max(x + 3, 0), 6) / 6          f' = 1/6 on (-3, 3), else 0
 
 Gradients at kinks follow PyTorch: relu'(0) = 0, leaky_relu'(0) = a, elu'(0) = alpha,
-hard_sigmoid'(+-3) = 0. The exact GELU uses a float64/float32-accurate ``erfc``
-(see ``special``); ``exp`` is never taken of a large positive number, so no input
-overflows or warns. The cache holds ``x`` or ``y``, whichever the derivative needs.
+hard_sigmoid'(+-3) = 0; f'' = 0 for the piecewise-linear ones. ``exp`` is never taken of
+a large positive number, so no input overflows or warns. The cache holds ``x`` or
+``y``, whichever the derivative needs. Each op is declared at the end of the file
+(:mod:`.declare`): its layer, loop-twin math, torch and ONNX forms, test samples.
 """
 
 from __future__ import annotations
 
 import math
 
-from .._checks import array_module, choice, float_array
+from .._checks import array_module, float_array
 from .._hyper import number
-from . import special
 from ._args.elementwise import make_cache, open_cache
-from .softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
+from ._args.gradgrad import gradgrad_result, open_elementwise
+from .declare import declare, exports
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_K = 0.044715
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GELU_CLIP = 100.0  # |x| beyond which every GELU term is saturated (keeps x^2, x^3 finite)
 
 
 def _input(op, x):
@@ -120,98 +115,6 @@ def selu_backward(dy, cache):
     return _elu_backward("selu_backward", "selu", dy, cache)
 
 
-def _gelu_tanh_parts(xp, x):
-    """(t, du/dx) for u = c (x + k x^3), t = tanh(u), with x clipped where both saturate."""
-    x = xp.clip(x, -_GELU_CLIP, _GELU_CLIP)
-    x2 = x * x
-    t = xp.tanh(_GELU_C * (x + _GELU_K * x2 * x))
-    return t, _GELU_C * (1.0 + 3.0 * _GELU_K * x2)
-
-
-def gelu(x, approximate="none"):
-    """y = x * Phi(x), Phi the standard normal CDF (``approximate="none"``), or
-    y = x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2 (``approximate="tanh"``).
-    The cache holds ``x``."""
-    op = "gelu"
-    xp, x = _input(op, x)
-    approximate = choice(op, "approximate", approximate, ("none", "tanh"))
-    if approximate == "none":
-        y = x * special.normal_cdf(xp, x)
-    else:
-        t, _ = _gelu_tanh_parts(xp, x)
-        y = (0.5 * x) * (1.0 + t)
-    return y, make_cache(op, x, x, (approximate,))
-
-
-def gelu_backward(dy, cache):
-    """dx = dy * (Phi(x) + x phi(x)), or for the tanh form
-    dx = dy * ((1 + t) / 2 + (x / 2) (1 - t^2) c (1 + 3 k x^2))."""
-    dy, cache = open_cache("gelu_backward", "gelu", dy, cache)
-    xp, x, (approximate,) = array_module(dy), cache.saved, cache.params
-    if approximate == "none":
-        xc = xp.clip(x, -_GELU_CLIP, _GELU_CLIP)
-        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * xc * xc)
-        return dy * (special.normal_cdf(xp, x) + xc * pdf)
-    t, du = _gelu_tanh_parts(xp, x)
-    xc = xp.clip(x, -_GELU_CLIP, _GELU_CLIP)
-    return dy * (0.5 * (1.0 + t) + (0.5 * xc) * (1.0 - t * t) * du)
-
-
-def _gelu_tanh(x):
-    """:func:`gelu` with ``approximate="tanh"`` (for the ``ACTIVATIONS`` table)."""
-    return gelu(x, approximate="tanh")
-
-
-def tanh(x):
-    """y = tanh(x). The cache holds ``y``."""
-    xp, x = _input("tanh", x)
-    y = xp.tanh(x)
-    return y, make_cache("tanh", x, y)
-
-
-def tanh_backward(dy, cache):
-    """dx = dy * (1 - y^2)."""
-    dy, cache = open_cache("tanh_backward", "tanh", dy, cache)
-    y = cache.saved
-    return dy * (1.0 - y * y)
-
-
-def sigmoid(x):
-    """y = 1 / (1 + exp(-x)), evaluated without overflow. The cache holds ``y``."""
-    xp, x = _input("sigmoid", x)
-    y = special.sigmoid(xp, x)
-    return y, make_cache("sigmoid", x, y)
-
-
-def sigmoid_backward(dy, cache):
-    """dx = dy * (1 - y) * y."""
-    dy, cache = open_cache("sigmoid_backward", "sigmoid", dy, cache)
-    y = cache.saved
-    return dy * (1.0 - y) * y
-
-
-def softplus(x, beta=1.0, threshold=20.0):
-    """y = log(1 + exp(beta x)) / beta, or y = x where beta x > threshold (PyTorch's rule).
-    The cache holds ``x``."""
-    op = "softplus"
-    xp, x = _input(op, x)
-    beta = number(op, "beta", beta)
-    if beta == 0:
-        raise ValueError(f"{op}: 'beta' must be nonzero; received {beta!r}")
-    threshold = number(op, "threshold", threshold)
-    bx = x * beta
-    y = xp.where(bx > threshold, x, special.softplus(xp, bx) / beta)
-    return y, make_cache(op, x, x, (beta, threshold))
-
-
-def softplus_backward(dy, cache):
-    """dx = dy * sigmoid(beta x), or dy where beta x > threshold."""
-    dy, cache = open_cache("softplus_backward", "softplus", dy, cache)
-    xp, x, (beta, threshold) = array_module(dy), cache.saved, cache.params
-    bx = x * beta
-    return xp.where(bx > threshold, dy, dy * special.sigmoid(xp, bx))
-
-
 def hard_sigmoid(x):
     """y = min(max(x + 3, 0), 6) / 6 (PyTorch's hardsigmoid). The cache holds ``x``."""
     xp, x = _input("hard_sigmoid", x)
@@ -226,19 +129,91 @@ def hard_sigmoid_backward(dy, cache):
     return xp.where((x > -3.0) & (x < 3.0), dy * (1.0 / 6.0), 0.0)
 
 
-ACTIVATIONS = {
-    "identity": (identity, identity_backward),
-    "relu": (relu, relu_backward),
-    "leaky_relu": (leaky_relu, leaky_relu_backward),
-    "elu": (elu, elu_backward),
-    "selu": (selu, selu_backward),
-    "gelu": (gelu, gelu_backward),
-    "gelu_tanh": (_gelu_tanh, gelu_backward),
-    "tanh": (tanh, tanh_backward),
-    "sigmoid": (sigmoid, sigmoid_backward),
-    "softplus": (softplus, softplus_backward),
-    "hard_sigmoid": (hard_sigmoid, hard_sigmoid_backward),
-    "softmax": (softmax, softmax_backward),
-    "log_softmax": (log_softmax, log_softmax_backward),
-}
-"""Lower-case activation name -> ``(forward, backward)``; forwards use their defaults."""
+# ---------------------------------------------------------------- second order
+def identity_gradgrad(q, dy, cache):
+    """Second order of :func:`identity`: (d_dy, d_x) = (q, 0)."""
+    q, dy, _ = open_elementwise("identity_gradgrad", "identity", q, dy, cache)
+    return gradgrad_result(q, q, dy)
+
+
+def relu_gradgrad(q, dy, cache):
+    """Second order of :func:`relu`: (q [y > 0], 0)."""
+    q, dy, cache = open_elementwise("relu_gradgrad", "relu", q, dy, cache)
+    return gradgrad_result(array_module(q).where(cache.saved <= 0, 0.0, q), q, dy)
+
+
+def leaky_relu_gradgrad(q, dy, cache):
+    """Second order of :func:`leaky_relu`: (q where x > 0 else slope q, 0)."""
+    q, dy, cache = open_elementwise("leaky_relu_gradgrad", "leaky_relu", q, dy, cache)
+    (slope,) = cache.params
+    return gradgrad_result(array_module(q).where(cache.saved > 0, q, q * slope), q, dy)
+
+
+def _elu_gradgrad(op, forward, q, dy, cache):
+    q, dy, cache = open_elementwise(op, forward, q, dy, cache)
+    xp, x, (alpha, scale) = array_module(q), cache.saved, cache.params
+    negative = (scale * alpha) * xp.exp(xp.minimum(x, 0.0))
+    return gradgrad_result(q * xp.where(x > 0, scale, negative), q, dy,
+                           xp.where(x < 0, negative, 0.0))
+
+
+def elu_gradgrad(q, dy, cache):
+    """Second order of :func:`elu`: f' = 1 (x > 0) or alpha e^x; f'' = alpha e^x for
+    x < 0, else 0."""
+    return _elu_gradgrad("elu_gradgrad", "elu", q, dy, cache)
+
+
+def selu_gradgrad(q, dy, cache):
+    """Second order of :func:`selu`: :func:`elu_gradgrad` times SELU's scale."""
+    return _elu_gradgrad("selu_gradgrad", "selu", q, dy, cache)
+
+
+def hard_sigmoid_gradgrad(q, dy, cache):
+    """Second order of :func:`hard_sigmoid`: (q / 6 inside (-3, 3), else 0; 0)."""
+    q, dy, cache = open_elementwise("hard_sigmoid_gradgrad", "hard_sigmoid", q, dy, cache)
+    x = cache.saved
+    inside = (x > -3.0) & (x < 3.0)
+    return gradgrad_result(array_module(q).where(inside, q * (1.0 / 6.0), 0.0), q, dy)
+
+
+# ------------------------------------------------ scalar math of the loop twins
+def _elu_value(x, alpha, scale):
+    return scale * x if x > 0 else scale * alpha * (math.exp(x) - 1.0)
+
+
+def _elu_slopes(x, alpha, scale):
+    """f' = scale (x > 0) or scale alpha e^x; f'' the curve for x < 0 (PyTorch: f''(0) = 0)."""
+    if x > 0:
+        return scale, 0.0
+    curve = scale * alpha * math.exp(x)
+    return curve, (curve if x < 0 else 0.0)
+
+
+# ---------------------------------------------------------------- declarations
+declare(identity, identity_backward, gradgrad=identity_gradgrad, layer="Identity",
+        value=lambda x: x, slopes=lambda x: (1.0, 0.0), torch=lambda F, t: t * 1,
+        onnx=lambda g, x: x)
+declare(relu, relu_backward, gradgrad=relu_gradgrad, layer="ReLU", saves="y",
+        value=lambda x: max(x, 0.0), slopes=lambda y: ((1.0 if y > 0 else 0.0), 0.0),
+        kinks=lambda: (0.0,), torch=lambda F, t: F.relu(t),
+        onnx=lambda g, x: g.op("Relu", [x], "relu"))
+declare(leaky_relu, leaky_relu_backward, gradgrad=leaky_relu_gradgrad, layer="LeakyReLU",
+        value=lambda x, a: x if x > 0 else a * x,
+        slopes=lambda x, a: ((1.0 if x > 0 else a), 0.0), kinks=lambda **_: (0.0,),
+        samples=({}, {"negative_slope": 0.2}),
+        torch=lambda F, t, negative_slope=0.01: F.leaky_relu(t, negative_slope),
+        onnx=lambda g, x, negative_slope: g.op("LeakyRelu", [x], "leaky_relu",
+                                               alpha=negative_slope))
+declare(elu, elu_backward, gradgrad=elu_gradgrad, layer="ELU", value=_elu_value,
+        slopes=_elu_slopes, kinks=lambda **_: (0.0,), samples=({}, {"alpha": 0.5}),
+        torch=lambda F, t, alpha=1.0: F.elu(t, alpha),
+        onnx=lambda g, x, alpha: g.op("Elu", [x], "elu", alpha=alpha))
+declare(selu, selu_backward, gradgrad=selu_gradgrad, layer="SELU", value=_elu_value,
+        slopes=_elu_slopes, kinks=lambda: (0.0,), torch=lambda F, t: F.selu(t),
+        onnx=lambda g, x: g.op("Selu", [x], "selu", alpha=SELU_ALPHA, gamma=SELU_SCALE))
+declare(hard_sigmoid, hard_sigmoid_backward, gradgrad=hard_sigmoid_gradgrad,
+        layer="HardSigmoid", value=lambda x: min(max(x + 3.0, 0.0), 6.0) / 6.0,
+        slopes=lambda x: ((1.0 / 6.0 if -3.0 < x < 3.0 else 0.0), 0.0),
+        kinks=lambda: (-3.0, 3.0), torch=lambda F, t: F.hardsigmoid(t),
+        onnx=lambda g, x: g.op("HardSigmoid", [x], "hard_sigmoid", alpha=1 / 6, beta=0.5))
+__all__ = exports(__name__, globals())

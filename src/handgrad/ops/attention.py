@@ -51,6 +51,7 @@ from ._args.attention import (
     prepare_projections,
 )
 from ._args.cache import Cache, check_cache
+from .declare import declare, exports
 from .dropout import dropout as apply_dropout
 from .linear import linear, linear_backward
 
@@ -282,3 +283,8 @@ def multi_head_attention_backward(dy, cache):
     dquery, dkey, dvalue, din_weight, din_bias = _project_backward(xp, grads,
                                                                    cache.projections, shapes)
     return dquery, dkey, dvalue, din_weight, din_bias, dout_weight, dout_bias
+
+
+declare(scaled_dot_product_attention, scaled_dot_product_attention_backward)
+declare(multi_head_attention, multi_head_attention_backward)
+__all__ = exports(__name__, globals())

@@ -36,6 +36,7 @@ from ._depthwise import (
     depthwise_weight_grad,
 )
 from ._gather import col2im_matmul, im2col
+from .declare import declare, exports
 
 
 def _grouped_weight(w, groups):
@@ -206,3 +207,10 @@ def conv_transpose2d_backward(dy, cache):
     of input and upstream gradient swapped); db = sum of dy over (N, H_out, W_out).
     """
     return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)
+
+
+declare(conv1d, conv1d_backward)
+declare(conv2d, conv2d_backward)
+declare(conv_transpose1d, conv_transpose1d_backward)
+declare(conv_transpose2d, conv_transpose2d_backward)
+__all__ = exports(__name__, globals())

@@ -21,6 +21,7 @@ from __future__ import annotations
 from .._checks import array_module, as_generator, describe, float_array, is_int
 from .._hyper import flag, number
 from ._args.elementwise import make_cache, open_cache
+from .declare import declare, exports
 
 
 def _rows(op, rows, x):
@@ -72,3 +73,7 @@ def dropout_backward(dy, cache):
     """dx = mask * dy (dx = dy when the forward was the identity)."""
     dy, cache = open_cache("dropout_backward", "dropout", dy, cache)
     return dy if cache.saved is None else dy * cache.saved
+
+
+declare(dropout, dropout_backward)
+__all__ = exports(__name__, globals())

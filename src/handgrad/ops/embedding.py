@@ -26,6 +26,7 @@ import numpy as np
 
 from .._checks import array_module, describe, float_array, is_int, upstream_grad
 from ._args.cache import Cache, check_cache
+from .declare import declare, exports
 
 
 @dataclass(frozen=True)
@@ -139,3 +140,7 @@ def embedding_backward(dy, cache):
     if cache.padding_idx is not None:
         dweight[cache.padding_idx] = 0
     return dweight
+
+
+declare(embedding, embedding_backward)
+__all__ = exports(__name__, globals())

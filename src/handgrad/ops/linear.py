@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .._checks import array_module, float_array, same_dtype, upstream_grad
 from ._args.cache import Cache, check_cache
+from .declare import declare, exports
 
 
 @dataclass(frozen=True)
@@ -83,3 +84,7 @@ def linear_backward(dy, cache):
     dw = xp.matmul(_rows(x).T, rows_dy)
     db = xp.sum(rows_dy, axis=0) if cache.has_bias else None
     return dx, dw, db
+
+
+declare(linear, linear_backward)
+__all__ = exports(__name__, globals())

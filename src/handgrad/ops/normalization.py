@@ -70,6 +70,7 @@ from ._args.norm import (
     prepare_instance_norm,
     prepare_layer_norm,
 )
+from .declare import declare, exports
 
 
 @dataclass(frozen=True)
@@ -291,3 +292,10 @@ def group_norm_backward(dy, cache):
     """Gradients of :func:`group_norm`: dy (N, *S, C) -> (dx, dgamma, dbeta); the means of
     dx's formula are per example and group."""
     return _backward("group_norm_backward", "group_norm", dy, cache)
+
+
+declare(batch_norm, batch_norm_backward)
+declare(instance_norm, instance_norm_backward)
+declare(layer_norm, layer_norm_backward)
+declare(group_norm, group_norm_backward)
+__all__ = exports(__name__, globals())

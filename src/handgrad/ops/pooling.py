@@ -34,6 +34,7 @@ from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool
 from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
 from ._engine import dispatch as engine
+from .declare import declare, exports
 
 
 @dataclass(frozen=True)
@@ -301,3 +302,12 @@ def global_max_pool_backward(dy, cache):
     positions = xp.arange(math.prod(x_shape[1:-1])).reshape(1, -1, 1)
     dy = dy.reshape(x_shape[0], 1, x_shape[-1])
     return xp.where(positions == cache.index[:, None, :], dy, 0).reshape(x_shape)
+
+
+declare(max_pool1d, max_pool1d_backward)
+declare(max_pool2d, max_pool2d_backward)
+declare(avg_pool1d, avg_pool1d_backward)
+declare(avg_pool2d, avg_pool2d_backward)
+declare(global_avg_pool, global_avg_pool_backward)
+declare(global_max_pool, global_max_pool_backward)
+__all__ = exports(__name__, globals())

@@ -42,6 +42,7 @@ from .._checks import array_module, upstream_grad
 from . import _recurrent_cells as cells
 from ._args.cache import Cache, check_cache
 from ._args.recurrent import prepare_recurrent, state_grad
+from .declare import declare, exports
 
 
 @dataclass(frozen=True)
@@ -217,3 +218,9 @@ def gru_backward(dy, cache, dh_n=None):
     """
     dx, dh0, _, dW_ih, dW_hh, db_ih, db_hh = _backward("gru_backward", "gru", dy, cache, dh_n)
     return dx, dh0, dW_ih, dW_hh, db_ih, db_hh
+
+
+declare(rnn, rnn_backward)
+declare(lstm, lstm_backward)
+declare(gru, gru_backward)
+__all__ = exports(__name__, globals())

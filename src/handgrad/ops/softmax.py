@@ -14,6 +14,7 @@ from __future__ import annotations
 from .._checks import array_module, float_array
 from . import special
 from ._args.elementwise import axis_index, make_cache, open_cache
+from .declare import declare, exports
 
 
 def _prepare(op, x, axis):
@@ -58,3 +59,12 @@ def log_softmax_backward(dy, cache):
     dy, cache = open_cache("log_softmax_backward", "log_softmax", dy, cache)
     xp, y, (axis,) = array_module(dy), cache.saved, cache.params
     return dy - xp.exp(y) * xp.sum(dy, axis=axis, keepdims=True)
+
+
+declare(softmax, softmax_backward, layer="Softmax", samples=({}, {"axis": -2}),
+        torch=lambda F, t, axis=-1: F.softmax(t, axis),
+        onnx=lambda g, x, axis: g.op("Softmax", [x], "softmax", axis=axis))
+declare(log_softmax, log_softmax_backward, layer="LogSoftmax", samples=({}, {"axis": -2}),
+        torch=lambda F, t, axis=-1: F.log_softmax(t, axis),
+        onnx=lambda g, x, axis: g.op("LogSoftmax", [x], "log_softmax", axis=axis))
+__all__ = exports(__name__, globals())

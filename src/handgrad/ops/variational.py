@@ -25,6 +25,7 @@ from __future__ import annotations
 from .._checks import array_module, float_array, same_dtype
 from . import special
 from ._args.elementwise import make_cache, open_cache
+from .declare import declare, exports
 
 
 def _batched(op, name, value):
@@ -131,3 +132,9 @@ def bernoulli_nll_logits_backward(dnll, cache):
     dnll, cache = open_cache("bernoulli_nll_logits_backward", "bernoulli_nll_logits",
                              dnll, cache)
     return per_example_scale(dnll, cache.saved) * cache.saved
+
+
+declare(reparameterize, reparameterize_backward)
+declare(gaussian_kl, gaussian_kl_backward)
+declare(bernoulli_nll_logits, bernoulli_nll_logits_backward)
+__all__ = exports(__name__, globals())

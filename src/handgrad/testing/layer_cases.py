@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 
 from .. import layers as L
+from .. import ops
 from ..model.sequential import Sequential
 
 F64 = "float64"
@@ -77,20 +78,19 @@ LAYER_CASES = {
     "Reshape": _simple(lambda rng: L.Reshape((4, -1)), (2, 6)),
     "Dropout": _simple(lambda rng: L.Dropout(float(rng.uniform(0.1, 0.6)),
                                              seed=int(rng.integers(1000))), (5, 4)),
-    "ReLU": _simple(lambda rng: L.ReLU(), (5, 4)),
-    "LeakyReLU": _simple(lambda rng: L.LeakyReLU(negative_slope=float(rng.uniform(0, 0.5))),
-                         (5, 4)),
-    "ELU": _simple(lambda rng: L.ELU(alpha=float(rng.uniform(0.5, 2))), (5, 4)),
-    "SELU": _simple(lambda rng: L.SELU(), (5, 4)),
-    "GELU": _simple(lambda rng: L.GELU(approximate=_pick(rng, ["none", "tanh"])), (5, 4)),
-    "Tanh": _simple(lambda rng: L.Tanh(), (5, 4)),
-    "Sigmoid": _simple(lambda rng: L.Sigmoid(), (5, 4)),
-    "Softplus": _simple(lambda rng: L.Softplus(beta=float(rng.uniform(0.5, 2))), (5, 4)),
-    "HardSigmoid": _simple(lambda rng: L.HardSigmoid(), (5, 4)),
-    "Softmax": _simple(lambda rng: L.Softmax(axis=_pick(rng, [-1, 1])), (5, 4)),
-    "LogSoftmax": _simple(lambda rng: L.LogSoftmax(axis=_pick(rng, [-1, 1])), (5, 4)),
-    "Identity": _simple(lambda rng: L.Identity(), (5, 4)),
 }
+
+
+
+def _activation(decl):
+    """An activation layer with one of its op's declared samples of hyper-parameters."""
+    cls = getattr(L, decl.layer)
+    return _simple(lambda rng: cls(**_pick(rng, decl.samples)), (5, 4))
+
+
+# One case per declared activation (ops/declare.py).
+LAYER_CASES.update({decl.layer: _activation(decl) for decl in ops.DECLARED.values()
+                    if decl.layer})
 
 
 # Attention and structure layers. Dropout stays 0 (the contract compares training and

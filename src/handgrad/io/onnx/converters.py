@@ -23,56 +23,17 @@ def _out(v, name, shape, first=None):
 
 # ---------------------------------------------------------------------- activations
 def activation(g, layer, v, out_shape):
-    kernel, x = layer.forward_op, v.name
-    if kernel is ops.identity:
-        return v
-    if kernel in AXIS_ACTIVATIONS:  # the axis refers to the channels-last layout
-        v = channels_last(g, v)
-        name, hint = AXIS_ACTIVATIONS[kernel]
-        return _out(v, g.op(name, [v.name], hint, axis=layer.hyper["axis"]), out_shape)
-    if kernel not in ACTIVATIONS:
+    """The ONNX form declared with the layer's op (``onnx=`` of :mod:`handgrad.ops.declare`);
+    an activation along an axis gets channels-last data (the axis refers to that layout)."""
+    try:
+        decl = ops.declaration(layer.forward_op)
+    except KeyError:  # a custom Activation subclass with its own kernel
+        raise _no_export(layer) from None
+    if decl.onnx is None:
         raise _no_export(layer)
-    return _out(v, ACTIVATIONS[kernel](g, x, layer.hyper), out_shape)
-
-
-def _gelu(g, x, approximate):
-    half = g.op("Mul", [x, g.const(0.5, "half")], "half_x")
-    if approximate == "none":
-        inner = g.op("Erf", [g.op("Mul", [x, g.const(1 / math.sqrt(2), "inv_sqrt2")])], "erf")
-    else:
-        cube = g.op("Mul", [g.op("Mul", [x, x], "x2"), x], "x3")
-        u = g.op("Add", [x, g.op("Mul", [cube, g.const(0.044715, "k")])], "u")
-        inner = g.op("Tanh", [g.op("Mul", [u, g.const(math.sqrt(2 / math.pi), "c")])], "t")
-    return g.op("Mul", [half, g.op("Add", [inner, g.const(1.0, "one")])], "gelu")
-
-
-def _softplus(g, x, beta, threshold):
-    bx = x if beta == 1 else g.op("Mul", [x, g.const(beta, "beta")], "beta_x")
-    limit = g.const(threshold, "threshold")
-    soft = g.op("Softplus", [g.op("Min", [bx, limit], "clipped")], "softplus")
-    if beta != 1:
-        soft = g.op("Div", [soft, g.const(beta, "beta")], "softplus")
-    return g.op("Where", [g.op("Greater", [bx, limit], "linear"), x, soft], "softplus")
-
-
-# kernel -> the nodes of an elementwise activation: f(g, x, hyper) -> output name
-ACTIVATIONS = {
-    ops.relu: lambda g, x, h: g.op("Relu", [x], "relu"),
-    ops.tanh: lambda g, x, h: g.op("Tanh", [x], "tanh"),
-    ops.sigmoid: lambda g, x, h: g.op("Sigmoid", [x], "sigmoid"),
-    ops.leaky_relu: lambda g, x, h: g.op("LeakyRelu", [x], "leaky_relu",
-                                         alpha=h["negative_slope"]),
-    ops.elu: lambda g, x, h: g.op("Elu", [x], "elu", alpha=h["alpha"]),
-    ops.selu: lambda g, x, h: g.op("Selu", [x], "selu", alpha=ops.activations.SELU_ALPHA,
-                                   gamma=ops.activations.SELU_SCALE),
-    ops.hard_sigmoid: lambda g, x, h: g.op("HardSigmoid", [x], "hard_sigmoid", alpha=1 / 6,
-                                           beta=0.5),
-    ops.gelu: lambda g, x, h: _gelu(g, x, h["approximate"]),
-    ops.softplus: lambda g, x, h: _softplus(g, x, h["beta"], h["threshold"]),
-}
-# kernel -> (ONNX op, name hint) of the activations along an axis
-AXIS_ACTIVATIONS = {ops.softmax: ("Softmax", "softmax"),
-                    ops.log_softmax: ("LogSoftmax", "log_softmax")}
+    if "axis" in layer.hyper:
+        v = channels_last(g, v)
+    return _out(v, decl.onnx(g, v.name, **layer.hyper), out_shape)
 
 
 def _no_export(layer):

@@ -41,14 +41,10 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
     InstanceNorm          per-example ReduceMean normalization (or running statistics)
     GroupNorm             Reshape to (N, *S, G, C/G), normalize, Reshape back
     LayerNorm             LayerNormalization(axis=-len(normalized_shape))
-    Dropout, Identity     removed
-    ReLU, LeakyReLU, ELU, Relu, LeakyRelu, Elu, Selu, Tanh, Sigmoid,
-    SELU, Tanh, Sigmoid   (Selu with handgrad's alpha and scale)
-    GELU                  0.5 x (1 + Erf(x / sqrt 2)) (opset 17 has no Gelu);
-                          approximate="tanh": 0.5 x (1 + Tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    Softplus(beta, thr)   Where(beta x > thr, x, Softplus(Min(beta x, thr)) / beta)
-    HardSigmoid           HardSigmoid(alpha=1/6, beta=0.5)
-    Softmax, LogSoftmax   Softmax / LogSoftmax on the same axis
+    Dropout               removed
+    activations           the ONNX form declared with the op (``onnx=`` beside the kernel,
+                          :mod:`handgrad.ops.declare`); one with an ``axis`` (Softmax,
+                          LogSoftmax) on channels-last data, the same axis
     Embedding             Gather(W, ids)
     TiedDense             MatMul(x, Transpose(W)) (+ Add), W the Embedding's initializer
     RNN, LSTM, GRU        one RNN/LSTM/GRU node per layer (both directions in one node),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..._checks import upstream_grad
+from ..._checks import array_module, upstream_grad
 from ..linear import LinearCache
 from .cache import check_cache
 from .conv import open_conv_cache
@@ -19,6 +19,12 @@ def open_elementwise(op, forward, q, dy, cache):
     ``forward``, ``dy`` and ``q`` of its output's (= input's) shape and dtype."""
     dy, cache = open_cache(op, forward, dy, cache)
     return check_like(op, "q", q, cache.shape, cache.dtype), dy, cache
+
+
+def gradgrad_result(d_dy, q, dy, second=None):
+    """An elementwise gradgrad's ``(d_dy, q dy f'')``, with ``second = None`` meaning
+    f'' = 0."""
+    return d_dy, (array_module(q).zeros_like(q) if second is None else q * dy * second)
 
 
 def open_linear(op, q, dy, cache):

@@ -17,6 +17,7 @@ import numpy as np
 from ..._checks import upstream_grad
 from .._args.attention import dropout_generator, mha_masking, prepare_attention, prepare_projections
 from .._args.cache import Cache, check_cache
+from ..declare import exports
 
 
 @dataclass(frozen=True)
@@ -198,3 +199,6 @@ def multi_head_attention_backward(dy, cache):
         return dxs[0] + dxs[1] + dxs[2], None, None, din_weight, din_bias, dout_weight, \
             dout_bias
     return dxs[0], dxs[1], dxs[2], din_weight, din_bias, dout_weight, dout_bias
+
+
+__all__ = exports(__name__, globals())

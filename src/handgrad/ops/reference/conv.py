@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._args.conv import open_conv_cache, prepare_conv, prepare_conv_transpose
+from ..declare import exports
 
 
 def _zero_pad(x, axes):
@@ -176,3 +177,6 @@ def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
 def conv_transpose2d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.conv_transpose2d_backward`."""
     return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)
+
+
+__all__ = exports(__name__, globals())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..declare import exports
 from ..embedding import EmbeddingCache, open_embedding_cache, prepare_embedding
 
 
@@ -30,3 +31,6 @@ def embedding_backward(dy, cache):
     if cache.padding_idx is not None:
         dweight[cache.padding_idx] = 0
     return dweight
+
+
+__all__ = exports(__name__, globals())

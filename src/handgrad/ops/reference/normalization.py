@@ -25,6 +25,7 @@ from .._args.norm import (
     prepare_instance_norm,
     prepare_layer_norm,
 )
+from ..declare import exports
 
 
 @dataclass(frozen=True)
@@ -155,3 +156,6 @@ def group_norm(x, num_groups, gamma=None, beta=None, *, eps=1e-5):
 def group_norm_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.group_norm_backward`."""
     return _backward("group_norm_backward", "group_norm", dy, cache)
+
+
+__all__ = exports(__name__, globals())

@@ -17,6 +17,7 @@ import numpy as np
 from ..._checks import upstream_grad
 from .._args.cache import Cache, check_cache
 from .._args.pool import prepare_global_pool, prepare_pool
+from ..declare import exports
 
 
 @dataclass(frozen=True)
@@ -215,3 +216,6 @@ def global_max_pool_backward(dy, cache):
     for (n, c), position in winners.items():
         dx[(n, *position, c)] = dy[n, c]
     return dx
+
+
+__all__ = exports(__name__, globals())

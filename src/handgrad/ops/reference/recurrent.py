@@ -17,6 +17,7 @@ import numpy as np
 from ..._checks import upstream_grad
 from .._args.cache import Cache, check_cache
 from .._args.recurrent import prepare_recurrent, state_grad
+from ..declare import exports
 
 
 @dataclass(frozen=True)
@@ -204,3 +205,6 @@ def gru(x, W_ih, W_hh, b_ih=None, b_hh=None, h0=None, *, lengths=None, reverse=F
 def gru_backward(dy, cache, dh_n=None):
     """Loop twin of :func:`handgrad.ops.gru_backward`."""
     return _backward("gru_backward", "gru", dy, cache, dh_n)
+
+
+__all__ = exports(__name__, globals())

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .._args.elementwise import make_cache, open_cache
+from ..declare import exports
 from ..variational import prepare_bernoulli, prepare_like
 
 
@@ -109,3 +110,6 @@ def bernoulli_nll_logits_backward(dnll, cache):
         for i in _entries(dlogits, n):
             dlogits[i] = float(dnll[n]) * float(cache.saved[i])  # sigmoid(l) - x
     return dlogits
+
+
+__all__ = exports(__name__, globals())
