@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
+from handgrad.ops import reference
 from handgrad.ops import special as _special
 from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
 
@@ -20,58 +21,55 @@ DTYPE_IDS = ["float64", "float32"]
 # positive terms), then exp and a division: each step rounds once relative to the result.
 HORNER_STEPS = len(_special._MID_DEN)
 
-# name -> (handgrad forward keywords, torch twin taking a tensor)
-TWINS = {
-    "identity": ({}, lambda t: t * 1),
-    "relu": ({}, F.relu),
-    "leaky_relu": ({}, F.leaky_relu),
-    "leaky_relu-0.2": ({"negative_slope": 0.2}, lambda t: F.leaky_relu(t, 0.2)),
-    "elu": ({}, F.elu),
-    "elu-0.5": ({"alpha": 0.5}, lambda t: F.elu(t, 0.5)),
-    "selu": ({}, F.selu),
-    "gelu": ({}, F.gelu),
-    "gelu_tanh": ({}, lambda t: F.gelu(t, approximate="tanh")),
-    "tanh": ({}, torch.tanh),
-    "sigmoid": ({}, torch.sigmoid),
-    "softplus": ({}, F.softplus),
-    "softplus-2-3": ({"beta": 2.0, "threshold": 3.0}, lambda t: F.softplus(t, 2.0, 3.0)),
-    "hard_sigmoid": ({}, F.hardsigmoid),
-    "softmax": ({}, lambda t: F.softmax(t, -1)),
-    "softmax-0": ({"axis": 0}, lambda t: F.softmax(t, 0)),
-    "log_softmax": ({}, lambda t: F.log_softmax(t, -1)),
-    "log_softmax-1": ({"axis": 1}, lambda t: F.log_softmax(t, 1)),
-}
+
+
+def _case_id(decl, kwargs):
+    return "-".join([decl.name, *(str(v) for v in kwargs.values())])
+
+
+#: case id -> (declaration, forward keywords): every declared activation at each of its
+#: declared samples (ops/declare.py), so a new activation is checked with no edit here.
+CASES = {_case_id(decl, kwargs): (decl, kwargs)
+         for decl in ops.declare.activations() for kwargs in decl.samples}
+TWINS = CASES  # (the name the tests below use)
 SHAPES = [(7,), (4, 6), (2, 3, 5)]
-AXIS_CASES = {"softmax-0", "log_softmax-1"}  # need at least 2 axes
+#: every kink of every case (relu/elu 0, hard_sigmoid +-3, softplus at its thresholds)
+KINKS = sorted({k for decl, kwargs in CASES.values() for k in decl.kinks(**kwargs)}) + [-0.0]
+AXIS_CASES = {name for name, (_, kwargs) in CASES.items() if "axis" in kwargs}
 
 
 def _pair(name):
-    """(forward, backward, keywords) for a TWINS key."""
-    forward, backward = ops.ACTIVATIONS[name.split("-")[0]]
-    return forward, backward, TWINS[name][0]
+    """(forward, backward, keywords) for a case id."""
+    decl, kwargs = CASES[name]
+    return decl.forward, decl.backward, kwargs
 
 
 def _inputs(shape, dtype, seed=0):
     """Normal values spread over [-6, 6] plus every kink point of the table."""
     x = 2.0 * np.random.default_rng(seed).standard_normal(shape)
     flat = x.reshape(-1)
-    kinks = [0.0, -3.0, 3.0, 1.5, 20.0]  # relu/elu, hard_sigmoid, softplus(2, 3), softplus
+    kinks = KINKS
     flat[: len(kinks)] = kinks[: flat.size]
     return x.astype(dtype)
 
 
-def _run(name, x, dy):
+def _run(name, x, dy, module=None):
+    """(y, dx) of a case, by the kernels or by ``module``'s (the loop twins)."""
     forward, backward, kwargs = _pair(name)
+    if module is not None:
+        forward = getattr(module, forward.__name__)
+        backward = getattr(module, backward.__name__)
     y, cache = forward(x, **kwargs)
     return y, backward(dy, cache)
 
 
 def _torch_run(name, x, dy):
+    decl, kwargs = CASES[name]
     t = torch.tensor(x, requires_grad=True)
-    ty = TWINS[name][1](t)
+    ty = decl.torch(F, t, **kwargs)
     ty.backward(torch.tensor(dy))
     dx = t.grad.numpy()
-    if name == "hard_sigmoid" and x.dtype == np.float64:
+    if decl.name == "hard_sigmoid" and x.dtype == np.float64:
         # torch's float64 hardsigmoid backward multiplies by the float32 constant 1/6
         # (0.1666666716...); handgrad uses the exact 1/6.
         dx = dx * ((1.0 / 6.0) / float(np.float32(1.0 / 6.0)))
@@ -80,8 +78,8 @@ def _torch_run(name, x, dy):
 
 def _assert_matches(name, x, dy, ours, theirs):
     """(y, dx) against a reference's, within the rounding tolerance of the case."""
-    _, _, kwargs = _pair(name)
-    bounds = activation_bounds(name.split("-")[0], x, dy, **kwargs)
+    decl, kwargs = CASES[name]
+    bounds = activation_bounds(decl.name, x, dy, **kwargs)
     for what, a, b, (terms, scale) in zip(["forward", "dx"], ours, theirs, bounds):
         assert_close(a, b, dtype=x.dtype, terms=terms, scale=scale, what=f"{name} {what}")
 
@@ -99,9 +97,17 @@ def test_matches_torch(name, dtype, shape):
     _assert_matches(name, x, dy, (y, dx), _torch_run(name, x, dy))
 
 
+@pytest.mark.parametrize("name", [n for n, (d, _) in CASES.items() if d.elementwise])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_matches_loop_twin(name, dtype):
+    x = _inputs((3, 5), dtype)
+    dy = np.random.default_rng(1).standard_normal(x.shape).astype(dtype)
+    _assert_matches(name, x, dy, _run(name, x, dy), _run(name, x, dy, reference))
+
+
 @pytest.mark.parametrize("name", list(TWINS))
 def test_gradient_at_kinks_matches_torch_elementwise(name):
-    x = np.array([0.0, -3.0, 3.0, 1.5, 20.0, -0.0, 1.0, -1.0])
+    x = np.array([*KINKS, 1.0, -1.0])
     dy = np.linspace(0.5, 1.2, x.size)
     if name in AXIS_CASES:
         x, dy = x.reshape(2, 4), dy.reshape(2, 4)
@@ -163,10 +169,10 @@ def test_caches_hold_one_array_of_the_input_size():
 
 
 def test_activation_table():
-    assert set(ops.ACTIVATIONS) == {
-        "relu", "leaky_relu", "elu", "selu", "gelu", "gelu_tanh", "tanh", "sigmoid",
-        "softplus", "hard_sigmoid", "softmax", "log_softmax", "identity",
-    }
+    declared = ops.declare.activations()
+    assert set(ops.ACTIVATIONS) == {decl.name for decl in declared} | {
+        variant for decl in declared for variant in decl.variants}
+    assert {"relu", "gelu_tanh", "softmax"} <= set(ops.ACTIVATIONS)
     x = _inputs((3, 4), np.float64)
     forward, _ = ops.ACTIVATIONS["gelu_tanh"]
     np.testing.assert_array_equal(forward(x)[0], ops.gelu(x, approximate="tanh")[0])
@@ -213,7 +219,7 @@ def test_softplus_is_stable_for_huge_inputs(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("name", ["elu", "selu", "gelu", "gelu_tanh", "tanh"])
+@pytest.mark.parametrize("name", ["elu", "selu", "gelu", "gelu-tanh", "tanh"])
 def test_saturating_activations_at_huge_inputs(name, dtype):
     big = 1e30
     x = np.array([-big, -1e4, 1e4, big], dtype=dtype)

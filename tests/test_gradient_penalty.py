@@ -24,13 +24,12 @@ from tolerances import assert_outputs_close, condition_bounds, float64_twin
 from tolerances_composite import LAYER_ROUNDINGS
 
 DTYPES = [np.float32, np.float64]
-ACTIVATIONS = {
-    "relu": lambda: L.ReLU(), "leaky_relu": lambda: L.LeakyReLU(negative_slope=0.2),
-    "elu": lambda: L.ELU(alpha=0.7), "selu": lambda: L.SELU(), "gelu": lambda: L.GELU(),
-    "gelu_tanh": lambda: L.GELU(approximate="tanh"), "tanh": lambda: L.Tanh(),
-    "sigmoid": lambda: L.Sigmoid(), "softplus": lambda: L.Softplus(beta=2.0),
-    "hard_sigmoid": lambda: L.HardSigmoid(), "identity": lambda: L.Identity(),
-}
+#: case id -> layer factory: every declared activation with a second-order kernel, at
+#: each of its declared samples (ops/declare.py)
+ACTIVATIONS = {"-".join([decl.name, *map(str, kwargs.values())]):
+               (lambda name=decl.layer, kwargs=kwargs: getattr(L, name)(**kwargs))
+               for decl in hg.ops.declare.activations() if decl.gradgrad
+               for kwargs in decl.samples}
 
 
 def mlp_critic(activation, dtype, seed=0):
@@ -74,15 +73,9 @@ def _torch_layer(layer, params, h):
             fn = F.conv_transpose1d if nd == 1 else F.conv_transpose2d
             return fn(h, w, b, output_padding=layer.output_padding, **kw).movedim(1, -1)
         return (F.conv1d if nd == 1 else F.conv2d)(h, w, b, **kw).movedim(1, -1)
-    hyper = layer.hyper
-    return {"ReLU": F.relu, "Tanh": torch.tanh, "Sigmoid": torch.sigmoid, "SELU": F.selu,
-            "Identity": lambda t: t,
-            "HardSigmoid": lambda t: torch.clamp(t + 3.0, 0.0, 6.0) / 6.0,  # same off +-3
-            "LeakyReLU": lambda t: F.leaky_relu(t, hyper.get("negative_slope")),
-            "ELU": lambda t: F.elu(t, hyper.get("alpha")),
-            "GELU": lambda t: F.gelu(t, approximate=hyper.get("approximate")),
-            "Softplus": lambda t: F.softplus(t, hyper.get("beta"), hyper.get("threshold")),
-            }[name](h)
+    if name == "HardSigmoid":  # torch has no double backward of hardsigmoid
+        return torch.clamp(h + 3.0, 0.0, 6.0) / 6.0  # the same function off +-3
+    return layer.declaration.torch(F, h, **layer.hyper)
 
 
 def torch_penalty(model, x, weight):
@@ -140,7 +133,7 @@ def test_conv_penalty_matches_torch_double_backward(rank, dtype):
     _check_against_torch(model, _inputs(model, n=3), weight=2.5)
 
 
-@pytest.mark.parametrize("critic", ["tanh", "softplus", "gelu_tanh", "conv1d", "conv2d"])
+@pytest.mark.parametrize("critic", ["tanh", "softplus", "gelu-tanh", "conv1d", "conv2d"])
 def test_penalty_gradient_matches_finite_differences(critic):
     model = (conv_critic(int(critic[-2]), np.float64) if critic.startswith("conv") else
              mlp_critic(critic, np.float64))
@@ -182,12 +175,12 @@ def test_graph_and_nested_chains_give_the_sequential_result():
     model = mlp_critic("softplus", np.float64)
     x = _inputs(model)
     expected = gradient_penalty(model, x)
-    inner = Sequential([L.Dense(6), L.Softplus(beta=2.0)], name="inner")
-    nested = Sequential([L.Dense(8), L.Softplus(beta=2.0), inner, L.Dense(1)], seed=0,
+    inner = Sequential([L.Dense(6), L.Softplus()], name="inner")
+    nested = Sequential([L.Dense(8), L.Softplus(), inner, L.Dense(1)], seed=0,
                         dtype="float64", input_shape=(5,))
     start = hg.Input((5,))
     h = start
-    for layer in (L.Dense(8), L.Softplus(beta=2.0), L.Dense(6), L.Softplus(beta=2.0),
+    for layer in (L.Dense(8), L.Softplus(), L.Dense(6), L.Softplus(),
                   L.Dense(1)):
         h = layer(h)
     graph = hg.Model(start, h, seed=0, dtype="float64")

@@ -14,6 +14,7 @@ from onnx.reference.ops.op_conv_transpose import ConvTranspose as _RefConvTransp
 from onnx.reference.ops.op_rnn import RNN_14  # noqa: E402
 
 from handgrad import layers as L  # noqa: E402
+from handgrad import ops  # noqa: E402
 from handgrad.cli import commands as cli  # noqa: E402
 from handgrad.io import export_onnx, save  # noqa: E402
 from handgrad.model import Sequential  # noqa: E402
@@ -134,10 +135,10 @@ CASES = {
     "layer_norm": (lambda: [L.LayerNorm(), L.LayerNorm(axes=2, bias=False),
                             L.LayerNorm(elementwise_affine=False)], (4, 6)),
     "dropout_identity": (lambda: [L.Dropout(0.5), L.Identity()], (4,)),
-    "activations": (lambda: [L.LeakyReLU(negative_slope=0.2), L.ELU(alpha=0.7), L.SELU(),
-                             L.Tanh(), L.Sigmoid(), L.HardSigmoid()], (10,)),
-    "gelu": (lambda: [L.GELU(), L.GELU(approximate="tanh")], (10,)),
-    "softplus": (lambda: [L.Softplus(beta=2.0, threshold=5.0), L.Softplus()], (10,)),
+    # every declared elementwise activation at each of its samples (ops/declare.py)
+    "activations": (lambda: [getattr(L, decl.layer)(**kwargs)
+                             for decl in ops.declare.activations() if decl.elementwise
+                             for kwargs in decl.samples], (10,)),
     "residual": (lambda: [L.Conv2D(4, 1), L.Residual(Sequential([
         L.Conv2D(4, 3, padding=1), L.BatchNorm(), L.ReLU()])),
         L.Residual(L.Dense(4), L.Dense(4))], (4, 5, 2)),

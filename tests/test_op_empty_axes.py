@@ -189,9 +189,9 @@ CASES = {
     **{f"{op}-{axis}": Empty(op, (shape,), lambda x, f=twin, a=a: f(x, a), kwargs={"axis": a})
        for op, twin in (("softmax", F.softmax), ("log_softmax", F.log_softmax))
        for axis, shape, a in (("N", (0, 5), -1), ("axis", (3, 0), -1), ("other", (3, 0), 0))},
-    **{f"{op}-empty": Empty(op, ((2, 0, 3),), twin) for op, twin in (
-        ("relu", F.relu), ("gelu", F.gelu), ("sigmoid", torch.sigmoid), ("tanh", torch.tanh),
-        ("hard_sigmoid", F.hardsigmoid), ("softplus", F.softplus), ("elu", F.elu))},
+    **{f"{decl.name}-empty": Empty(decl.name, ((2, 0, 3),),
+                                   lambda x, decl=decl: decl.torch(F, x))
+       for decl in ops.declare.activations() if decl.elementwise},  # every declared one
     "dropout-empty": Empty("dropout", ((3, 0),), lambda x: F.dropout(x, 0.5),
                            prep=lambda x: (x, 0.5, 0)),
     **{f"{cell}-{axis}": recurrent(cell, *sizes, *arg)

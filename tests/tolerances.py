@@ -135,7 +135,7 @@ def activation_bounds(name, x, dy, **kwargs):
         return _softmax_bounds(name, x, y, dy, kwargs.get("axis", -1))
     slope = backward_op(np.ones_like(x), cache)
     size = 1.0 + np.abs(slope) + np.abs(y)
-    if name == "gelu_tanh":
+    if name == "gelu_tanh" or kwargs.get("approximate") == "tanh":
         c, k = math.sqrt(2.0 / math.pi), 0.044715
         t = np.tanh(c * (x + k * x**3))
         du = c * (1.0 + 3.0 * k * x * x)
