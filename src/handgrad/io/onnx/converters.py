@@ -9,8 +9,6 @@ layer's per-example output shape (channels last).
 
 from __future__ import annotations
 
-import math
-
 from ... import ops
 from ...layers import REGISTRY
 from ...layers.declarations import declared
