@@ -238,9 +238,21 @@ def test_frozen_layer_returns_dx_and_accumulates_nothing(name, seed):
     y = layer.forward(x)
     frozen.build(shape, dtype=x.dtype)
     copy_parameters(layer, frozen)
-    np.testing.assert_array_equal(frozen.forward(x), y)
     dy = random_like(y, seed)
-    np.testing.assert_array_equal(frozen.backward(dy), layer.backward(dy))
+    running = {k: v for k, v in frozen.named_buffers().items() if k.endswith(("_mean", "_var"))}
+    if running:  # with running statistics a frozen layer runs in inference mode (Keras)
+        for key, value in running.items():  # statistics unlike the batch's
+            value += 0.5
+            layer.named_buffers()[key][...] = value
+        kept = {key: value.copy() for key, value in running.items()}
+        np.testing.assert_array_equal(frozen.forward(x), layer.forward(x, training=False))
+        assert np.any(frozen.backward(dy))
+        for key, value in kept.items():
+            np.testing.assert_array_equal(frozen.named_buffers()[key], value, err_msg=key)
+        layer.backward(dy)
+    else:
+        np.testing.assert_array_equal(frozen.forward(x), y)
+        np.testing.assert_array_equal(frozen.backward(dy), layer.backward(dy))
     for key, grad in frozen.named_gradients().items():
         assert np.all(grad == 0), f"frozen gradient {key} changed"
         assert np.any(layer.named_gradients()[key] != 0), f"trainable gradient {key} stayed zero"

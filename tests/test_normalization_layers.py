@@ -197,13 +197,52 @@ def test_eval_uses_running_statistics_and_changes_nothing(name):
 
 
 @running
-def test_frozen_layer_still_updates_running_statistics(name):
+def test_a_frozen_layer_runs_in_inference_mode(name):
+    """Keras's rule: a frozen layer normalizes with its running statistics and keeps them
+    (PyTorch's requires_grad=False would still update them)."""
     layer, x = fresh(name)
+    layer.forward(x)  # running statistics unlike the next batch's
+    kept = {k: v.copy() for k, v in layer.buffers.items()}
+    expected = layer.forward(2 * x, training=False)
     layer.trainable = False
-    y = layer.forward(x)
-    assert not np.array_equal(layer.buffers["running_mean"], 0)
-    layer.backward(np.ones_like(y) + x)
+    y = layer.forward(2 * x)
+    for key, value in kept.items():
+        np.testing.assert_array_equal(layer.buffers[key], value, err_msg=key)
+    np.testing.assert_array_equal(y, expected)
+    dx = layer.backward(np.ones_like(y) + x)
+    gamma = layer.parameters["gamma"]  # evaluation: dx = gamma dy / sqrt(running_var + eps)
+    want = gamma * (np.ones_like(y) + x) / np.sqrt(kept["running_var"] + layer.eps)
+    assert_close(dx, want, scale=np.abs(want).max(), what="frozen dx")
     assert all(not np.any(g) for g in layer.gradients.values())
+
+
+def test_a_frozen_backbone_keeps_its_batch_norm_statistics_during_fit():
+    """trainable=False set on a container reaches its BatchNorm: fit leaves the running
+    statistics of the frozen backbone alone (they used to move, here by about 1.1)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4)) + 1.5
+    y = rng.integers(0, 2, 64)
+    moved = {}
+    for frozen in (False, True):
+        backbone = Sequential([L.Dense(6), L.BatchNorm()], name="backbone")
+        model = Sequential([backbone, L.Dense(2)], seed=0, dtype="float64")
+        model.build((4,))
+        backbone.trainable = not frozen
+        kept = backbone[1].buffers["running_mean"].copy()
+        model.compile("sgd", "cross_entropy")
+        model.fit(x, y, epochs=2, batch_size=16, rng=0, verbose=0)
+        moved[frozen] = np.abs(backbone[1].buffers["running_mean"] - kept).max()
+    assert moved[True] == 0.0
+    assert moved[False] > 0.1  # trainable, the statistics do move
+
+
+@pytest.mark.parametrize("make", [lambda: L.BatchNorm(momentum=0.99),
+                                  lambda: L.InstanceNorm(momentum=0.9,
+                                                         track_running_stats=True)])
+def test_a_keras_style_momentum_warns_with_torchs_meaning(make):
+    with pytest.warns(UserWarning, match=r"PyTorch's momentum.*running = \(1 - momentum\) \* "
+                                         r"running \+ momentum \* batch.*write momentum=0\.1?"):
+        make()
 
 
 @running
@@ -307,6 +346,12 @@ def test_layer_rejects_an_incompatible_input(make, shape, error, pattern):
 
 @pytest.mark.parametrize("make, error, pattern", [
     (lambda: L.BatchNorm(momentum=1.5), ValueError, "BatchNorm: 'momentum' must be"),
+    (lambda: L.BatchNorm(16), ValueError, r"BatchNorm: received momentum=16.*PyTorch's "
+     r"BatchNorm2d\(16\).*output size only \(the input size comes from the data\): write "
+     r"BatchNorm\(\)"),
+    (lambda: L.InstanceNorm(8), ValueError, r"InstanceNorm1d\(8\).*write InstanceNorm\(\)"),
+    (lambda: L.GroupNorm(2, 16), ValueError, r"GroupNorm: received eps=16.*PyTorch's "
+     r"GroupNorm\(2, 16\).*write GroupNorm\(2\)"),
     (lambda: L.BatchNorm(momentum=None), TypeError, "BatchNorm: 'momentum' must be"),
     (lambda: L.BatchNorm(eps=-1), ValueError, "'eps' must be"),
     (lambda: L.BatchNorm(affine=1), TypeError, "'affine' must be a bool"),

@@ -2,13 +2,20 @@
 
 Parameters are ``"gamma"`` (initialized to ones) and ``"beta"`` (zeros), as in
 PyTorch. Running statistics are buffers (``layer.buffers["running_mean"]`` and
-``["running_var"]``, zeros and ones), updated in place by every training
-forward, also when the layer is frozen (``trainable=False`` only stops the
-parameter gradients, like ``requires_grad=False`` in PyTorch); ``training=False``
-normalizes with them. Every layer keeps its input's shape.
+``["running_var"]``, zeros and ones), updated in place by every training forward of a
+trainable layer; ``training=False`` normalizes with them. A frozen layer
+(``trainable=False``, also set through a container that holds it) runs in inference
+mode, as in Keras: it normalizes with its running statistics and leaves them alone
+(a frozen backbone keeps what it learned); backward still returns dx. Every layer
+keeps its input's shape.
+
+``momentum`` is PyTorch's: ``running = (1 - momentum) * running + momentum * batch``
+(Keras's ``momentum=0.99`` is ``momentum=0.01`` here; a value above 0.5 warns).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -20,6 +27,7 @@ from . import declarations as twins
 from . import onnx_forms
 from .base import Layer
 from .registry import register
+from .spelling import torch_spelling
 
 
 class Normalization(Layer):
@@ -104,11 +112,23 @@ class RunningNormalization(Normalization):
 
     def __init__(self, momentum, eps, affine, track_running_stats, **kwargs):
         owner = type(self).__name__
+        if is_int(momentum) and momentum > 1:
+            raise ValueError(torch_spelling(
+                owner, f"received momentum={momentum!r} (the first argument)",
+                f"{owner}{'2d' if owner == 'BatchNorm' else '1d'}({momentum})",
+                f"{owner}()"))
         affine = flag(owner, "affine", affine)
         super().__init__(eps, affine, affine, **kwargs)
         self.momentum = number(owner, "momentum", momentum, low=0.0, high=1.0)
         self.affine = affine
         self.track_running_stats = flag(owner, "track_running_stats", track_running_stats)
+        if self.track_running_stats and self.momentum > 0.5:
+            warnings.warn(
+                f"{owner}: momentum={self.momentum:g} is PyTorch's momentum, the weight of the "
+                f"new batch: running = (1 - momentum) * running + momentum * batch, so the "
+                f"running statistics follow the last batches; Keras's momentum is the weight "
+                f"of the old value: for Keras's momentum={self.momentum:g} write "
+                f"momentum={1 - self.momentum:.3g}", UserWarning, stacklevel=3)
 
     def get_config(self):
         return {**super().get_config(), "momentum": self.momentum, "affine": self.affine,
@@ -120,9 +140,10 @@ class RunningNormalization(Normalization):
             self._add_running_stats(input_shape[-1])
 
     def _statistics_args(self, training):
-        """(gamma, beta, running_mean, running_var, use the statistics of x)."""
+        """(gamma, beta, running_mean, running_var, use the statistics of x): a frozen
+        layer uses its running statistics, in training too (Keras's rule)."""
         mean, var = self.buffers.get("running_mean"), self.buffers.get("running_var")
-        return (*self._affine(), mean, var, training or mean is None)
+        return (*self._affine(), mean, var, (training and self.trainable) or mean is None)
 
 
 @register
@@ -131,8 +152,11 @@ class BatchNorm(RunningNormalization):
     or any (N, ..., C): PyTorch's BatchNorm1d/2d/3d with the channel axis last.
 
     Training: statistics of the batch (over every axis but the last); the running statistics
-    are updated (unbiased variance). Evaluation: the running statistics. With
-    ``track_running_stats=False`` the batch statistics are used in both modes.
+    are updated (unbiased variance). Evaluation, and training while frozen
+    (``trainable=False``, as in Keras): the running statistics, left unchanged. With
+    ``track_running_stats=False`` the batch statistics are used in every mode.
+    ``momentum`` is PyTorch's (see the module docstring); ``BatchNorm(16)``, PyTorch's
+    ``num_features``, is refused: the channels come from the data.
 
     In data-parallel training :mod:`handgrad.distributed` sets ``communicator`` (an object
     whose ``allreduce(array)`` sums over the processes): training forwards then use the
@@ -151,7 +175,7 @@ class BatchNorm(RunningNormalization):
 
     def _normalize(self, x, training):
         gamma, beta, mean, var, batch_stats = self._statistics_args(training)
-        shared = None if self.communicator is None or not training else \
+        shared = None if self.communicator is None or not (training and batch_stats) else \
             self.communicator.allreduce
         return ops.batch_norm(x, gamma, beta, mean, var, training=batch_stats,
                               momentum=self.momentum, eps=self.eps, allreduce=shared)
@@ -164,7 +188,7 @@ class InstanceNorm(RunningNormalization):
     defaults: no affine parameters, no running statistics).
 
     With ``track_running_stats=True`` training updates running statistics (averaged over the
-    examples) and evaluation normalizes with them.
+    examples) and evaluation, and training while frozen, normalizes with them.
     """
 
     torch_twin = twins.TorchTwin("InstanceNorm1d/2d", twins.norm_params)
@@ -191,7 +215,8 @@ class InstanceNorm(RunningNormalization):
 class GroupNorm(Normalization):
     """Group normalization of (N, C), (N, L, C) or (N, H, W, C): the C channels split into
     ``num_groups`` contiguous groups, statistics per example and group (PyTorch's GroupNorm
-    with the channel axis last). The same computation in training and evaluation."""
+    with the channel axis last). The same computation in training and evaluation. PyTorch's
+    second argument, ``num_channels``, is refused: the channels come from the data."""
 
     torch_twin = twins.TorchTwin("GroupNorm", twins.group_norm_params)
     onnx_form = onnx_forms.group_norm
@@ -200,6 +225,11 @@ class GroupNorm(Normalization):
 
     def __init__(self, num_groups, eps=1e-5, affine=True, **kwargs):
         owner = type(self).__name__
+        if is_int(eps) and eps > 1:
+            raise ValueError(torch_spelling(
+                owner, f"received eps={eps!r} (the second argument)",
+                f"GroupNorm({num_groups!r}, {eps})",
+                f"GroupNorm({num_groups!r})"))
         affine = flag(owner, "affine", affine)
         super().__init__(eps, affine, affine, **kwargs)
         self.num_groups = positive_int(owner, "num_groups", num_groups)
