@@ -121,11 +121,3 @@ def test_a_declaration_must_name_its_backward_and_be_unique():
     with pytest.raises(KeyError, match="declared: "):
         ops.declaration(len)
 
-
-def test_activation_layers_take_their_first_hyper_parameter_by_position():
-    assert L.LeakyReLU(0.2).hyper == {"negative_slope": 0.2}
-    assert L.Softplus(2.0).hyper == {"beta": 2.0, "threshold": 20.0}
-    with pytest.raises(TypeError, match="at most one positional argument"):
-        L.ReLU(0.1)
-    with pytest.raises(TypeError, match="'alpha' given by position and by keyword"):
-        L.ELU(0.5, alpha=0.7)

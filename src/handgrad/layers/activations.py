@@ -16,9 +16,9 @@ class Activation(Layer):
     """y = f(x) elementwise (softmax: along ``axis``); no parameters.
 
     Subclasses name their kernels (``forward_op``, ``backward_op``) and hyper-parameters;
-    values are validated in ``__init__`` by calling the op once on a tiny array. The first
-    hyper-parameter may be given by position (``LeakyReLU(0.2)``). One subclass is made
-    for each op declared with a ``layer`` name (:mod:`handgrad.ops.declare`).
+    values are validated in ``__init__`` by calling the op once on a tiny array. The
+    hyper-parameters may be given by position, in order (``LeakyReLU(0.2)``, as in PyTorch
+    and Keras). One subclass is made for each op declared with a ``layer`` name (:mod:`handgrad.ops.declare`).
     """
 
     forward_op = staticmethod(ops.identity)
@@ -33,16 +33,7 @@ class Activation(Layer):
 
     def __init__(self, *args, name=None, trainable=True, dtype=None, seed=None, **hyper):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
-        if args:
-            first = next(iter(self.defaults), None)
-            if len(args) > 1 or first is None:
-                raise TypeError(f"{type(self).__name__}: takes at most one positional "
-                                f"argument, its first hyper-parameter ({first or 'none'}); "
-                                f"received {len(args)}")
-            if first in hyper:
-                raise TypeError(f"{type(self).__name__}: {first!r} given by position and "
-                                f"by keyword")
-            hyper[first] = args[0]
+        hyper = self._positional(args, hyper)
         unknown = set(hyper) - set(self.defaults)
         if unknown:
             raise TypeError(f"{type(self).__name__}: unexpected argument(s) {sorted(unknown)}; "
@@ -53,6 +44,20 @@ class Activation(Layer):
         if "axis" in self.hyper and not is_int(self.hyper["axis"]):
             raise TypeError(f"{type(self).__name__}: 'axis' must be an int; received "
                             f"{self.hyper['axis']!r}")
+
+    def _positional(self, args, hyper):
+        """The hyper-parameters given positionally, in the order of ``defaults``, as in
+        PyTorch and Keras (``LeakyReLU(0.2)``, ``ELU(0.5)``), merged into ``hyper``."""
+        owner, names = type(self).__name__, list(self.defaults)
+        if len(args) > len(names):
+            takes = f"at most {len(names)} positional argument(s) {names}" if names else \
+                "no positional arguments (it has no hyper-parameters)"
+            raise TypeError(f"{owner}: takes {takes}; received {len(args)}: {args!r}")
+        for key, value in zip(names, args):
+            if key in hyper:
+                raise TypeError(f"{owner}: {key!r} given both positionally and by keyword")
+            hyper[key] = value
+        return hyper
 
     def get_config(self):
         return {**super().get_config(), **self.hyper}

@@ -2,10 +2,14 @@
 
 Weights follow DESIGN.md: a convolution's ``W`` is ``(*kernel, C_in // groups,
 C_out)``, a transposed convolution's ``(*kernel, C_out // groups, C_in)``; ``b``
-is ``(C_out,)``. Parameters default to PyTorch's initialization.
+is ``(C_out,)``. Parameters default to PyTorch's initialization. The input channels come
+from the data (Keras's order): PyTorch's ``Conv2d(3, 16, 3)`` is ``Conv2D(16, 3)``, and
+a build whose arguments read like PyTorch's order warns.
 """
 
 from __future__ import annotations
+
+import warnings
 
 from .. import ops
 from .._checks import int_tuple, positive_int
@@ -13,6 +17,7 @@ from ..ops import parse_padding
 from . import declarations as twins
 from . import onnx_forms
 from .registry import register
+from .spelling import torch_spelling
 from .weighted import WeightedLayer
 
 
@@ -77,6 +82,7 @@ class ConvND(WeightedLayer):
             raise ValueError(f"{self.label}: expects per-example inputs {layout}; received "
                              f"shape {tuple(input_shape)}")
         in_channels = input_shape[-1]
+        self._check_torch_order(in_channels)
         if in_channels % self.groups:
             raise ValueError(f"{self.label}: input channels ({in_channels}) must be divisible "
                              f"by groups ({self.groups})")
@@ -85,6 +91,22 @@ class ConvND(WeightedLayer):
         else:
             w_shape = (*self.kernel_size, in_channels // self.groups, self.out_channels)
         self.build_weights(w_shape, self.out_channels, rng)
+
+    def _check_torch_order(self, in_channels):
+        """Warn when the arguments read like PyTorch's (in_channels, out_channels,
+        kernel_size): the first equals the data's channels and the "kernel" is a channel
+        count (8 or more on every axis)."""
+        kernel, stride = self.kernel_size, self.stride
+        if in_channels != self.out_channels or min(kernel) < 8:
+            return
+        owner = type(self).__name__
+        k = kernel[0] if len(set(kernel)) == 1 else kernel
+        s = stride[0] if len(set(stride)) == 1 else stride
+        warnings.warn(torch_spelling(
+            self.label, f"out_channels={self.out_channels}, kernel_size={k}, stride={s} on "
+            f"inputs with {in_channels} channels", f"{owner[:-1]}d({in_channels}, {k}, {s}) "
+            f"(in_channels, out_channels, kernel_size)", f"{owner}({k}, {s}) (out_channels, "
+            f"kernel_size) if that is what you meant"), UserWarning, stacklevel=4)
 
     def _op_kwargs(self):
         kwargs = dict(stride=self.stride, padding=self.padding, dilation=self.dilation,

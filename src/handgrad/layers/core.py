@@ -11,18 +11,26 @@ from . import declarations as twins
 from . import onnx_forms
 from .base import Layer
 from .registry import register
+from .spelling import torch_spelling
 from .weighted import WeightedLayer
 
 
 @register
 class Dense(WeightedLayer):
-    """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features)."""
+    """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features).
+
+    F_in comes from the data: PyTorch's ``Linear(16, 32)`` is ``Dense(32)`` (refused with
+    that message)."""
 
     torch_twin = twins.TorchTwin("Linear", twins.dense_params, twins.RESET)
     onnx_form = onnx_forms.dense
     receptive_field = "pointwise"
 
     def __init__(self, out_features, bias=True, **kwargs):
+        if is_int(bias):
+            raise TypeError(torch_spelling(
+                type(self).__name__, f"received bias={bias!r} (the second argument)",
+                f"Linear({out_features!r}, {bias!r})", f"Dense({bias!r})"))
         super().__init__(bias=bias, **kwargs)
         self.out_features = positive_int(type(self).__name__, "out_features", out_features)
 
