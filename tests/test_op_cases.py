@@ -131,6 +131,36 @@ def test_avg_pool_backward_is_not_zero():
     np.testing.assert_allclose(dx, 0.25)
 
 
+@pytest.mark.parametrize("nd", [1, 2])
+def test_same_average_pooling_excludes_the_padding_as_tensorflow(nd):
+    """padding="same" averages the input values only (TensorFlow), so all-ones stay ones:
+    the padded corner was 0.25 when the padding counted (PyTorch's default for numbers)."""
+    from handgrad import layers as L
+    from handgrad.ops import reference
+
+    op, twin = (ops.avg_pool1d, reference.avg_pool1d) if nd == 1 else \
+        (ops.avg_pool2d, reference.avg_pool2d)
+    x = np.ones((2, *(3,) * nd, 2))
+    for fn in (op, twin):
+        y, _ = fn(x, 2, padding="same")
+        assert y.shape == (2, *(2,) * nd, 2)
+        np.testing.assert_array_equal(y, 1.0)
+        counted, _ = fn(x, 2, padding="same", count_include_pad=True)  # asked for
+        assert counted[(0, *(-1,) * nd, 0)] == 0.5 ** nd
+    layer = (L.AvgPool1D if nd == 1 else L.AvgPool2D)(2, padding="same")
+    np.testing.assert_array_equal(layer.forward(x), 1.0)
+    # the gradient of the same divisors: each corner output is its one input value
+    z = np.random.default_rng(0).standard_normal(x.shape)
+    y, cache = op(z, 2, padding="same")
+    y_ref, cache_ref = twin(z, 2, padding="same")
+    dy = np.random.default_rng(1).standard_normal(y.shape)
+    assert_close(y, y_ref, terms=2 ** nd, scale=np.abs(z).max())
+    assert_close(getattr(ops, op.__name__ + "_backward")(dy, cache),
+                 getattr(reference, op.__name__ + "_backward")(dy, cache_ref),
+                 terms=2 ** nd, scale=np.abs(dy).max(), what="dx")
+    assert y[(0, *(-1,) * nd, 0)] == z[(0, *(-1,) * nd, 0)]
+
+
 def test_same_padding_at_stride_two_halves_the_size():
     # numpy-ml keeps the input size for 'same' at stride 2.
     x = np.zeros((1, 7, 8, 1))

@@ -107,7 +107,8 @@ def pool(layer, g, v):
         y = g.op("MaxPool", [x], "max_pool", dilations=[a.dilation for a in axes],
                  pads=begins + ends, **attrs)
         return _out(layer, g, v, y)
-    if kw["count_include_pad"] and any(p for pair in geometry.padding for p in pair):
+    include = ops.resolve_count_include_pad(layer.label, kw["padding"], kw["count_include_pad"])
+    if include and any(p for pair in geometry.padding for p in pair):
         # zero padding that counts in the divisor, then windows clipped to it
         user_ends = [after for _, after in geometry.padding]
         x = g.op("Pad", [x, g.ints([0, 0, *begins, 0, 0, *user_ends], "pads")], "pad")

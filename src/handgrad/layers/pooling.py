@@ -86,28 +86,30 @@ class MaxPool2D(Pool):
 
 @register
 class AvgPool1D(Pool):
-    """Average pooling on (N, L, C)."""
+    """Average pooling on (N, L, C). ``count_include_pad=None``: the padding counts in the
+    divisor, except with ``padding="same"`` (TensorFlow's rule: the mean of the input values
+    in the window); give a bool to choose."""
 
     forward_op = staticmethod(ops.avg_pool1d)
     backward_op = staticmethod(ops.avg_pool1d_backward)
     rank = 1
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, *, name=None, **common):
+                 count_include_pad=None, *, name=None, **common):
         super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
                          ceil_mode=ceil_mode, count_include_pad=count_include_pad)
 
 
 @register
 class AvgPool2D(Pool):
-    """Average pooling on (N, H, W, C)."""
+    """Average pooling on (N, H, W, C). ``count_include_pad`` as :class:`AvgPool1D`."""
 
     forward_op = staticmethod(ops.avg_pool2d)
     backward_op = staticmethod(ops.avg_pool2d_backward)
     rank = 2
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, *, name=None, **common):
+                 count_include_pad=None, *, name=None, **common):
         super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
                          ceil_mode=ceil_mode, count_include_pad=count_include_pad)
 

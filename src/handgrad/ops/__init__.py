@@ -52,6 +52,7 @@ from .geometry import (
     conv_transpose_geometry,
     parse_padding,
     pool_geometry,
+    resolve_count_include_pad,
 )
 
 ACTIVATIONS = activation_table()

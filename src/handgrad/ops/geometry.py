@@ -18,6 +18,8 @@ Validators (``op`` first, as the kernels call them):
 
 - ``parse_padding(op, padding, n, kernel, stride, dilation, size_in, strings)``:
   per-axis ``(before, after)`` pairs from an int, ints, pairs or a string.
+- ``resolve_count_include_pad(op, padding, count_include_pad)``: whether average pooling
+  counts the padding (None: not for ``"same"``, yes otherwise).
 - ``check_normalized_shape(op, normalized_shape)``: an int or tuple of ints as a tuple.
 - ``check_lengths(op, lengths, n, steps)``: sequence lengths as int64 (N,) in [1, T].
 - ``check_ids(op, ids, num_embeddings)``: integer ids in [0, num_embeddings).
@@ -32,7 +34,7 @@ from __future__ import annotations
 from .._checks import describe, int_tuple, is_int
 from ._args.conv import conv_transpose_window, conv_window
 from ._args.norm import check_normalized_shape
-from ._args.pool import pool_window
+from ._args.pool import pool_window, resolve_count_include_pad
 from ._args.recurrent import GATES as RECURRENT_GATES
 from ._args.recurrent import check_lengths
 from ._args.windows import WindowAxis, WindowGeometry, parse_padding
@@ -50,6 +52,7 @@ __all__ = [
     "conv_transpose_geometry",
     "parse_padding",
     "pool_geometry",
+    "resolve_count_include_pad",
 ]
 
 

@@ -17,6 +17,8 @@ Average pooling::
 
 ``divisor`` follows PyTorch: the window clipped to the padded input with
 ``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
+``count_include_pad=None`` (the default) is False for ``padding="same"`` (TensorFlow's
+"same" pooling averages the input values only) and True otherwise (PyTorch).
 
 As in PyTorch, only the batch axis of the input may be empty (N = 0 gives empty
 outputs); an empty spatial or channel axis is refused with a ValueError.
@@ -31,7 +33,7 @@ import numpy as np
 
 from .._checks import array_module, upstream_grad
 from ._args.cache import Cache, check_cache
-from ._args.pool import PoolCall, prepare_global_pool, prepare_pool
+from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
 from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
 from ._engine import dispatch as engine
 from .declare import declare, exports
@@ -166,11 +168,6 @@ def _avg_pool_backward(op, forward, dy, cache):
     return xp.ascontiguousarray(buffer[inner])
 
 
-def _check_bool(op, name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"{op}: '{name}' must be a bool; received {value!r}")
-
-
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """1-D max pooling: x (N, L, C) -> y (N, L_out, C), PyTorch's output size and ties.
 
@@ -198,12 +195,14 @@ def max_pool2d_backward(dy, cache):
     return _max_pool_backward("max_pool2d_backward", "max_pool2d", dy, cache)
 
 
-def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-    """1-D average pooling: x (N, L, C) -> y (N, L_out, C). Returns ``(y, cache)``."""
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None):
+    """1-D average pooling: x (N, L, C) -> y (N, L_out, C). Returns ``(y, cache)``.
+
+    ``count_include_pad``: None counts the padding except for ``padding="same"``."""
     op = "avg_pool1d"
-    _check_bool(op, "count_include_pad", count_include_pad)
+    include = resolve_count_include_pad(op, padding, count_include_pad)
     call = prepare_pool(op, 1, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, count_include_pad, None)
+    return _avg_pool(call, include, None)
 
 
 def avg_pool1d_backward(dy, cache):
@@ -212,14 +211,15 @@ def avg_pool1d_backward(dy, cache):
     return _avg_pool_backward("avg_pool1d_backward", "avg_pool1d", dy, cache)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None,
                divisor_override=None):
     """2-D average pooling: x (N, H, W, C) -> y (N, H_out, W_out, C). Returns ``(y, cache)``.
 
+    ``count_include_pad``: None counts the padding except for ``padding="same"``.
     ``divisor_override`` (a non-zero int) replaces every window's divisor, as in PyTorch.
     """
     op = "avg_pool2d"
-    _check_bool(op, "count_include_pad", count_include_pad)
+    include = resolve_count_include_pad(op, padding, count_include_pad)
     if divisor_override is not None and (
         isinstance(divisor_override, bool) or not isinstance(divisor_override, int)
         or divisor_override == 0
@@ -229,7 +229,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
             f"received {divisor_override!r}"
         )
     call = prepare_pool(op, 2, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, count_include_pad, divisor_override)
+    return _avg_pool(call, include, divisor_override)
 
 
 def avg_pool2d_backward(dy, cache):

@@ -57,6 +57,15 @@ def prepare_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode) -
     return PoolCall(op, x, geometry.axes, geometry.padding)
 
 
+def resolve_count_include_pad(op, padding, count_include_pad) -> bool:
+    """Whether average pooling counts the padding in its divisor. ``None`` (the default):
+    not for ``padding="same"`` (TensorFlow's "same" averages the input values only), yes
+    for numeric padding (PyTorch's default); a bool is taken as given."""
+    if count_include_pad is None:
+        return not (isinstance(padding, str) and padding == "same")
+    return flag(op, "count_include_pad", count_include_pad)
+
+
 def prepare_global_pool(op, x, keepdims):
     """Validate a global pooling call: x (N, L, C) or (N, H, W, C), only N may be 0."""
     flag(op, "keepdims", keepdims)

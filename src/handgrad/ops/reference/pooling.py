@@ -16,7 +16,7 @@ import numpy as np
 
 from ..._checks import upstream_grad
 from .._args.cache import Cache, check_cache
-from .._args.pool import prepare_global_pool, prepare_pool
+from .._args.pool import prepare_global_pool, prepare_pool, resolve_count_include_pad
 from ..declare import exports
 
 
@@ -140,10 +140,11 @@ def max_pool2d_backward(dy, cache):
     return _max_pool_backward("max_pool2d_backward", "max_pool2d", dy, cache)
 
 
-def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None):
     """Loop twin of :func:`handgrad.ops.avg_pool1d`."""
+    include = resolve_count_include_pad("avg_pool1d", padding, count_include_pad)
     call = prepare_pool("avg_pool1d", 1, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, count_include_pad, None)
+    return _avg_pool(call, include, None)
 
 
 def avg_pool1d_backward(dy, cache):
@@ -151,11 +152,12 @@ def avg_pool1d_backward(dy, cache):
     return _avg_pool_backward("avg_pool1d_backward", "avg_pool1d", dy, cache)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None,
                divisor_override=None):
     """Loop twin of :func:`handgrad.ops.avg_pool2d`."""
+    include = resolve_count_include_pad("avg_pool2d", padding, count_include_pad)
     call = prepare_pool("avg_pool2d", 2, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, count_include_pad, divisor_override)
+    return _avg_pool(call, include, divisor_override)
 
 
 def avg_pool2d_backward(dy, cache):
