@@ -138,6 +138,43 @@ def test_metric_names_and_values():
         metrics.binary_accuracy(pred, ids)
 
 
+def multi_label(loss, metric_names):
+    """A 5-output model compiled with ``loss`` and evaluated on multi-label 0/1 targets."""
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((200, 6)), (rng.standard_normal((200, 5)) > 0).astype(float)
+    net = Sequential([L.Dense(5)], seed=0, input_shape=(6,), dtype="float64")
+    return net.compile("sgd", loss, metric_names).evaluate(x, y), net.predict(x), y
+
+
+def test_accuracy_with_binary_cross_entropy_is_binary_accuracy_per_output():
+    logs, pred, y = multi_label("binary_cross_entropy", ["accuracy", "acc"])
+    binary = ((pred > 0) == (y > 0.5)).mean()  # one decision per output (multi-label)
+    assert logs["accuracy"] == logs["acc"] == binary
+    assert binary != (np.argmax(pred, -1) == np.argmax(y, -1)).mean()  # what it was
+    default, _, _ = multi_label("binary_crossentropy", None)  # compile's default metrics
+    assert default["accuracy"] == binary
+
+
+def test_accuracy_with_cross_entropy_is_the_arg_max():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((50, 6)), rng.integers(0, 5, 50)
+    net = Sequential([L.Dense(5)], seed=0, input_shape=(6,), dtype="float64")
+    logs = net.compile("sgd", "cross_entropy").evaluate(x, y)
+    assert logs["accuracy"] == (np.argmax(net.predict(x), -1) == y).mean()
+
+
+@pytest.mark.parametrize("loss", ["mse", "mae", "huber", losses.mse])
+def test_accuracy_is_refused_where_the_loss_leaves_it_ambiguous(loss):
+    name = loss if isinstance(loss, str) else "mse"
+    with pytest.raises(ValueError, match=rf"compile: metric 'accuracy' is ambiguous with loss "
+                                         rf"'{name}'.*name the metric: 'binary_accuracy'.*"
+                                         rf"'categorical_accuracy'"):
+        mlp().compile("sgd", loss, metrics=["accuracy"])
+    logs, pred, y = multi_label(loss, ["binary_accuracy"])  # a named metric is taken as is
+    assert logs["binary_accuracy"] == ((pred > 0) == (y > 0.5)).mean()
+    assert list(multi_label(loss, None)[0]) == ["loss"]  # the default logs no accuracy
+
+
 def test_compile_metric_arguments():
     with pytest.raises(TypeError, match=r"compile: 'metrics' must be a list.*'accuracy'"):
         mlp().compile("sgd", "mse", metrics="accuracy")

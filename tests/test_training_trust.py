@@ -24,7 +24,7 @@ def data(n=16, features=3, seed=0, dtype=np.float32):
     return x, (x[:, 0] + x[:, 1] > 0).astype(np.int64)
 
 
-def mlp(features=3, outputs=2, dtype=None, loss="cross_entropy", metrics=("accuracy",)):
+def mlp(features=3, outputs=2, dtype=None, loss="cross_entropy", metrics=None):
     net = Sequential([L.Dense(8), L.ReLU(), L.Dense(outputs)], seed=0, dtype=dtype,
                      input_shape=(features,))
     return net.compile("sgd", loss, metrics=metrics)

@@ -77,12 +77,14 @@ class TrainingMixin(EvaluationMixin):
         self.training = False
         return self
 
-    def compile(self, optimizer="adam", loss="cross_entropy", metrics=("accuracy",),
+    def compile(self, optimizer="adam", loss="cross_entropy", metrics=None,
                 loss_weights=None):
         """Choose the optimizer (name or instance), the loss (a name of
         :data:`handgrad.losses.LOSSES`, Keras's names included, or a callable
         ``(pred, y) -> (loss, dpred)``) and the metrics (names of
-        :data:`handgrad.training.metrics.METRICS`; logged under the name given, e.g. ``"acc"``).
+        :data:`handgrad.training.metrics.METRICS`; logged under the name given, e.g. ``"acc"``;
+        ``"accuracy"`` is chosen from the loss and refused where that is ambiguous, e.g. with
+        mse; None: ``["accuracy"]`` for a cross-entropy loss, none for the others).
         The cross-entropy losses take logits: an output that comes from Softmax or Sigmoid
         is refused.
 

@@ -4,7 +4,11 @@
 sigmoid, see :mod:`handgrad.losses`). Keras's names are accepted and the logs keep the
 name the user gave (``metrics=["acc"]`` logs ``acc`` and ``val_acc``):
 
-    accuracy, acc, sparse_categorical_accuracy, categorical_accuracy
+    accuracy, acc                chosen from the output's loss, as Keras does: binary
+        accuracy (per output) for ``binary_cross_entropy``, categorical accuracy (arg-max)
+        for the softmax cross-entropies; refused for any other loss (mse, a callable, no
+        loss), where it would be a guess: name the metric
+    sparse_categorical_accuracy, categorical_accuracy
         arg-max of the logits == the class id (targets: ids ``(N, ...)`` or
         ``(N, ..., 1)``, or one-hot ``(N, ..., C)``); with one logit (C == 1):
         ``logit > 0`` == ``target > 0.5``
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import losses
 from .._checks import array_module, describe, is_int
 
 
@@ -81,8 +86,25 @@ METRICS = {
 }
 
 
-def get(op, metrics):
-    """``{name: metric}`` for a list of metric names (the names are kept as given)."""
+#: The names whose meaning depends on the loss (see :func:`accuracy_for`).
+ACCURACY_NAMES = ("accuracy", "acc")
+_ARGMAX_LOSSES = (losses.softmax_cross_entropy, losses.sparse_categorical_crossentropy,
+                  losses.categorical_crossentropy)
+
+
+def accuracy_for(loss):
+    """The accuracy that ``"accuracy"`` means for ``loss`` (a loss function or None):
+    :func:`binary_accuracy` for binary cross-entropy (one decision per output, multi-label),
+    :func:`accuracy` (arg-max) for the softmax cross-entropies, None where it is ambiguous."""
+    if loss is losses.binary_cross_entropy:
+        return binary_accuracy
+    return accuracy if loss in _ARGMAX_LOSSES else None
+
+
+def get(op, metrics, loss=None, *, loss_name=None):
+    """``{name: metric}`` for a list of metric names (the names are kept as given);
+    ``"accuracy"``/``"acc"`` are chosen from ``loss`` (:func:`accuracy_for`) and refused
+    where it leaves them ambiguous (``loss_name`` names the loss in that message)."""
     if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
         raise TypeError(f"{op}: 'metrics' must be a list of metric names, e.g. "
                         f"['accuracy']; received {describe(metrics)}")
@@ -92,6 +114,15 @@ def get(op, metrics):
             raise ValueError(f"{op}: 'metrics' entries must be one of {sorted(METRICS)}; "
                              f"received {name!r}")
         resolved[name] = METRICS[name.lower()]
+        if name.lower() in ACCURACY_NAMES:
+            resolved[name] = accuracy_for(loss)
+            if resolved[name] is None:
+                given = "no loss" if loss is None else f"loss {loss_name!r}"
+                raise ValueError(
+                    f"{op}: metric {name!r} is ambiguous with {given} (it is chosen from a "
+                    f"cross-entropy loss); name the metric: 'binary_accuracy' (logit > 0 "
+                    f"== target > 0.5, per output), 'categorical_accuracy' (arg-max), or "
+                    f"'mae'/'mse' for a regression")
     return resolved
 
 

@@ -6,7 +6,9 @@ layers that produce the outputs, ``model.output_names``). The total loss is
 ``sum_i w_i * L_i`` over the outputs that have a loss, so the gradient sent back into
 output ``i`` is ``w_i * dL_i/dpred_i``; an output without a loss, or with weight 0, gets
 ``None`` (no gradient). A list of metrics applies to every output that has a loss; a dict
-of metrics names the outputs it measures.
+of metrics names the outputs it measures. ``"accuracy"`` is chosen from the output's loss
+(see :mod:`handgrad.training.metrics`); ``metrics=None`` (compile's default) logs it for
+each output whose loss is a cross-entropy, and nothing for the others.
 
 Logs: a model with one output logs ``loss`` and its metrics under the names given
 (``accuracy``). With several outputs the logs are ``loss`` (the weighted total), then
@@ -66,7 +68,7 @@ class Objective:
     docstring). Call it on the predictions and the targets (lists in output order) to
     get ``(logs, gradients)``."""
 
-    def __init__(self, model, loss, loss_weights=None, metrics=("accuracy",)):
+    def __init__(self, model, loss, loss_weights=None, metrics=None):
         op = "compile"
         self.names = output_names(model)
         self.multi = len(self.names) > 1
@@ -80,7 +82,9 @@ class Objective:
         weights = per_output(op, "loss_weights", 1.0 if loss_weights is None else loss_weights,
                              self.names, check=self._weight_check(loss_weights))
         self.weights = {name: 1.0 if w is None else w for name, w in weights.items()}
-        metrics = () if metrics is None else metrics
+        if metrics is None:  # the default: accuracy where the loss says which one
+            metrics = {name: ("accuracy",) if _metrics.accuracy_for(fn) else ()
+                       for name, fn in self.losses.items()}
         if not isinstance(metrics, (list, tuple, dict)):
             raise TypeError(f"{op}: 'metrics' must be a list of metric names, e.g. "
                             f"['accuracy'], or a dict of them keyed by output name; received "
@@ -91,10 +95,16 @@ class Objective:
             # one list for all outputs: it measures the outputs that have a loss
             self.metrics = {name: names if self.losses[name] else ()
                             for name, names in self.metrics.items()}
-        self.metric_fns = {name: _metrics.get(op, names or ())
+        self.metric_fns = {name: _metrics.get(op, names or (), self.losses[name],
+                                              loss_name=self._loss_name(name))
                            for name, names in self.metrics.items()}
         for name, layer in zip(self.names, _output_layers(model)):
             self._check_logits(op, name, layer)
+
+    def _loss_name(self, name):
+        spec = self.loss_specs.get(name)
+        return spec if spec is None or isinstance(spec, str) else \
+            getattr(spec, "__name__", repr(spec))
 
     def _weight_check(self, given):
         def check(name, value):
