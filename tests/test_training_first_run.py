@@ -4,6 +4,7 @@ the fix."""
 
 from __future__ import annotations
 
+import functools
 import io as stdio
 import sys
 
@@ -161,6 +162,9 @@ def test_accuracy_with_cross_entropy_is_the_arg_max():
     net = Sequential([L.Dense(5)], seed=0, input_shape=(6,), dtype="float64")
     logs = net.compile("sgd", "cross_entropy").evaluate(x, y)
     assert logs["accuracy"] == (np.argmax(net.predict(x), -1) == y).mean()
+    smoothed = functools.partial(losses.softmax_cross_entropy, label_smoothing=0.1)
+    assert net.compile("sgd", smoothed, ["accuracy"]).evaluate(x, y)["accuracy"] == \
+        logs["accuracy"]
 
 
 @pytest.mark.parametrize("loss", ["mse", "mae", "huber", losses.mse])

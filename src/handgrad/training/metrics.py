@@ -21,6 +21,8 @@ name the user gave (``metrics=["acc"]`` logs ``acc`` and ``val_acc``):
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import losses
@@ -95,7 +97,10 @@ _ARGMAX_LOSSES = (losses.softmax_cross_entropy, losses.sparse_categorical_crosse
 def accuracy_for(loss):
     """The accuracy that ``"accuracy"`` means for ``loss`` (a loss function or None):
     :func:`binary_accuracy` for binary cross-entropy (one decision per output, multi-label),
-    :func:`accuracy` (arg-max) for the softmax cross-entropies, None where it is ambiguous."""
+    :func:`accuracy` (arg-max) for the softmax cross-entropies, None where it is ambiguous.
+    A ``functools.partial`` of a loss (e.g. with ``label_smoothing``) counts as that loss."""
+    while isinstance(loss, functools.partial):
+        loss = loss.func
     if loss is losses.binary_cross_entropy:
         return binary_accuracy
     return accuracy if loss in _ARGMAX_LOSSES else None
