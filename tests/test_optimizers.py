@@ -219,6 +219,68 @@ def test_lr_is_plain_attribute_and_get_builds_by_name():
         assert type(clone) is type(opt) and clone.get_config() == opt.get_config()
 
 
+NAMES = ["sgd", "adam", "adamw", "rmsprop", "adagrad"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learning_rate_is_the_keras_name_of_lr(name):
+    opt = optimizers.get(name, learning_rate=0.5)
+    assert opt.lr == opt.learning_rate == 0.5
+    opt.learning_rate = 0.0  # what a Keras callback writes: it must reach the update
+    assert opt.lr == 0.0 and opt.get_config()["lr"] == 0.0
+    p = {"w": np.ones(3)}
+    opt.step(p, {"w": np.full(3, 2.0)})
+    np.testing.assert_array_equal(p["w"], 1.0)  # lr 0: no change (AdamW: p *= 1 - 0 wd)
+    with pytest.raises(TypeError, match=r"give 'lr' or 'learning_rate' \(its Keras name\), "
+                                        r"not both"):
+        optimizers.get(name, lr=0.1, learning_rate=0.2)
+
+
+def test_a_callback_setting_learning_rate_stops_training():
+    from handgrad import layers as L
+    from handgrad.model import Sequential
+    from handgrad.training.callbacks import Callback
+
+    class Freeze(Callback):
+        def on_train_begin(self, logs=None):
+            self.model.optimizer.learning_rate = 0.0
+
+    net = Sequential([L.Dense(2)], seed=0, input_shape=(3,), dtype="float64")
+    net.compile("adam", "cross_entropy")
+    before = {k: v.copy() for k, v in net.named_parameters().items()}
+    x, y = np.random.default_rng(0).standard_normal((16, 3)), np.arange(16) % 2
+    net.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[Freeze()])
+    for key, value in net.named_parameters().items():
+        np.testing.assert_array_equal(value, before[key], err_msg=key)  # trained at 1e-3 before
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_setting_an_unknown_attribute_is_refused(name):
+    opt = optimizers.get(name)
+    with pytest.raises(AttributeError, match=rf"{type(opt).__name__} has no attribute 'lr_rate' "
+                                             rf"to set.*known: \[.*'lr'.*'learning_rate'\]"):
+        opt.lr_rate = 0.1
+    opt.lr = 0.2  # known attributes stay settable
+    opt.iterations += 1
+    assert opt.lr == 0.2 and opt.iterations == 1 and not hasattr(opt, "lr_rate")
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda p: optimizers.AdamW([{"params": p}], lr=1e-3),
+     r"AdamW: received the parameters .* as the first argument, as torch.optim takes them; "
+     r"handgrad's optimizers take hyper-parameters only \(AdamW\(lr=\.\.\.\)\) and "
+     r"step\(params, grads\) receives the parameters.*parameter groups are not supported "
+     r"yet: give each group its own optimizer"),
+    (lambda p: optimizers.SGD(p, lr=0.1), r"SGD: received the parameters .* hyper-parameters only"),
+    (lambda p: optimizers.Adam(iter(p)), r"Adam: received the parameters .*list_iterator"),
+    (lambda p: optimizers.RMSProp(params=p), r"RMSProp: received the parameters"),
+    (lambda p: optimizers.AdaGrad({"w": p[0]}), r"AdaGrad: received the parameters .*dict"),
+])
+def test_torch_style_parameters_first_say_how_to_give_them(call, match):
+    with pytest.raises(TypeError, match=match):
+        call([np.zeros(2)])
+
+
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [

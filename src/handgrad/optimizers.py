@@ -37,6 +37,7 @@ import numpy as np
 from ._checks import array_module, describe, float_array, same_dtype
 from ._hyper import build_from_config, flag, lookup, number
 from ._named import NamedArrays
+from ._optim_args import OptimizerArguments
 from ._optim_state import parse_state
 
 __all__ = [
@@ -96,8 +97,10 @@ def _to_numpy(array):
 # --- optimizers -----------------------------------------------------------------------
 
 
-class Optimizer:
+class Optimizer(OptimizerArguments):
     """Base class: validation, lazy per-parameter state, clipping and (de)serialization.
+    ``learning_rate`` is accepted as the name of ``lr`` (argument and attribute); setting
+    an attribute an optimizer does not have raises (see :mod:`handgrad._optim_args`).
 
     Subclasses define ``_slots()`` (names of their state arrays), ``_counts_steps`` and
     ``_update(name, p, g, lr)`` which changes ``p`` in place.
