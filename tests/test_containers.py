@@ -161,3 +161,14 @@ def test_containers_only_say_what_their_children_are(cls):
                    "trainable", "walk"):
         assert method not in vars(cls), f"{cls.__name__} defines {method} itself"
     assert "children" not in vars(L.WaveNetBlock)
+
+
+def test_count_params_of_an_unbuilt_model_says_to_build_it():
+    model = Sequential([L.Dense(4), L.ReLU(), L.Dense(2)])
+    with pytest.raises(ValueError, match=r"Sequential: count_params\(\) needs the parameters.*"
+                                         r"call build\(input_shape\), give input_shape"):
+        model.count_params()  # was 0
+    with pytest.raises(ValueError, match=r"Dense: count_params\(\)"):
+        L.Dense(3).count_params()
+    assert model.build((3,)).count_params() == 3 * 4 + 4 + 4 * 2 + 2
+    assert Sequential([L.Dense(4)], input_shape=(3,)).count_params() == 16

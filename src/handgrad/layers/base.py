@@ -325,6 +325,11 @@ class Layer(Declarations):
         return self._named("buffers")
 
     def count_params(self) -> int:
+        """The number of parameter values; an unbuilt layer has none yet, and says so."""
+        if not self.built:
+            raise ValueError(f"{self.label}: count_params() needs the parameters, which are "
+                             f"made when the layer is built: call build(input_shape), give "
+                             f"input_shape to the model, or run it on data first")
         return int(sum(p.size for p in self.named_parameters().values()))
 
     def zero_grad(self):
