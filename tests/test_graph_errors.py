@@ -244,7 +244,7 @@ def test_config_round_trip_rebuilds_the_same_graph():
         np.testing.assert_array_equal(got, want)
 
 
-def test_a_nested_model_without_dtype_or_seed_takes_the_outer_models():
+def test_a_nested_model_without_dtype_takes_the_outer_dtype_and_keeps_its_weights():
     def inner_model():
         x = hg.Input((4,))
         return hg.Model(x, L.Dense(3)(L.Tanh()(L.Dense(5)(x))))
@@ -253,12 +253,28 @@ def test_a_nested_model_without_dtype_or_seed_takes_the_outer_models():
         y = hg.Input((4,))
         return hg.Model(y, L.Dense(2)(inner(y)), dtype="float64", seed=0)
 
-    first, second = outer_model(inner_model()), outer_model(inner_model())
-    assert all(p.dtype == np.float64 for p in first.named_parameters().values())
-    for key, value in first.named_parameters().items():  # the outer seed decides them all
-        assert np.array_equal(value, second.named_parameters()[key]), key
+    inner = inner_model()
+    kept = {k: v.copy() for k, v in inner.named_parameters().items()}
+    outer = outer_model(inner)
+    assert all(p.dtype == np.float64 for p in outer.named_parameters().values())
+    for key, value in inner.named_parameters().items():  # the values are its own
+        np.testing.assert_array_equal(value, kept[key].astype(np.float64), err_msg=key)
     inside_sequential = Sequential([inner_model(), L.Dense(2)], seed=1, dtype="float64")
     assert inside_sequential.predict(np.zeros((2, 4))).dtype == np.float64
+
+
+def test_a_loaded_model_nested_in_sequential_keeps_its_weights():
+    """Pretrained weights loaded into a Model made without a seed survive being wrapped in
+    Sequential([...]) (they were silently re-initialized)."""
+    x = hg.Input((4,))
+    backbone = hg.Model(x, L.Dense(3, name="fc")(x), name="backbone")
+    loaded = {k: np.full_like(v, 0.5) for k, v in backbone.named_parameters().items()}
+    for key, value in loaded.items():  # as io.load_weights does
+        backbone.named_parameters()[key][...] = value
+    model = Sequential([backbone, L.Dense(2)], seed=0, input_shape=(4,))  # builds it
+    for key, value in loaded.items():
+        np.testing.assert_array_equal(model.named_parameters()[f"backbone.{key}"], value)
+    np.testing.assert_array_equal(backbone.predict(np.ones((1, 4), np.float32)), 0.5 * 4 + 0.5)
 
 
 def test_a_nested_model_keeps_what_it_set_or_learned():

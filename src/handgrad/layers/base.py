@@ -251,7 +251,8 @@ class Layer(Declarations):
 
     def adopt(self, rng, dtype):
         """Called on an already built layer when a model that contains it is built; a
-        layer keeps its parameters (a graph ``Model`` may take the outer model's)."""
+        layer keeps its parameters (a graph ``Model`` made without a dtype takes the outer
+        model's dtype, its values kept)."""
 
     def graph_forward(self, inputs, training):
         """Forward of one graph call; ``inputs`` is the list of input arrays (the cache is

@@ -66,6 +66,16 @@ def _topological(outputs, inputs):
     return order
 
 
+def _cast(layer, dtype):
+    """``layer``'s own float arrays (parameters, gradients, buffers) cast to ``dtype``,
+    their values kept; its dtype set to it."""
+    for arrays in (layer.parameters, layer.gradients, layer.buffers):
+        for key, value in arrays.items():
+            if getattr(value, "dtype", None) is not None and value.dtype.kind == "f":
+                arrays[key] = value.astype(dtype)
+    layer.dtype = dtype
+
+
 def _unique(names):
     """``names`` with a repeated one suffixed ``_1``, ``_2``, ... (an output made by a
     shared layer's several calls)."""
@@ -89,8 +99,9 @@ class Model(GraphNetwork, TrainingMixin, Layer):
     or a list in input order. ``dtype`` and ``seed`` decide the parameters of every
     layer that does not set its own. A Model is a layer: it can be called on tensors
     of another Model (several times: its weights are shared) and used in
-    ``Sequential``. It builds its layers when it is made, so a nested Model keeps the
-    dtype and seed it was made with: give it the outer model's dtype. A layer frozen
+    ``Sequential``. It builds its layers when it is made (from its own ``seed``), and
+    keeps its weights when it is nested; made without a ``dtype``, it takes the outer
+    model's (its arrays are cast). A layer frozen
     before (``trainable=False``) stays frozen; ``trainable=False`` freezes them all.
     """
 
@@ -121,9 +132,9 @@ class Model(GraphNetwork, TrainingMixin, Layer):
             t.node.layer.name if t.node is not None else self.input_names[
                 self.inputs.index(t)] for t in self.outputs])
         self.training = True
-        # Made without its own dtype and seed, a model takes the outer model's when it is
-        # nested (see ``adopt``), until it has trained.
-        self._adoptable = dtype is None and seed is None
+        # Made without its own dtype, a model takes the outer model's when it is nested
+        # (see ``adopt``); its weights stay its own.
+        self._own_dtype = dtype is not None
         self._built_here = []
         self.build(self.inputs[0].shape if self.single_input else [t.shape for t in self.inputs])
 
@@ -198,16 +209,19 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         return expected
 
     def adopt(self, rng, dtype):
-        """Nested in a model being built: a model made without its own dtype and seed,
-        and not trained since, builds its layers again from the outer model's generator
-        and dtype, as an unbuilt layer would be built (give it a dtype or a seed to keep
-        its weights, e.g. after ``io.load_weights``)."""
-        if not self._adoptable:
+        """Nested in a model being built: the weights stay as they are (initialized, loaded
+        or trained). A model made without its own dtype takes the outer model's: the arrays
+        of the layers it built without their own dtype are cast to it."""
+        dtype = check_dtype(self.label, dtype)
+        if self._own_dtype or dtype is None or dtype == self.dtype:
             return
         for layer, given_dtype in self._built_here:
-            layer.built, layer.dtype = False, given_dtype
-        self._built_here, self.built, self.dtype = [], False, None
-        self.build(self.input_shape, rng, dtype)
+            if given_dtype is None:
+                _cast(layer, dtype)
+        for node in self.nodes:
+            if not any(node.layer is built for built, _ in self._built_here):
+                node.layer.adopt(rng, dtype)
+        self.dtype = dtype
 
     def graph_build(self, input_shapes, rng, dtype):
         self.build(input_shapes[0] if self.single_input else input_shapes, rng, dtype)
@@ -229,8 +243,6 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         forward that keeps caches first drops what earlier forwards left unconsumed."""
         training = self.training if training is None else training
         grad = keeps_cache(self.label, training, grad)
-        if training or grad:
-            self._adoptable = False  # trained weights are its own from now on
         values = dict(zip((t.uid for t in self.inputs), arrays_by_input(self, x)))
         shapes = {uid: (value.shape, value.dtype) for uid, value in values.items()}
         node = None
