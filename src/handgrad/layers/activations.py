@@ -18,7 +18,8 @@ class Activation(Layer):
     Subclasses name their kernels (``forward_op``, ``backward_op``) and hyper-parameters;
     values are validated in ``__init__`` by calling the op once on a tiny array. The
     hyper-parameters may be given by position, in order (``LeakyReLU(0.2)``, as in PyTorch
-    and Keras). One subclass is made for each op declared with a ``layer`` name (:mod:`handgrad.ops.declare`).
+    and Keras). One subclass is made for each op declared with a ``layer`` name
+    (:mod:`handgrad.ops.declare`).
     """
 
     forward_op = staticmethod(ops.identity)
