@@ -144,26 +144,38 @@ def multi_label(loss, metric_names):
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((200, 6)), (rng.standard_normal((200, 5)) > 0).astype(float)
     net = Sequential([L.Dense(5)], seed=0, input_shape=(6,), dtype="float64")
-    return net.compile("sgd", loss, metric_names).evaluate(x, y), net.predict(x), y
+    if not losses.takes_logits(losses.get(loss)):
+        net.add(L.Sigmoid())
+    logs = net.compile("sgd", loss, metric_names).evaluate(x, y, return_dict=True)
+    return logs, net.predict(x), y
 
 
 def test_accuracy_with_binary_cross_entropy_is_binary_accuracy_per_output():
-    logs, pred, y = multi_label("binary_cross_entropy", ["accuracy", "acc"])
+    logs, pred, y = multi_label("binary_cross_entropy_with_logits", ["accuracy", "acc"])
     binary = ((pred > 0) == (y > 0.5)).mean()  # one decision per output (multi-label)
     assert logs["accuracy"] == logs["acc"] == binary
     assert binary != (np.argmax(pred, -1) == np.argmax(y, -1)).mean()  # what it was
-    default, _, _ = multi_label("binary_crossentropy", None)  # compile's default metrics
+    default, _, _ = multi_label("binary_cross_entropy_with_logits", None)  # default metrics
     assert default["accuracy"] == binary
+
+
+@pytest.mark.parametrize("loss", ["binary_cross_entropy", "binary_crossentropy"])
+def test_accuracy_of_probabilities_thresholds_at_one_half(loss):
+    logs, prob, y = multi_label(loss, ["accuracy", "binary_accuracy"])
+    binary = ((prob > 0.5) == (y > 0.5)).mean()
+    assert logs["accuracy"] == logs["binary_accuracy"] == binary
+    assert binary != ((prob > 0) == (y > 0.5)).mean()  # a logit threshold would say 0.5
 
 
 def test_accuracy_with_cross_entropy_is_the_arg_max():
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((50, 6)), rng.integers(0, 5, 50)
     net = Sequential([L.Dense(5)], seed=0, input_shape=(6,), dtype="float64")
-    logs = net.compile("sgd", "cross_entropy").evaluate(x, y)
+    logs = net.compile("sgd", "cross_entropy").evaluate(x, y, return_dict=True)
     assert logs["accuracy"] == (np.argmax(net.predict(x), -1) == y).mean()
     smoothed = functools.partial(losses.softmax_cross_entropy, label_smoothing=0.1)
-    assert net.compile("sgd", smoothed, ["accuracy"]).evaluate(x, y)["accuracy"] == \
+    assert net.compile("sgd", smoothed, ["accuracy"]).evaluate(x, y, return_dict=True)[
+        "accuracy"] == \
         logs["accuracy"]
 
 

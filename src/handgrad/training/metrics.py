@@ -12,7 +12,8 @@ name the user gave (``metrics=["acc"]`` logs ``acc`` and ``val_acc``):
         arg-max of the logits == the class id (targets: ids ``(N, ...)`` or
         ``(N, ..., 1)``, or one-hot ``(N, ..., C)``); with one logit (C == 1):
         ``logit > 0`` == ``target > 0.5``
-    binary_accuracy              elementwise ``logit > 0`` == ``target > 0.5``
+    binary_accuracy              elementwise ``logit > 0`` == ``target > 0.5`` (with a loss
+                                 of probabilities: ``probability > 0.5``)
     mae, mean_absolute_error     mean |pred - y|
     mse, mean_squared_error      mean (pred - y)^2
 
@@ -56,10 +57,15 @@ def accuracy(pred, y):
     return float(xp.mean(xp.argmax(pred, axis=-1) == y))
 
 
-def binary_accuracy(pred, y):
-    """Fraction of entries whose ``logit > 0`` matches ``y > 0.5`` (multi-label)."""
+def binary_accuracy(pred, y, threshold=0.0):
+    """Fraction of entries whose ``pred > threshold`` matches ``y > 0.5`` (multi-label):
+    ``threshold`` 0 for logits, 0.5 for probabilities."""
     y = _targets("binary_accuracy", pred, y, (_shape(pred),), str(_shape(pred)))
-    return float(array_module(pred).mean((pred > 0) == (y > 0.5)))
+    return float(array_module(pred).mean((pred > threshold) == (y > 0.5)))
+
+
+#: binary accuracy of probabilities (a Sigmoid-ended model, a probability loss)
+probability_accuracy = functools.partial(binary_accuracy, threshold=0.5)
 
 
 def mean_absolute_error(pred, y):
@@ -92,18 +98,22 @@ METRICS = {
 ACCURACY_NAMES = ("accuracy", "acc")
 _ARGMAX_LOSSES = (losses.softmax_cross_entropy, losses.sparse_categorical_crossentropy,
                   losses.categorical_crossentropy)
+_BINARY_LOSSES = (losses.binary_cross_entropy, losses.binary_cross_entropy_with_logits,
+                  losses.binary_crossentropy)
 
 
 def accuracy_for(loss):
     """The accuracy that ``"accuracy"`` means for ``loss`` (a loss function or None):
-    :func:`binary_accuracy` for binary cross-entropy (one decision per output, multi-label),
+    :func:`binary_accuracy` for binary cross-entropy (one decision per output, multi-label;
+    ``logit > 0`` for a logits loss, ``probability > 0.5`` for a probability loss),
     :func:`accuracy` (arg-max) for the softmax cross-entropies, None where it is ambiguous.
     A ``functools.partial`` of a loss (e.g. with ``label_smoothing``) counts as that loss."""
-    while isinstance(loss, functools.partial):
-        loss = loss.func
-    if loss is losses.binary_cross_entropy:
-        return binary_accuracy
-    return accuracy if loss in _ARGMAX_LOSSES else None
+    base = loss
+    while isinstance(base, functools.partial):
+        base = base.func
+    if base in _BINARY_LOSSES:
+        return binary_accuracy if losses.takes_logits(loss) else probability_accuracy
+    return accuracy if base in _ARGMAX_LOSSES else None
 
 
 def get(op, metrics, loss=None, *, loss_name=None):
@@ -119,6 +129,8 @@ def get(op, metrics, loss=None, *, loss_name=None):
             raise ValueError(f"{op}: 'metrics' entries must be one of {sorted(METRICS)}; "
                              f"received {name!r}")
         resolved[name] = METRICS[name.lower()]
+        if name.lower() == "binary_accuracy" and accuracy_for(loss) is probability_accuracy:
+            resolved[name] = probability_accuracy  # the loss takes probabilities
         if name.lower() in ACCURACY_NAMES:
             resolved[name] = accuracy_for(loss)
             if resolved[name] is None:
