@@ -9,8 +9,7 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import losses
-from handgrad.inspect import AnomalyError, detect_anomaly
-from handgrad.layers import base
+from handgrad.inspect import AnomalyError, anomaly, detect_anomaly
 from handgrad.model import Sequential
 
 
@@ -27,9 +26,9 @@ def data(n=5, seed=0):
     return rng.standard_normal((n, 4)), rng.integers(0, 3, n)
 
 
-def catch(fn, model=None):
-    """The AnomalyError raised by ``fn()`` under detect_anomaly (NumPy's own warnings
-    about inf arithmetic silenced: the check must not rely on them)."""
+def catch(fn, model):
+    """The AnomalyError raised by ``fn()`` under detect_anomaly(model) (NumPy's own
+    warnings about inf arithmetic silenced: the check must not rely on them)."""
     with pytest.raises(AnomalyError) as info, np.errstate(all="ignore"), \
             detect_anomaly(model):
         fn()
@@ -60,7 +59,7 @@ def test_inf_input_names_the_first_layer_and_says_the_input_was_bad():
     model = mlp()
     x, _ = data()
     x[2, 0] = np.inf
-    error = catch(lambda: model.forward(x, training=False))
+    error = catch(lambda: model.forward(x, training=False), model)
     assert error.layer is model["dense_a"] and error.pass_name == "forward"
     assert "its input already held NaN/inf" in str(error)
 
@@ -70,7 +69,7 @@ def test_a_conv_layer_in_inference_mode_is_checked_too():
                         L.Dense(2)], input_shape=(5, 5, 2), seed=0)
     model["conv"].parameters["b"][1] = np.inf
     x = np.random.default_rng(0).standard_normal((2, 5, 5, 2)).astype(np.float32)
-    error = catch(lambda: model.forward(x, training=False))
+    error = catch(lambda: model.forward(x, training=False), model)
     assert error.layer is model["conv"]
     assert "forward pass of Conv2D 'conv'" in str(error) and "inf values" in str(error)
 
@@ -81,12 +80,14 @@ def test_nan_upstream_gradient_names_the_layer_that_received_it():
     y = model.forward(x)
     dy = np.random.default_rng(1).standard_normal(y.shape)
     dy[0, 1] = np.nan
-    error = catch(lambda: model.backward(dy))
+    error = catch(lambda: model.backward(dy), model)
     assert error.layer is model["dense_out"] and error.pass_name == "backward"
     assert error.what == "dx"
     assert "backward pass of Dense 'dense_out'" in str(error)
     assert "the upstream gradient dy already held NaN/inf" in str(error)
-    assert not np.any(model["dense_out"].gradients["W"])  # raised before accumulating
+    # raised in dense_out's backward hook: the layers nearer the input never ran theirs
+    assert not np.any(model["inner"]["dense_a"].gradients["W"])
+    assert not np.any(model["dense_a"].gradients["W"])
 
 
 def test_nan_upstream_gradient_into_a_single_layer():
@@ -94,7 +95,7 @@ def test_nan_upstream_gradient_into_a_single_layer():
     y = layer.forward(np.linspace(-1.0, 1.0, 6).reshape(2, 3))
     dy = np.ones_like(y)
     dy[1, 2] = np.inf
-    error = catch(lambda: layer.backward(dy))
+    error = catch(lambda: layer.backward(dy), layer)
     assert error.layer is layer and error.pass_name == "backward"
     assert "Tanh 'squash'" in str(error)
 
@@ -124,7 +125,7 @@ def test_a_nan_parameter_gradient_is_reported_with_its_key():
     model = Sequential([L.Dense(4), PoisonedGradient(3, name="poisoned"), L.Dense(2)],
                        input_shape=(3,), dtype="float64", seed=0)
     y = model.forward(np.ones((2, 3)))
-    error = catch(lambda: model.backward(np.full(y.shape, 0.5)))
+    error = catch(lambda: model.backward(np.full(y.shape, 0.5)), model)
     assert error.layer is model["poisoned"] and error.what == "gradient 'W'"
     assert "gradient 'W'" in str(error)
 
@@ -134,7 +135,7 @@ def test_a_frozen_layer_s_discarded_gradients_are_not_checked():
                        dtype="float64", seed=0)
     model["poisoned"].trainable = False
     y = model.forward(np.ones((2, 3)))
-    with detect_anomaly():
+    with detect_anomaly(model):
         model.backward(np.full(y.shape, 0.5))
 
 
@@ -151,7 +152,7 @@ class OwnForward(L.Layer):
 def test_layers_overriding_forward_are_checked_by_sequential():
     model = Sequential([L.Dense(3), OwnForward(name="own"), L.Dense(2)], input_shape=(3,),
                        dtype="float64", seed=0)
-    error = catch(lambda: model.forward(np.ones((2, 3)), training=False))
+    error = catch(lambda: model.forward(np.ones((2, 3)), training=False), model)
     assert error.layer is model["own"] and "OwnForward 'own'" in str(error)
 
 
@@ -171,46 +172,53 @@ class Passthrough(L.Layer):
         return dy * 1.0, {}
 
 
-def checks(model, x):
-    """[(layer name, pass)] of every call of the anomaly checker during one forward and
-    one backward of ``model`` (a spy around the installed checker)."""
-    calls = []
-    with detect_anomaly(model):
-        checker = base.anomaly_hook
+def spy_on_checks(monkeypatch):
+    """The list that every check of the anomaly checker appends (layer name, pass) to."""
+    calls, check = [], anomaly._Checker.check
 
-        def spy(layer, pass_name, upstream, produced):
-            calls.append((layer.name, pass_name))
-            checker(layer, pass_name, upstream, produced)
+    def spy(self, layer, pass_name, upstream, produced):
+        calls.append((layer.name, pass_name))
+        check(self, layer, pass_name, upstream, produced)
 
-        base.anomaly_hook = spy
-        y = model.forward(x)
-        model.backward(np.ones_like(y))
-    assert base.anomaly_hook is None
+    monkeypatch.setattr(anomaly._Checker, "check", spy)
     return calls
 
 
-def test_each_activation_is_checked_once_in_a_sequential():
+def checks(model, x, monkeypatch):
+    """[(layer name, pass)] of every check during one forward and one backward of
+    ``model`` under detect_anomaly; none after the block."""
+    calls = spy_on_checks(monkeypatch)
+    with detect_anomaly(model):
+        y = model.forward(x)
+        model.backward(np.ones_like(y))
+    count = len(calls)
+    model.backward(np.ones_like(model.forward(x)))
+    assert len(calls) == count  # the block's hooks are gone
+    return calls
+
+
+def test_each_activation_is_checked_once_in_a_sequential(monkeypatch):
     inner = Sequential([L.Dense(4, name="fc"), L.ReLU(name="relu"), Passthrough(name="own")],
                        name="inner")
     model = Sequential([L.Dense(4, name="stem"), inner, L.Dense(2, name="head")],
                        input_shape=(3,), dtype="float64", seed=0)
-    calls = checks(model, np.ones((2, 3)))
+    calls = checks(model, np.ones((2, 3)), monkeypatch)
     assert [name for name, p in calls if p == "forward"] == ["stem", "fc", "relu", "own",
                                                              "head"]
     assert [name for name, p in calls if p == "backward"] == ["head", "own", "relu", "fc",
                                                               "stem"]
 
 
-def test_each_activation_is_checked_once_in_a_residual():
+def test_each_activation_is_checked_once_in_a_residual(monkeypatch):
     block = Sequential([L.Dense(4, name="fc"), L.ReLU(name="relu")], name="inner")
     residual = L.Residual(block, L.Dense(4, name="proj"), name="res", dtype="float64",
                           seed=0)
-    calls = checks(residual, np.ones((2, 4)))
+    calls = checks(residual, np.ones((2, 4)), monkeypatch)
     assert calls == [("fc", "forward"), ("relu", "forward"), ("proj", "forward"),
                      ("res", "forward"), ("relu", "backward"), ("fc", "backward"),
                      ("proj", "backward"), ("res", "backward")]
     model = Sequential([residual, L.Tanh(name="tanh")])
-    calls = checks(model, np.ones((2, 4)))
+    calls = checks(model, np.ones((2, 4)), monkeypatch)
     assert [name for name, p in calls if p == "forward"] == ["fc", "relu", "proj", "res",
                                                              "tanh"]
 
@@ -229,35 +237,34 @@ def test_finite_values_pass_and_results_are_unchanged():
     np.testing.assert_array_equal(predictions, plain.predict(x))
 
 
-def test_the_hook_is_off_by_default_and_restored_after_errors_and_nesting():
-    assert base.anomaly_hook is None
+def test_checks_are_off_by_default_and_removed_after_errors_and_nesting():
     model = mlp()
     model["dense_out"].parameters["b"][0] = np.nan
     x, _ = data()
-    with detect_anomaly():
-        outer = base.anomaly_hook
-        assert outer is not None
-        with detect_anomaly(enabled=False):
-            assert base.anomaly_hook is None
-            model.forward(x)  # not checked
-        assert base.anomaly_hook is outer
+    model.forward(x)  # no block: not checked
+    with detect_anomaly(model, enabled=False):
+        model.forward(x)  # not checked
+    with detect_anomaly(model):
         with pytest.raises(AnomalyError), detect_anomaly(model):
             model.forward(x)
-        assert base.anomaly_hook is outer  # restored after the inner block raised
         with pytest.raises(AnomalyError):
-            model.forward(x)  # the outer block still checks
-    assert base.anomaly_hook is None
-    model.forward(x)  # unchecked again
+            model.forward(x)  # the outer block still checks after the inner one raised
+    model.forward(x)  # unchecked again: every hook was removed
+    with pytest.raises(TypeError, match="'model' must be the handgrad layer or model"):
+        with detect_anomaly(None):
+            pass
 
 
-def test_a_deep_copy_of_a_model_is_checked_independently_of_the_paths_given():
+def test_only_the_given_model_is_checked_and_a_copy_has_no_checks():
     model = mlp()
-    twin = copy.deepcopy(model)
-    twin["inner"]["dense_a"].parameters["W"][:] = np.nan
     x, _ = data()
-    error = catch(lambda: twin.forward(x), model)  # paths of another model: plain names
-    assert error.layer is twin["inner"]["dense_a"] and error.path is None
-    assert "(at " not in str(error)
+    with detect_anomaly(model):
+        twin = copy.deepcopy(model)  # a copy starts without the original's hooks
+    twin["inner"]["dense_a"].parameters["W"][:] = np.nan
+    with detect_anomaly(model):
+        assert np.isnan(twin.forward(x)).all()  # another instance: not checked
+    error = catch(lambda: twin.forward(x), twin)
+    assert error.layer is twin["inner"]["dense_a"] and error.path == "inner.dense_a"
 
 
 def test_detect_anomaly_works_as_a_decorator():
@@ -265,7 +272,7 @@ def test_detect_anomaly_works_as_a_decorator():
     model["dense_a"].parameters["W"][0, 0] = np.inf
     x, _ = data()
 
-    @detect_anomaly()
+    @detect_anomaly(model)
     def run():
         return model.forward(x)
 

@@ -197,7 +197,7 @@ def test_batch_norm_and_dropout_layers_use_their_communicator():
     def work(rank, allreduce):
         model, rows = models[rank], slice(starts[rank], starts[rank + 1])
         for layer in (model[1], model[2]):
-            layer.communicator = Shared(allreduce, (int(starts[rank]), 9))
+            layer.register_communicator(Shared(allreduce, (int(starts[rank]), 9)))
         y = model.forward(x[rows])
         return y, model.backward(dy[rows])
 
@@ -298,8 +298,9 @@ def test_fit_distributed_in_one_process_is_fit(one_process_job):
     assert shared.evaluate(x, y, distributed=True) == pytest.approx(plain.evaluate(x, y),
                                                                     rel=1e-14)
     assert np.array_equal(shared.predict(x, distributed=True), plain.predict(x))
-    assert all(layer.communicator is None for layer in shared.layers
-               if hasattr(type(layer), "communicator"))
+    assert all(layer.communicator is None for layer in shared.layers)
+    assert [layer.needs_communicator for layer in shared.layers] == [False, True, False, True,
+                                                                     False, False]
 
 
 def test_fit_distributed_refuses_a_custom_train_step(one_process_job):

@@ -10,8 +10,8 @@ import pytest
 import handgrad as hg
 from handgrad import layers as L
 from handgrad.inspect import AnomalyError, detect_anomaly
-from handgrad.layers import base
 from handgrad.model import Sequential
+from test_debug import spy_on_checks
 
 from graph_cases import F64, branching, inner_block, randn
 
@@ -94,34 +94,24 @@ def test_detect_anomaly_reports_layers_overriding_forward_and_nested_nodes():
     assert error.node is inner.nodes[3] and error.call == "double"
 
 
-def checked_calls(model, x, dy):
-    """[(layer name, pass)] for every call of the anomaly checker in one forward and one
-    backward of ``model``."""
-    calls = []
-    with detect_anomaly(model):
-        checker = base.anomaly_hook
-
-        def spy(layer, pass_name, upstream, produced):
-            calls.append((layer.name, pass_name))
-            checker(layer, pass_name, upstream, produced)
-
-        base.anomaly_hook = spy
-        model.forward(x)
-        model.backward(dy)
-    return calls
-
-
-def test_each_activation_of_a_graph_is_checked_once():
+def test_each_activation_of_a_graph_is_checked_once(monkeypatch):
     model = anomalous()
     x, dy = [np.ones((2, 3)), np.ones((2, 3))], np.ones((2, 3))
-    calls = checked_calls(model, x, dy)
+    calls = spy_on_checks(monkeypatch)
+    with detect_anomaly(model):
+        model.forward(x)
+        model.backward(dy)
     forward = [name for name, p in calls if p == "forward"]
     assert sorted(forward) == ["add", "d", "double", "recip", "recip"]
     assert len([c for c in calls if c[1] == "backward"]) == 5
     chain = Sequential([L.Dense(4, name="pre"), inner_block("block"), Double(name="dbl")],
                        dtype=F64, seed=0, input_shape=(3,))
-    calls = checked_calls(chain, np.ones((2, 3)), np.ones((2, 4)))
+    calls.clear()
+    with detect_anomaly(chain):
+        chain.forward(np.ones((2, 3)))
+        chain.backward(np.ones((2, 4)))
     assert [n for n, p in calls if p == "forward"] == ["pre", "hid", "act", "out", "dbl"]
+    assert [n for n, p in calls if p == "backward"] == ["dbl", "out", "act", "hid", "pre"]
 
 
 # ------------------------------------------------------------------- errors

@@ -3,15 +3,20 @@
 The trainable layers are taken in reverse order (the order backward finishes them) and
 packed into a few contiguous buffers of about ``bucket_bytes`` each; every layer's
 ``gradients`` become views into its bucket, so backward accumulates straight into the
-buffer that is sent. A layer calls ``gradients_ready`` when backward has consumed its
-last cache; when every layer of a bucket is ready the bucket's ``MPI_Iallreduce`` starts
+buffer that is sent. A backward hook (``Layer.register_backward_hook``) on each of these
+layers tells when backward has consumed the layer's last cache (``pending_backwards`` is
+0: its gradients are complete); when every layer of a bucket is ready the bucket's
+``MPI_Iallreduce`` starts
 (in bucket order on every rank, as MPI requires) and the next layers' backward runs while
 it travels. :meth:`GradientReducer.reduce` starts what is left and waits for all.
 
 Each rank multiplies its loss gradient by ``weight = share / global batch`` (the losses
 average over their own batch), so the sum over ranks is the gradient of the global
-batch's mean loss; layers whose statistics cover the batch (``BatchNorm``, ``Dropout``)
-get a ``communicator`` that gives them the global batch (see :mod:`handgrad.layers`).
+batch's mean loss; layers whose statistics cover the batch (``BatchNorm``, ``Dropout``:
+``needs_communicator``) are given a :class:`LayerCommunicator` that gives them the global
+batch, with ``Layer.register_communicator`` (see :mod:`handgrad.layers.hooks`). The
+reducer keeps the handles of its registrations and removes them when it closes; it
+writes nothing into the layers.
 """
 
 from __future__ import annotations
@@ -98,7 +103,7 @@ class GradientReducer:
         check_supported("GradientReducer", model)
         self.model, self.weight, self.wait_seconds = model, 1.0, 0.0
         self.communicator = LayerCommunicator()
-        self.buckets, self._requests, self._closed = [], [], False
+        self.buckets, self._requests, self._closed, self._handles = [], [], False, []
         self._share = None
         if not comm.enabled():
             return
@@ -114,11 +119,11 @@ class GradientReducer:
         self._bucket_of = {id(layer): index for index, bucket in enumerate(self.buckets)
                            for layer in bucket.layers}
         for bucket in self.buckets:
-            for layer in bucket.layers:
-                layer.gradients_ready = self._ready
-        for _, layer in model.walk():
-            if hasattr(type(layer), "communicator"):
-                layer.communicator = self.communicator
+            self._handles += [layer.register_backward_hook(self._backward_done)
+                              for layer in bucket.layers]
+        needing = {id(layer): layer for _, layer in model.walk() if layer.needs_communicator}
+        self._handles += [layer.register_communicator(self.communicator)
+                          for layer in needing.values()]
         self._start_step()
 
     @property
@@ -149,8 +154,13 @@ class GradientReducer:
         self._start_step()
         return part
 
+    def _backward_done(self, layer, dy, dx):
+        """The backward hook of the bucketed layers."""
+        if not layer.pending_backwards:
+            self._ready(layer)
+
     def _ready(self, layer):
-        """Called by a layer whose backward is complete for this step."""
+        """Called for a layer whose backward is complete for this step."""
         if id(layer) in self._done:
             index = self._bucket_of[id(layer)]
             if index < self._next:
@@ -222,10 +232,9 @@ class GradientReducer:
             for layer, key, view in bucket.views:
                 if layer.gradients.get(key) is view:
                     layer.gradients[key] = view.copy()
-                vars(layer).pop("gradients_ready", None)
-        for _, layer in self.model.walk():
-            if vars(layer).get("communicator") is self.communicator:
-                del layer.communicator
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
     def __enter__(self):
         return self

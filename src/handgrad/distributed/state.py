@@ -27,12 +27,11 @@ def check_supported(op, model):
                          f"forward): its parameters must exist on every rank")
     for _, layer in model.walk():
         if getattr(layer, "rng", None) is not None and (getattr(layer, "dropout", 0) or 0) > 0 \
-                and not hasattr(type(layer), "communicator"):
+                and not layer.needs_communicator:
             raise ValueError(f"{op}: {layer.label} draws dropout masks per process, so they "
                              f"would depend on the number of processes; use dropout=0.0 in "
                              f"it (a Dropout layer is supported)")
-        if getattr(layer, "track_running_stats", False) and not hasattr(type(layer),
-                                                                       "communicator"):
+        if getattr(layer, "track_running_stats", False) and not layer.needs_communicator:
             raise ValueError(f"{op}: {layer.label} averages its running statistics over "
                              f"the examples of each process; use track_running_stats=False "
                              f"in it (BatchNorm is supported)")

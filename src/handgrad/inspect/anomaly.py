@@ -1,16 +1,15 @@
-"""Debugging aids: :func:`detect_anomaly` finds the first layer that produces a NaN or
-an infinity, in the forward or the backward pass.
+"""Debugging aids: :func:`detect_anomaly` finds the first layer of a model that produces a
+NaN or an infinity, in the forward or the backward pass.
 
-How it works: ``handgrad.layers.base.anomaly_hook`` is ``None`` in normal runs (one
-global lookup per ``forward``/``backward``, nothing else). Inside the context manager
-it is a checker called by ``Layer.forward`` with the layer's input and output, by the
-containers (``Sequential``, a graph ``Model``) for each child whose own ``forward``
-does not (:func:`reports_itself`: layers that override ``forward``, such as recurrent
-and attention layers), and by ``Layer.backward`` with ``dy`` and ``(dx, parameter
-gradients)`` before the gradients are accumulated. A container's output is its
-children's, so it is not checked again: each activation is checked once. Layers are
-checked as they run, so the first error names the first offending layer: in the
-forward pass the one nearest the input, in the backward pass the one nearest the loss.
+How it works: inside the context manager every layer of the model has a forward hook
+and a backward hook (``Layer.register_forward_hook`` / ``register_backward_hook``, see
+:mod:`handgrad.layers.hooks`) that check its output, and its ``dx`` and parameter
+gradients; leaving the block removes them, so outside it nothing is checked and other
+models (and other threads' models) never are. A container whose outputs are its
+children's (``Sequential``, a graph ``Model``: :func:`reports_anomalies`) is not checked
+again: each activation is checked once. Layers are checked as they run, so the first
+error names the first offending layer: in the forward pass the one nearest the input, in
+the backward pass the one nearest the loss (its gradients are already accumulated then).
 In a graph ``Model`` the error also names the node (the layer call, with
 :func:`handgrad.layers.symbolic.call_labels`: ``name[k]`` for call ``k`` of a shared
 layer) and the tensors it was called on (:func:`at_node`).
@@ -20,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .._checks import array_module
+from .._checks import array_module, describe
 from ..layers import base
 from ..layers.symbolic import call_labels, tensor_labels
 
@@ -40,20 +39,11 @@ class AnomalyError(FloatingPointError):
 
 
 def reports_anomalies(forward):
-    """Mark a container's ``forward`` whose output is one of its children's outputs,
-    which the children report: a container holding it need not report it again."""
+    """Mark a container's ``forward`` whose outputs are its children's outputs (and whose
+    backward's input gradients are theirs): :func:`detect_anomaly` checks the children
+    and not the container again."""
     forward.reports_anomalies = True
     return forward
-
-
-def reports_itself(layer) -> bool:
-    """Whether ``layer.forward`` gives its output to ``anomaly_hook`` itself, so that
-    the container running it need not: ``Layer.forward`` does, and so do the forwards
-    marked with :func:`reports_anomalies` (``Sequential``, ``Model``). Layers that
-    override ``forward`` otherwise (recurrent, attention, embedding, user layers) do
-    not."""
-    forward = type(layer).forward
-    return forward is base.Layer.forward or getattr(forward, "reports_anomalies", False)
 
 
 def _ordinal(n):
@@ -104,19 +94,30 @@ def _first_bad(value, label):
 
 
 class _Checker:
-    """The hook installed by :func:`detect_anomaly`."""
+    """The hooks that :func:`detect_anomaly` registers on each layer."""
 
     def __init__(self, paths):
         self.paths = paths
 
-    def __call__(self, layer, pass_name, upstream, produced):
+    @staticmethod
+    def _checked(layer):
+        return not getattr(type(layer).forward, "reports_anomalies", False)
+
+    def forward(self, layer, x, y):
+        if self._checked(layer):
+            self.check(layer, "forward", x, y)
+
+    def backward(self, layer, dy, dx):
+        if self._checked(layer):
+            self.check(layer, "backward", dy, (dx, layer.gradients if layer.trainable else {}))
+
+    def check(self, layer, pass_name, upstream, produced):
         if pass_name == "forward":
             bad = _first_bad(produced, "output")
             upstream_name, source = "its input", "the data or an unchecked earlier step"
         else:
             dx, grads = produced
-            bad = _first_bad(dx, "dx") or _first_bad(
-                grads if layer.trainable else {}, "gradient")
+            bad = _first_bad(dx, "dx") or _first_bad(grads, "gradient")
             upstream_name, source = "the upstream gradient dy", "the loss or a later layer"
         if bad is None:
             return
@@ -133,22 +134,31 @@ class _Checker:
 
 
 @contextlib.contextmanager
-def detect_anomaly(model=None, enabled=True):
-    """Check every layer's forward output and backward gradients (dx and parameter
-    gradients) for NaN/inf inside the ``with`` block; the first non-finite value raises
-    :class:`AnomalyError` naming the layer (name and class) and the pass.
+def detect_anomaly(model, enabled=True):
+    """Check the forward output and backward gradients (dx and parameter gradients) of
+    ``model`` (a layer or a model) and of every layer in it for NaN/inf inside the
+    ``with`` block; the first non-finite value raises :class:`AnomalyError` naming the
+    layer (name, class and path in ``model``) and the pass.
 
-    ``model`` (optional) lets the message give the layer's path in a nested model.
-    ``enabled=False`` switches checking off inside an outer block. Blocks nest; leaving
-    one restores the previous state, also on error. Checking costs one extra pass over
-    every activation and gradient; outside the block nothing is checked.
+    ``enabled=False`` checks nothing (``detect_anomaly(model, enabled=debug)``). Blocks
+    nest, each adding its checks; leaving one removes its hooks, also on error. Checking
+    costs one extra pass over every activation and gradient; outside the block nothing
+    is checked. Only ``model``'s layers are checked (hooks are per layer).
     """
-    paths = {}
-    if model is not None:
-        paths = {id(layer): path for path, layer in model.walk() if path}
-    previous = base.anomaly_hook
-    base.anomaly_hook = _Checker(paths) if enabled else None
+    if not isinstance(model, base.Layer):
+        raise TypeError(f"detect_anomaly: 'model' must be the handgrad layer or model to "
+                        f"check; received {describe(model)}")
+    handles = []
     try:
+        if enabled:
+            checker, seen = _Checker({id(layer): path for path, layer in model.walk()
+                                      if path}), set()
+            for _, layer in model.walk():
+                if id(layer) not in seen:
+                    seen.add(id(layer))
+                    handles += [layer.register_forward_hook(checker.forward),
+                                layer.register_backward_hook(checker.backward)]
         yield
     finally:
-        base.anomaly_hook = previous
+        for handle in handles:
+            handle.remove()

@@ -21,10 +21,7 @@ from .._named import NamedArrays
 from . import symbolic
 from .caching import forward_scope, keeps_cache
 from .declarations import Declarations
-
-#: ``None``, or while :func:`handgrad.inspect.detect_anomaly` is active a checker called
-#: as ``anomaly_hook(layer, "forward", x, y)`` / ``(layer, "backward", dy, (dx, grads))``.
-anomaly_hook = None
+from .hooks import Hooked
 
 _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wait
 
@@ -38,7 +35,7 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-class Layer(Declarations):
+class Layer(Declarations, Hooked):
     """Base class of every layer (and of ``Sequential``).
 
     Subclasses implement ``_build(input_shape, rng)`` (create parameters with
@@ -47,13 +44,9 @@ class Layer(Declarations):
     Shapes given to ``build`` are per example (no batch axis). A container keeps no
     arrays of its own: it overrides :meth:`children`, and the prefixed ``named_*``,
     ``count_params``, ``zero_grad``, ``clear_caches``, ``extra_state`` and ``trainable``
-    reach its children through :meth:`walk`.
+    reach its children through :meth:`walk`. Hooks (``register_forward_hook``,
+    ``register_backward_hook``) and the data-parallel communicator: :mod:`.hooks`.
     """
-
-    #: None, or a callable ``(layer)`` that :meth:`backward` calls once it has consumed the
-    #: layer's last cache: the gradients of the step are then complete (data-parallel
-    #: training starts their allreduce there, see :mod:`handgrad.distributed`).
-    gradients_ready = None
 
     #: True for a model: its outermost forward that keeps caches releases the caches that
     #: earlier forwards of its tree left without a backward (see :func:`forward_scope`).
@@ -159,8 +152,6 @@ class Layer(Declarations):
             )
         with forward_scope(self, grad):
             y, cache = self._forward(x, training)
-        if anomaly_hook is not None:
-            anomaly_hook(self, "forward", x, y)
         if grad:
             self._caches.append(cache)
         return y
@@ -177,12 +168,14 @@ class Layer(Declarations):
                 f"graph Model)"
             )
         dx, grads = self._backward(dy, self._caches.pop())
-        if anomaly_hook is not None:
-            anomaly_hook(self, "backward", dy, (dx, grads))
         self._accumulate(grads)
-        if self.gradients_ready is not None and not self._caches:
-            self.gradients_ready(self)
         return dx
+
+    @property
+    def pending_backwards(self) -> int:
+        """The forwards whose caches wait for a backward; 0 after the backward of the last
+        one, when the step's parameter gradients are complete."""
+        return len(self._caches)
 
     def _forward(self, x, training):
         raise NotImplementedError

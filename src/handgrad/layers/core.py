@@ -142,15 +142,16 @@ class Dropout(Layer):
     layer's Generator ``rng``: from ``seed``, or without one from the model's seed and the
     layer's place in it (see ``Layer.draws_random``).
 
-    In data-parallel training :mod:`handgrad.distributed` sets ``communicator``, whose
-    ``rows`` is ``(start, total)``: this process holds rows ``start:start + N`` of a global
-    batch of ``total``; the mask is drawn for the global batch (``ops.dropout``'s ``rows``),
-    so it does not depend on the number of processes."""
+    In data-parallel training :mod:`handgrad.distributed` registers a ``communicator``
+    (``needs_communicator``, see :mod:`.hooks`), whose ``rows`` is ``(start, total)``:
+    this process holds rows ``start:start + N`` of a global batch of ``total``; the mask
+    is drawn for the global batch (``ops.dropout``'s ``rows``), so it does not depend on
+    the number of processes."""
 
     onnx_form = onnx_forms.identity  # inference
     receptive_field = "pointwise"
 
-    communicator = None
+    needs_communicator = True
     draws_random = True
 
     def __init__(self, rate, *, seed=None, name=None):

@@ -158,17 +158,17 @@ class BatchNorm(RunningNormalization):
     ``momentum`` is PyTorch's (see the module docstring); ``BatchNorm(16)``, PyTorch's
     ``num_features``, is refused: the channels come from the data.
 
-    In data-parallel training :mod:`handgrad.distributed` sets ``communicator`` (an object
-    whose ``allreduce(array)`` sums over the processes): training forwards then use the
-    statistics of the global batch, and backward the matching means (``ops.batch_norm``'s
-    ``allreduce``).
+    In data-parallel training :mod:`handgrad.distributed` registers a ``communicator``
+    (``needs_communicator``, see :mod:`.hooks`; an object whose ``allreduce(array)`` sums
+    over the processes): training forwards then use the statistics of the global batch,
+    and backward the matching means (``ops.batch_norm``'s ``allreduce``).
     """
 
     torch_twin = twins.TorchTwin("BatchNorm1d/2d", twins.norm_params)
     onnx_form = onnx_forms.batch_norm
 
     backward_op = staticmethod(ops.batch_norm_backward)
-    communicator = None
+    needs_communicator = True
 
     def __init__(self, momentum=0.1, eps=1e-5, affine=True, track_running_stats=True, **kwargs):
         super().__init__(momentum, eps, affine, track_running_stats, **kwargs)

@@ -17,9 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import describe
-from ..inspect.anomaly import AnomalyError, at_node, reports_anomalies, reports_itself
+from ..inspect.anomaly import AnomalyError, at_node, reports_anomalies
 from ..inspect.summary import print_summary
-from ..layers import base as layer_base
 from ..layers.base import Layer, check_dtype, snake_case
 from ..layers.caching import forward_scope, keeps_cache
 from ..layers.registry import REGISTRY, register
@@ -234,7 +233,7 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         return shapes[0] if self.single_output else shapes
 
     # --------------------------------------------------- forward/backward
-    @reports_anomalies  # its outputs are its nodes' outputs, which they report
+    @reports_anomalies  # its outputs are its nodes' outputs, which are checked
     def forward(self, x, training=None, grad=None):
         """The outputs (an array, or a list in output order) for ``x``: an array, a list
         in input order or a dict keyed by Input names. ``training`` (default: the mode
@@ -251,8 +250,6 @@ class Model(GraphNetwork, TrainingMixin, Layer):
                 for node in self.nodes:
                     inputs = [values[t.uid] for t in node.inputs]
                     out = node.layer.graph_forward(inputs, training)
-                    if layer_base.anomaly_hook is not None and not reports_itself(node.layer):
-                        layer_base.anomaly_hook(node.layer, "forward", inputs, out)
                     outs = out if isinstance(out, (list, tuple)) else [out]
                     for tensor, value in zip(node.outputs, outs):
                         values[tensor.uid] = value

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from .._checks import describe
-from ..inspect.anomaly import reports_anomalies, reports_itself
+from ..inspect.anomaly import reports_anomalies
 from ..inspect.summary import print_summary
 from ..layers import REGISTRY, Layer, register
-from ..layers import base as layer_base
 from ..layers.base import snake_case
 from ..layers.caching import forward_scope, keeps_cache
 from ..layers.tied import link_tied
@@ -113,7 +112,7 @@ class Sequential(TrainingMixin, Layer):
         return shape
 
     # ------------------------------------------------------- forward/backward
-    @reports_anomalies  # its output is its last child's, which is reported
+    @reports_anomalies  # its output is its last child's, which is checked
     def forward(self, x, training=None, grad=None):
         """The last layer's output. ``training`` (default: the mode set by :meth:`train` /
         :meth:`eval`): dropout on, batch statistics; ``grad`` (default: ``training``): keep
@@ -129,10 +128,7 @@ class Sequential(TrainingMixin, Layer):
             self.ensure_built(shape[1:])
         with forward_scope(self, grad):
             for layer in self.layers:
-                y = layer.forward(x, training=training)
-                if layer_base.anomaly_hook is not None and not reports_itself(layer):
-                    layer_base.anomaly_hook(layer, "forward", x, y)  # inspect.detect_anomaly
-                x = y
+                x = layer.forward(x, training=training)
         return x
 
     def backward(self, dy):

@@ -20,7 +20,7 @@ from .hooks import notify
 from .progress import ProgressBar
 
 HINT = ("to find the first layer that produces NaN or inf, run it inside "
-        "`with handgrad.inspect.detect_anomaly():`")
+        "`with handgrad.inspect.detect_anomaly(model):`")
 
 
 class NonFiniteLossError(FloatingPointError):
