@@ -33,24 +33,30 @@ class NonFiniteLossError(FloatingPointError):
         self.logs, self.loss, self.epoch, self.step = logs, logs.get("loss"), epoch, step
 
 
-@dataclass
+@dataclass(frozen=True)
 class Run:
-    """What one ``fit`` call trains on, and how: ``step(xb, yb) -> logs`` trains on one
-    batch, ``evaluate(x, y, batch_size, callbacks) -> logs`` measures the validation data
-    (calling the ``on_test_*`` hooks)."""
+    """One ``fit`` call: its options as given (``fit`` makes the Run and hands it, through
+    :func:`handgrad.training.parallel.run` under MPI, to the epoch loop), then checked
+    once by ``fit`` into the run the epochs walk: ``steps`` per epoch, ``step(xb, yb) ->
+    logs`` (the model's ``train_step``, or the data-parallel one), ``evaluate(x, y,
+    batch_size, callbacks) -> logs`` for the validation data (calling the ``on_test_*``
+    hooks). Frozen: nothing rewires a run once it is made."""
 
     x: object
-    y: object
-    epochs: int
-    batch_size: int
-    steps: int
-    rng: object
-    shuffle: bool
-    callbacks: list
-    verbose: int
-    validation_data: object
-    on_nonfinite: str
+    y: object = None
+    epochs: int = 1
+    batch_size: int = 32
+    validation_data: object = None
+    callbacks: object = ()
+    rng: object = None
+    verbose: int = 1
+    shuffle: bool = True
+    initial_epoch: int = 0
+    validation_split: object = None
+    on_nonfinite: object = None
     augment: object = None
+    distributed: bool = False
+    steps: int = 0
     step: object = None
     evaluate: object = None
 

@@ -24,6 +24,7 @@ batches as given and its callbacks see the logs it returns.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import optimizers
 from .._checks import as_generator, choice, describe, is_int
@@ -172,14 +173,28 @@ class TrainingMixin(EvaluationMixin):
             self._apply_gradients()
         return logs
 
+    def check_loss(self, logs, key="loss", op="train_step"):
+        """For a step of your own, before its update: a NaN or infinite ``logs[key]``
+        raises :class:`NonFiniteLossError` (carrying ``logs`` with ``"loss"`` set to that
+        value), so that the update is not applied and ``fit``'s ``on_nonfinite`` decides
+        (raise, stop, or go on); under ``fit(on_nonfinite="ignore")`` it lets the step
+        train on, as Keras does. ``op`` starts the message."""
+        value = logs[key]
+        if self._on_nonfinite == "ignore" or math.isfinite(value):
+            return
+        raise NonFiniteLossError(f"{op}: the {key} is {value}; the update was not applied; "
+                                 f"{HINT}", {**logs, "loss": value})
+
     def _backward_needed(self, logs, dpred) -> bool:
         """After a training forward: a NaN or infinite loss raises
-        :class:`NonFiniteLossError` (unless ignored) before anything is updated; False
-        when no output has a gradient. The caches are cleared when no backward follows."""
-        if self._on_nonfinite != "ignore" and not math.isfinite(logs["loss"]):
+        :class:`NonFiniteLossError` (unless ignored, see :meth:`check_loss`) before
+        anything is updated; False when no output has a gradient. The caches are cleared
+        when no backward follows."""
+        try:
+            self.check_loss(logs)
+        except NonFiniteLossError:
             self.clear_caches()
-            raise NonFiniteLossError(f"train_step: the loss is {logs['loss']}; the update was "
-                                     f"not applied; {HINT}", logs)
+            raise
         if dpred is None or (isinstance(dpred, list) and all(g is None for g in dpred)):
             self.clear_caches()  # no output has a gradient: nothing to learn from
             return False
@@ -225,57 +240,20 @@ class TrainingMixin(EvaluationMixin):
         data set and trains the same model, each on its share of every batch (see
         :mod:`handgrad.training.parallel`); ``batch_size`` is the global batch.
         """
-        if flag("fit", "distributed", distributed):
-            return parallel.run(self._fit, x, y, epochs, batch_size, validation_data,
-                                callbacks, rng, verbose, shuffle, initial_epoch,
-                                validation_split, on_nonfinite, augment, distributed=True)
-        return self._fit(x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
-                         shuffle, initial_epoch, validation_split, on_nonfinite, augment)
+        run = Run(x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
+                  shuffle, initial_epoch, validation_split, on_nonfinite, augment,
+                  flag("fit", "distributed", distributed))
+        return parallel.run(self._fit, run) if run.distributed else self._fit(run)
 
-    def _fit(self, x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
-             shuffle, initial_epoch, validation_split, on_nonfinite, augment,
-             distributed=False):
-        custom = self._custom("train_step")
-        if not custom:
-            self._require_compiled("fit")
-        for name, value, low in (("epochs", epochs, 0), ("batch_size", batch_size, 1),
-                                 ("initial_epoch", initial_epoch, 0)):
-            if not is_int(value) or value < low:
-                raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
-        x, y = self._data("fit", x, y, "train_step")
-        x, y, validation_data = split_validation("fit", x, y, validation_split,
-                                                 validation_data)
-        if validation_data is not None and not self._custom("test_step"):
-            self._require_compiled("fit")
-        validation_data = check_validation_data(
-            "fit", validation_data, lambda op, xv, yv: self._data(op, xv, yv, "test_step",
-                                                                  allow_empty=True), x)
-        if not custom:
-            check_layout("fit", self, x)
-        if validation_data is not None and not self._custom("test_step"):
-            check_layout("fit", self, validation_data[0], "x_val")
-        callbacks = self._fit_callbacks(callbacks, validation_data is not None)
-        if augment is not None and not callable(augment):
-            raise TypeError(f"fit: 'augment' must be None or a callable (x_batch, rng) -> "
-                            f"x_batch; received {describe(augment)}")
-        if on_nonfinite is None:
-            terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
-            on_nonfinite = "ignore" if terminate else "raise"
-        on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
-        steps = num_batches(count(x), batch_size)
-        for callback in callbacks:
-            callback.set_params({"verbose": verbose, "epochs": epochs, "steps": steps})
-        run = Run(x, y, epochs, batch_size, steps, as_generator("fit", "rng", rng), shuffle,
-                  callbacks, verbose, validation_data, on_nonfinite, augment, self.train_step,
-                  lambda xv, yv, size, hooked: self.evaluate(xv, yv, size, callbacks=hooked,
-                                                             return_dict=True))
-        reducer = parallel.prepare(self, run, initial_epoch) if distributed else None
+    def _fit(self, run):
+        """The epochs of ``run`` (a :class:`Run` of ``fit``'s options, checked here)."""
+        run, reducer = self._checked_run(run)
         self.stop_training = False
-        self._on_nonfinite = on_nonfinite
+        self._on_nonfinite = run.on_nonfinite
         failed, logs = True, {}
         try:
             notify(run.callbacks, "on_train_begin", {})
-            for epoch in range(initial_epoch, epochs):
+            for epoch in range(run.initial_epoch, run.epochs):
                 notify(run.callbacks, "on_epoch_begin", epoch, {})
                 logs = run_epoch(self, run, epoch)
                 notify(run.callbacks, "on_epoch_end", epoch, logs)
@@ -287,7 +265,56 @@ class TrainingMixin(EvaluationMixin):
             del self._on_nonfinite  # back to the class default
             if reducer is not None:
                 reducer.close(wait=not failed)
-        return callbacks[0]
+        return run.callbacks[0]
+
+    def _checked_run(self, run):
+        """``(the run to train, the GradientReducer or None)``: ``run``'s options checked,
+        its data in the form the step takes, its callbacks (History first) and the step
+        and validation of one process, or of this process's share under MPI
+        (:mod:`.parallel`, which also checks that the processes agree)."""
+        custom = self._custom("train_step")
+        if not custom:
+            self._require_compiled("fit")
+        for name, low in (("epochs", 0), ("batch_size", 1), ("initial_epoch", 0)):
+            value = getattr(run, name)
+            if not is_int(value) or value < low:
+                raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
+        x, y = self._data("fit", run.x, run.y, "train_step")
+        x, y, validation_data = split_validation("fit", x, y, run.validation_split,
+                                                 run.validation_data)
+        if validation_data is not None and not self._custom("test_step"):
+            self._require_compiled("fit")
+        validation_data = check_validation_data(
+            "fit", validation_data, lambda op, xv, yv: self._data(op, xv, yv, "test_step",
+                                                                  allow_empty=True), x)
+        if not custom:
+            check_layout("fit", self, x)
+        if validation_data is not None and not self._custom("test_step"):
+            check_layout("fit", self, validation_data[0], "x_val")
+        callbacks = self._fit_callbacks(run.callbacks, validation_data is not None)
+        if run.augment is not None and not callable(run.augment):
+            raise TypeError(f"fit: 'augment' must be None or a callable (x_batch, rng) -> "
+                            f"x_batch; received {describe(run.augment)}")
+        on_nonfinite = run.on_nonfinite
+        if on_nonfinite is None:
+            terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
+            on_nonfinite = "ignore" if terminate else "raise"
+        on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
+        steps = num_batches(count(x), run.batch_size)
+        for callback in callbacks:
+            callback.set_params({"verbose": run.verbose, "epochs": run.epochs, "steps": steps})
+        rng = as_generator("fit", "rng", run.rng)
+        checked = {"x": x, "y": y, "validation_data": validation_data, "rng": rng,
+                   "on_nonfinite": on_nonfinite, "steps": steps}
+        if run.distributed:
+            reducer = parallel.prepare(self, replace(run, **checked))
+            wiring = parallel.wiring(self, reducer, callbacks, run.verbose)
+        else:
+            reducer, wiring = None, {
+                "step": self.train_step, "callbacks": callbacks,
+                "evaluate": lambda xv, yv, size, hooked: self.evaluate(
+                    xv, yv, size, callbacks=hooked, return_dict=True)}
+        return replace(run, **checked, **wiring), reducer
 
     def _fit_callbacks(self, callbacks, validating):
         """``[History(), *callbacks]``, each attached to the model and checked against

@@ -35,9 +35,10 @@ def run(function, *args, **kwargs):
     return dist.comm.run_or_abort(function, *args, passthrough=COLLECTIVE_ERRORS, **kwargs)
 
 
-def prepare(model, run_, initial_epoch):
-    """Make ``run_`` (an :class:`~handgrad.training.epochs.Run`) data-parallel: checks,
-    rank 0's state everywhere, the sharded step and evaluation; returns the
+def prepare(model, run_):
+    """Check that every process trains alike on ``run_`` (an
+    :class:`~handgrad.training.epochs.Run` with checked data and rng) and give every
+    process rank 0's weights, buffers and shuffling state; returns the
     :class:`~handgrad.distributed.GradientReducer` to close when ``fit`` ends."""
     if model._custom("train_step"):
         raise ValueError("fit: distributed=True trains with the built-in train_step; a custom "
@@ -46,18 +47,24 @@ def prepare(model, run_, initial_epoch):
     validation = run_.validation_data
     dist.check_same("fit (each process takes its share of every global batch itself)", {
         "examples": count(run_.x), "batch_size": run_.batch_size, "epochs": run_.epochs,
-        "initial_epoch": initial_epoch, "shuffle": run_.shuffle,
+        "initial_epoch": run_.initial_epoch, "shuffle": run_.shuffle,
         "validation examples": None if validation is None else count(validation[0])})
     run_.rng.bit_generator.state = dist.broadcast(run_.rng.bit_generator.state)
     dist.broadcast_parameters(model)
-    reducer = dist.GradientReducer(model)
-    run_.step = ShardedStep(model, reducer)
-    run_.evaluate = lambda x, y, batch_size, callbacks: model.evaluation_logs(
-        x, y, batch_size, callbacks, distributed=True)
-    if dist.rank() != 0:
-        run_.verbose = 0
-        run_.callbacks = [c for c in run_.callbacks if not getattr(c, "rank_zero_only", False)]
-    return reducer
+    return dist.GradientReducer(model)
+
+
+def wiring(model, reducer, callbacks, verbose) -> dict:
+    """The data-parallel parts of a run: the sharded ``step``, the gathered ``evaluate``,
+    and, on ranks other than 0, no progress (``verbose`` 0) and no callbacks that write
+    files (``Callback.rank_zero_only``)."""
+    lead = dist.rank() == 0
+    return {"step": ShardedStep(model, reducer),
+            "evaluate": lambda x, y, batch_size, hooked: model.evaluation_logs(
+                x, y, batch_size, hooked, distributed=True),
+            "verbose": verbose if lead else 0,
+            "callbacks": callbacks if lead else [
+                c for c in callbacks if not getattr(c, "rank_zero_only", False)]}
 
 
 def _scaled(gradient, weight):
