@@ -14,7 +14,8 @@ from cli_support import run_main
 from handgrad import io as hio
 from handgrad import ops
 from handgrad.testing import assert_close, assert_gradient_close, gradcheck, numeric_gradient
-from handgrad.training import NonFiniteLossError
+from handgrad.optimizers import Adam
+from handgrad.training import Callback, EarlyStopping, ModelCheckpoint, NonFiniteLossError
 from handgrad.zoo import VAE
 
 SHAPE = (2, 3, 1)
@@ -94,8 +95,9 @@ def test_a_short_training_lowers_the_test_negative_elbo(digits):
     vae = VAE(4, (32,), seed=0, input_shape=(8, 8, 1))
     x_test = digits.x_test[:150]
     before = _per_example(vae, x_test)
-    history = vae.fit(digits.x_train[:400], epochs=4, batch_size=32, lr=3e-3, rng=0,
-                      verbose=0, validation_data=x_test)
+    vae.compile(Adam(lr=3e-3), loss=None)
+    history = vae.fit(digits.x_train[:400], epochs=4, batch_size=32, rng=0,
+                      verbose=0, validation_data=(x_test, None))
     after = _per_example(vae, x_test)
     drop = before - after
     assert drop.mean() > 5 * drop.std(ddof=1) / np.sqrt(len(drop)), (before.mean(),
@@ -113,6 +115,46 @@ def test_a_nonfinite_loss_stops_before_the_update():
     before = copy.deepcopy(vae.named_parameters())
     with pytest.raises(NonFiniteLossError, match="the update was not applied"):
         vae.train_step(_pixels(8))
+    for name, value in vae.named_parameters().items():
+        np.testing.assert_array_equal(value, before[name])
+
+
+class Recorder(Callback):
+    def __init__(self):
+        self.epochs, self.batches = [], 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append((epoch, dict(logs)))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches += 1
+
+
+def test_fit_is_the_loops_with_callbacks_early_stopping_and_checkpoints(tmp_path):
+    """fit(x, epochs=..., callbacks=...) returns a History; a callback sees every epoch's
+    logs and batch; EarlyStopping on val_loss and ModelCheckpoint work as for any model."""
+    vae, x = _tiny(), _pixels(24)
+    recorder, path = Recorder(), tmp_path / "best.safetensors"
+    history = vae.fit(x, epochs=3, batch_size=8, rng=0, verbose=0,
+                      validation_data=(x[:8], None),
+                      callbacks=[recorder, ModelCheckpoint(str(path), save_best_only=True)])
+    assert [epoch for epoch, _ in recorder.epochs] == [0, 1, 2] and recorder.batches == 9
+    assert [logs["val_loss"] for _, logs in recorder.epochs] == history.history["val_loss"]
+    assert hio.load(path).optimizer.iterations == 3 * history.history["val_loss"].index(
+        min(history.history["val_loss"])) + 3
+    stop = EarlyStopping(monitor="loss", patience=0, min_delta=1e9)
+    assert len(vae.fit(x, epochs=5, batch_size=8, verbose=0, callbacks=[stop]).epoch) == 2
+
+
+def test_fit_applies_the_nonfinite_policy_before_the_update():
+    vae = _tiny()
+    vae.fit(_pixels(8), epochs=1, batch_size=8, rng=0, verbose=0)
+    vae.decoder["logits"].parameters["b"][0] = np.nan
+    before = copy.deepcopy(vae.named_parameters())
+    with pytest.raises(NonFiniteLossError, match="at epoch 1, step 1 of 1; its update was not"):
+        vae.fit(_pixels(8), epochs=1, batch_size=8, verbose=0)
+    history = vae.fit(_pixels(8), epochs=2, batch_size=8, verbose=0, on_nonfinite="stop")
+    assert len(history.epoch) == 1 and np.isnan(history["loss"][0])
     for name, value in vae.named_parameters().items():
         np.testing.assert_array_equal(value, before[name])
 
@@ -200,15 +242,16 @@ BAD = [
      r"VAE.fit: 'x' has dtype float32 but the model's parameters are float64"),
     (lambda v: v.fit(np.zeros((4, 6))), ValueError,
      r"VAE.fit: 'x' must hold examples of shape \(2, 3, 1\)"),
-    (lambda v: v.fit(_pixels(4), lr=-1.0), ValueError, r"VAE.fit: 'lr' must be a finite"),
-    (lambda v: v.fit(_pixels(4), validation_data=_pixels(2) + 2), ValueError,
-     r"VAE.fit: 'validation_data' must hold pixel values in \[0, 1\]"),
+    (lambda v: v.fit(_pixels(4), lr=1e-2), TypeError,
+     r"VAE.fit: 'lr' is no longer an option of fit; compile the optimizer: vae.compile"),
+    (lambda v: v.fit(_pixels(4), 3), TypeError, r"VAE.fit: 'y' must be None .*fit\(x, epochs"),
+    (lambda v: v.fit(_pixels(4), validation_data=(_pixels(2) + 2, None)), ValueError,
+     r"VAE.fit: 'validation_data': 'x_val' must hold pixel values in \[0, 1\]"),
     (lambda v: v.loss(_pixels(4), np.zeros((4, 2))), ValueError,
      r"VAE.loss: 'eps' must be standard normal noise of shape \(4, 3\)"),
     (lambda v: v.decode(np.zeros((2, 4))), ValueError, r"VAE.decode: 'z' must have 3 columns"),
     (lambda v: v.sample(2, None), TypeError, r"VAE.sample: 'rng' must be a numpy.random"),
     (lambda v: v.evaluate(_pixels(0)), ValueError, r"VAE.evaluate: 'x' has no examples"),
-    (lambda v: v.train_step(_pixels(2)), RuntimeError, r"VAE.train_step: call fit"),
     (lambda v: VAE().decode(np.zeros((1, 16))), RuntimeError, r"VAE.decode: .* not built"),
 ]
 

@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from ..optimizers import Adam
 from ..zoo import VAE
 from .errors import configured
 
@@ -129,8 +130,9 @@ def run(args, dataset, out):
                      input_shape=dataset.input_shape)
     path = os.path.join(out, "model.safetensors")
     try:
-        history = vae.fit(x_train, epochs, batch_size, lr, validation_split=split,
-                          rng=args.seed, verbose=0 if args.quiet else 1)
+        vae.compile(Adam(lr=lr), loss=None)
+        history = vae.fit(x_train, epochs=epochs, batch_size=batch_size,
+                          validation_split=split, rng=args.seed, verbose=0 if args.quiet else 1)
     finally:  # a run that fails or is interrupted keeps the model trained so far
         vae.save(path)
     test = vae.evaluate(x_test, return_dict=True)

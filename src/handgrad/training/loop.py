@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import ClassVar
 
 from .. import optimizers
 from .._checks import as_generator, choice, describe, is_int
@@ -66,6 +67,8 @@ class TrainingMixin(EvaluationMixin):
     _objective = None  # an Objective, set by compile
     _on_nonfinite = "raise"
     releases_caches = True  # a new outermost training forward drops unconsumed caches
+    takes_targets = True  # False: the model learns from x alone, and fit refuses a y
+    fit_moved: ClassVar[dict] = {}  # old fit keyword -> where it went (fit's message names it)
 
     def train(self):
         """Training mode: ``forward`` keeps caches and dropout is active."""
@@ -218,11 +221,19 @@ class TrainingMixin(EvaluationMixin):
         if not self._custom(step):
             return model_data(op, self, x, y, objective=self._objective, need_y=need_y,
                               allow_empty=allow_empty)
-        return given_data(op, x, y, allow_empty=allow_empty)
+        x, y = given_data(op, x, y, allow_empty=allow_empty)
+        return self.check_data(op, x, y, validation=step == "test_step")
+
+    def check_data(self, op, x, y, *, validation=False):
+        """For a model with its own steps: ``(x, y)`` of ``fit`` (and its validation data,
+        ``validation=True``) or ``evaluate`` checked, and converted if need be, once before
+        the batches are made (``op`` is "fit" or "evaluate"). Returns them as given;
+        override it to refuse bad data by name before any update."""
+        return x, y
 
     def fit(self, x, y=None, epochs=1, batch_size=32, validation_data=None, callbacks=(),
             rng=None, verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
-            on_nonfinite=None, augment=None, distributed=False):
+            on_nonfinite=None, augment=None, distributed=False, **moved):
         """Train for ``epochs`` epochs; returns a :class:`History`.
 
         ``x`` is an array, a list in input order or a dict keyed by ``model.input_names``;
@@ -239,11 +250,31 @@ class TrainingMixin(EvaluationMixin):
         ``distributed=True``: every process of an MPI job calls ``fit`` with the whole
         data set and trains the same model, each on its share of every batch (see
         :mod:`handgrad.training.parallel`); ``batch_size`` is the global batch.
+        A model that learns from ``x`` alone (``takes_targets = False``: the VAE, the
+        WGAN-GP, the RBM) refuses a ``y``.
         """
+        self._refuse_moved(moved, y)
         run = Run(x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
                   shuffle, initial_epoch, validation_split, on_nonfinite, augment,
                   flag("fit", "distributed", distributed))
         return parallel.run(self._fit, run) if run.distributed else self._fit(run)
+
+    def _refuse_moved(self, moved, y):
+        """A TypeError for keywords fit does not take (naming where an old one went, see
+        ``fit_moved``) and for a ``y`` given to a model without targets."""
+        op = f"{type(self).__name__}.fit"
+        for key in moved:
+            where = self.fit_moved.get(key)
+            if where is not None:
+                raise TypeError(f"{op}: '{key}' is no longer an option of fit; {where}")
+            raise TypeError(f"{op}: unexpected keyword argument {key!r}; fit takes x, y, "
+                            f"epochs, batch_size, validation_data, callbacks, rng, verbose, "
+                            f"shuffle, initial_epoch, validation_split, on_nonfinite, "
+                            f"augment and distributed")
+        if y is not None and not self.takes_targets:
+            raise TypeError(f"{op}: 'y' must be None (the model learns from x alone; give "
+                            f"epochs and batch_size by keyword, fit(x, epochs=10)); received "
+                            f"{describe(y)}")
 
     def _fit(self, run):
         """The epochs of ``run`` (a :class:`Run` of ``fit``'s options, checked here)."""

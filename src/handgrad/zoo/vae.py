@@ -22,18 +22,20 @@ importance-weighted estimate.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from .. import layers as L
 from .. import ops, optimizers
 from .._checks import as_generator, describe, float_array, is_int, positive_int
-from .._hyper import flag, number
+from .._hyper import flag
 from ..io import save
 from ..io.checkpoint import load_as
 from ..layers import Layer, register
 from ..model.sequential import Sequential
 from ..ops import special
-from ..training import NonFiniteLossError, TrainingMixin, hooks
+from ..training import TrainingMixin, hooks
 from ..training.evaluation import keras_result
 
 EVAL_SEED = 0  # the noise seed of negative_elbo and evaluate (a repeatable figure)
@@ -61,13 +63,23 @@ class VAE(TrainingMixin, Layer):
     """A VAE for inputs in [0, 1] of any per-example shape (flattened inside).
 
     ``VAE(latent_dim=16, hidden=(256, 256), input_shape=None, dtype=None, seed=None)``;
-    built on first use (or at once when ``input_shape`` is given). ``fit`` trains with
-    Adam; ``negative_elbo``, ``encode``, ``decode``, ``reconstruct`` and ``sample`` use
+    built on first use (or at once when ``input_shape`` is given). It comes compiled
+    with Adam(lr=1e-3) (``compile(optimizer, loss=None)`` chooses another); ``fit(x,
+    epochs=..., batch_size=..., validation_data=(x_val, None), callbacks=...)`` is
+    :meth:`~handgrad.training.TrainingMixin.fit` with the VAE's own ``train_step`` and
+    ``test_step`` (no targets), returning a History of ``loss`` (the mean negative ELBO
+    of the training batches), ``reconstruction``, ``kl`` and their ``val_`` twins.
+    ``negative_elbo``, ``encode``, ``decode``, ``reconstruct`` and ``sample`` use
     it; ``handgrad.io.save``/``load`` store it (``VAE.load`` restores the optimizer too).
     ``forward(x)`` (and ``predict``) give the logits of the reconstruction at ``z = mu``.
     ``seed`` draws the weights; the training noise ``eps`` comes from ``self.rng``, a
     Generator seeded by ``[seed, 1]`` whose state is saved with the model.
     """
+
+    takes_targets = False
+    fit_moved: ClassVar[dict] = {
+        "lr": "compile the optimizer: vae.compile(handgrad.optimizers.Adam(lr=...), "
+              "loss=None) (the VAE comes with Adam(lr=1e-3))"}
 
     def __init__(self, latent_dim=16, hidden=(256, 256), *, input_shape=None, name=None,
                  dtype=None, seed=None, trainable=True):
@@ -77,6 +89,7 @@ class VAE(TrainingMixin, Layer):
         self.hidden = _hidden_sizes("VAE", hidden)
         self.training = True
         self.rng = np.random.default_rng(None if seed is None else [seed, 1])  # the noise
+        self.compile(optimizers.Adam(lr=1e-3), loss=None)
         if input_shape is not None:
             self.build(input_shape)
 
@@ -194,50 +207,25 @@ class VAE(TrainingMixin, Layer):
 
     # ---------------------------------------------------------------- training
     def train_step(self, x, y=None):
-        """One Adam step on the batch's mean negative ELBO (fresh noise from ``self.rng``);
-        a NaN or infinite loss raises before the update."""
-        if self.optimizer is None:
-            raise RuntimeError("VAE.train_step: call fit, or compile(optimizer, loss=None), "
-                               "first")
+        """One optimizer step on the batch's mean negative ELBO (fresh noise from
+        ``self.rng``); a NaN or infinite loss raises before the update (see
+        :meth:`~handgrad.training.TrainingMixin.check_loss`). Returns ``{"loss",
+        "reconstruction", "kl"}``, which ``fit`` averages per epoch."""
         x = self._pixels("VAE.train_step", x)
         self.zero_grad()
         eps = self.rng.standard_normal((len(x), self.latent_dim), dtype=self.dtype)
         logs = self.loss_and_gradients(x, eps)
-        if self._on_nonfinite != "ignore" and not np.isfinite(logs["loss"]):
-            raise NonFiniteLossError(f"VAE.train_step: the loss is {logs['loss']}; the update "
-                                     f"was not applied", logs)
-        self.optimizer.step(self.named_parameters(trainable_only=True),
-                            self.named_gradients(trainable_only=True))
+        self.check_loss(logs, op="VAE.train_step")
+        self._apply_gradients()
         return logs
 
+    def check_data(self, op, x, y, *, validation=False):
+        """fit's and evaluate's data: pixels in [0, 1] of the model's shape and dtype."""
+        return self._pixels(f"VAE.{op}", x, "x_val" if validation else "x"), y
+
     def test_step(self, x, y=None):
+        """The batch's :meth:`evaluate` logs (``fit``'s ``val_*``)."""
         return self.evaluate(x, return_dict=True)
-
-    def fit(self, x, epochs=1, batch_size=64, lr=None, *, validation_data=None, **kwargs):
-        """Train on ``x`` (N, ...) in [0, 1] for ``epochs`` epochs of ``batch_size``.
-
-        The optimizer is the compiled one, else Adam(``lr`` or 1e-3); a given ``lr`` sets
-        its learning rate. ``validation_data`` is an array of examples (its negative ELBO
-        is logged as ``val_loss`` each epoch). Other keywords go to
-        :meth:`handgrad.Sequential.fit` (``rng``, ``verbose``, ``callbacks``,
-        ``validation_split``, ...). Returns the History: ``loss`` (the training batches'
-        mean negative ELBO), ``reconstruction``, ``kl``, and their ``val_`` twins.
-        """
-        if lr is not None:
-            lr = number("VAE.fit", "lr", lr, low=0.0, low_open=True)
-        x = self._pixels("VAE.fit", x)
-        if validation_data is not None:
-            if isinstance(validation_data, (tuple, list)) and len(validation_data) == 2 \
-                    and validation_data[1] is None:
-                validation_data = validation_data[0]
-            validation_data = (self._pixels("VAE.fit", validation_data, "validation_data"),
-                               None)
-        if self.optimizer is None:
-            self.compile(optimizers.Adam(lr=1e-3 if lr is None else lr), loss=None)
-        elif lr is not None:
-            self.optimizer.lr = lr
-        return super().fit(x, None, epochs=epochs, batch_size=batch_size,
-                           validation_data=validation_data, **kwargs)
 
     # ------------------------------------------------------------------ using it
     def evaluate(self, x, y=None, batch_size=256, *, samples=1, rng=EVAL_SEED, callbacks=(),
