@@ -14,7 +14,7 @@ from cli_support import HAS_MATPLOTLIB, assert_one_line_error, run_main
 from handgrad import io as hio
 from handgrad import optimizers
 from handgrad.testing import assert_close, assert_gradient_close, numeric_gradient
-from handgrad.training import NonFiniteLossError
+from handgrad.training import Callback, EarlyStopping, NonFiniteLossError
 from handgrad.zoo import WGANGP
 
 
@@ -114,6 +114,36 @@ def test_a_nan_critic_loss_stops_fit_before_the_update():
     with pytest.raises(NonFiniteLossError, match=r"loss is nan.*update was not applied"):
         model.fit(x, epochs=1, batch_size=8, verbose=0)
     assert changed(before, model, "") == set()
+
+
+class EpochLogs(Callback):
+    def __init__(self):
+        self.logs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs.append((epoch, dict(logs)))
+
+
+def test_fit_is_the_loops_with_callbacks_validation_and_early_stopping():
+    """A callback gets every epoch's logs; validation runs test_step, which updates
+    nothing and leaves the model's noise alone; EarlyStopping monitors any key."""
+    model, x = small(), np.random.default_rng(4).standard_normal((12, 3))
+    recorder = EpochLogs()
+    history = model.fit(x, epochs=2, batch_size=4, rng=0, verbose=0, callbacks=[recorder],
+                        validation_data=(x[:4], None))
+    assert [epoch for epoch, _ in recorder.logs] == [0, 1]
+    assert [logs["val_wasserstein"] for _, logs in recorder.logs] == history["val_wasserstein"]
+    before, noise = copy_params(model), model.noise.bit_generator.state
+    first = model.evaluate(x[:4], None, return_dict=True)
+    assert model.evaluate(x[:4], None, return_dict=True) == first
+    assert changed(before, model, "") == set() and model.noise.bit_generator.state == noise
+    stop = EarlyStopping(monitor="critic_loss", patience=0, min_delta=1e9)
+    assert len(model.fit(x, epochs=4, batch_size=4, verbose=0, callbacks=[stop]).epoch) == 2
+
+
+def test_fit_takes_no_targets_and_names_the_keyword_spelling():
+    with pytest.raises(TypeError, match=r"WGANGP.fit: 'y' must be None .*fit\(x, epochs=10\)"):
+        small().fit(np.zeros((4, 3)), 2)
 
 
 # --------------------------------------------------------------- it learns a distribution

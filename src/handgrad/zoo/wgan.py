@@ -31,10 +31,10 @@ from ..io import checkpoint
 from ..io.document import jsonable
 from ..layers import Dense, LeakyReLU, ReLU, Sigmoid, Tanh, register
 from ..model import Sequential
-from ..training import NonFiniteLossError
 from .penalty import gradient_penalty
 
 OUTPUTS = {"tanh": (Tanh, (-1.0, 1.0)), "sigmoid": (Sigmoid, (0.0, 1.0)), "linear": (None, None)}
+EVAL_SEED = 0  # the noise of test_step (a repeatable validation figure)
 LOG_KEYS = ("critic_loss", "wasserstein", "gradient_penalty", "generator_loss")
 
 
@@ -62,12 +62,14 @@ def _mlp(name, hidden, out_features, activation, output=None):
 
 
 @register
-class WGANGP(Sequential):
+class WGANGP(Sequential):  # a Sequential of its generator and critic, with its own steps
     """A Wasserstein GAN with gradient penalty on examples of per-example ``data_shape``.
 
     ``forward(z)`` is ``C(G(z))`` (a chain of the ``generator`` and the ``critic``,
-    both :class:`~handgrad.model.Sequential`); ``fit(x)`` trains on real data ``x`` of
-    shape ``(N, *data_shape)``, ``sample(n, rng)`` draws new examples. The generator is
+    both :class:`~handgrad.model.Sequential`); ``fit(x, epochs=..., batch_size=...,
+    callbacks=...)``, the loop of every model with this model's :meth:`train_step` and
+    :meth:`test_step`, trains on real data ``x`` of shape ``(N, *data_shape)`` (no
+    targets) and returns a History; ``sample(n, rng)`` draws new examples. The generator is
     Dense + ReLU layers of widths ``hidden`` and an ``output`` activation: ``"tanh"``
     for data scaled to [-1, 1] (the default), ``"sigmoid"`` for [0, 1] or ``"linear"``;
     the critic is Dense + LeakyReLU(0.2) layers of widths ``hidden`` and a Dense(1)
@@ -75,6 +77,8 @@ class WGANGP(Sequential):
     model's own noise (latent codes, interpolation weights), which is saved with it.
     ``handgrad.io.save``/``load`` round-trip it; :meth:`load` also restores Adam's state.
     """
+
+    takes_targets = False
 
     def __init__(self, data_shape, latent_dim=32, hidden=(256, 256), n_critic=5,
                  gp_weight=10.0, lr=1e-4, betas=(0.5, 0.9), output="tanh", *, seed=None,
@@ -219,16 +223,29 @@ class WGANGP(Sequential):
         return -float(scores.mean())
 
     def _update(self, part, loss, logs):
-        """Step Adam on ``part``, unless ``loss`` is NaN or infinite (then fit decides)."""
-        if not math.isfinite(loss) and self._on_nonfinite != "ignore":
-            raise NonFiniteLossError(f"WGANGP.train_step: the {part} loss is {loss}; the "
-                                     f"update was not applied", {**logs, "loss": loss})
+        """Step Adam on ``part``, unless ``loss`` is NaN or infinite (then fit decides,
+        see :meth:`~handgrad.training.TrainingMixin.check_loss`)."""
+        self.check_loss({**logs, "loss": loss}, op=f"WGANGP.train_step ({part} update)")
         self.optimizer.step(*self._part(part))
 
     # ---------------------------------------------------------------- training
+    def check_data(self, op, x, y, *, validation=False):
+        """Real examples (N, *data_shape) of the model's dtype, in the output's range (e.g.
+        [-1, 1] for ``output="tanh"``)."""
+        real = self._real(f"WGANGP.{op}", x)
+        low_high = OUTPUTS[self.output][1]
+        if low_high is not None and (real.min() < low_high[0] or real.max() > low_high[1]):
+            raise ValueError(f"WGANGP.{op}: 'x' must lie in [{low_high[0]:g}, "
+                             f"{low_high[1]:g}] for output={self.output!r}; received values "
+                             f"in [{real.min():g}, {real.max():g}] (scale the data, or "
+                             f"choose another output)")
+        return x, y
+
     def train_step(self, x, y=None):
         """One critic update on the real batch ``x``, and a generator update after every
-        ``n_critic`` critic updates. Returns the logs of :meth:`critic_objective`."""
+        ``n_critic`` critic updates. Returns the logs of :meth:`critic_objective`, which
+        ``fit`` averages per epoch (``fit(x, epochs=..., batch_size=..., callbacks=...)``,
+        no targets; ``rng`` shuffles the batches)."""
         real = self._real("WGANGP.train_step", x)
         logs = self.critic_objective(real, *self.draw(len(real)))
         self._update("critic", logs["critic_loss"], logs)
@@ -238,20 +255,14 @@ class WGANGP(Sequential):
             self.critic_steps = 0
         return logs
 
-    def fit(self, x, epochs=1, batch_size=64, rng=None, verbose=1, callbacks=(),
-            shuffle=True, initial_epoch=0, on_nonfinite=None):
-        """Train on real examples ``x`` (N, *data_shape), in the output's range (e.g.
-        [-1, 1] for ``output="tanh"``). Returns a History whose per-epoch means are
-        ``critic_loss``, ``wasserstein``, ``gradient_penalty``, ``generator_loss`` (and
-        ``lr``, ``seconds``); ``rng`` shuffles the batches (see ``Sequential.fit``)."""
-        real = self._real("WGANGP.fit", x)
-        low_high = OUTPUTS[self.output][1]
-        if low_high is not None and (real.min() < low_high[0] or real.max() > low_high[1]):
-            raise ValueError(f"WGANGP.fit: 'x' must lie in [{low_high[0]:g}, {low_high[1]:g}] "
-                             f"for output={self.output!r}; received values in "
-                             f"[{real.min():g}, {real.max():g}] (scale the data, or choose "
-                             f"another output)")
-        return super().fit(x, None, epochs=epochs, batch_size=batch_size, rng=rng,
-                           verbose=verbose, callbacks=callbacks, shuffle=shuffle,
-                           initial_epoch=initial_epoch, on_nonfinite=on_nonfinite)
-
+    def test_step(self, x, y=None):
+        """The logs of :meth:`critic_objective` on the real batch ``x`` with fakes and
+        interpolation weights from a fixed seed (a repeatable figure that leaves the
+        model's noise alone), and no update; ``fit``'s ``val_*``."""
+        real = self._real("WGANGP.test_step", x)
+        noise = np.random.default_rng(EVAL_SEED)
+        fake = self.generator.forward(noise.standard_normal((len(real), self.latent_dim),
+                                                           dtype=self.dtype), training=False)
+        logs = self.critic_objective(real, fake, noise.random((len(real), 1), dtype=self.dtype))
+        self.zero_grad()
+        return logs
