@@ -204,7 +204,7 @@ def test_train_step_is_sgd_on_the_cd_gradient_with_weight_decay_on_w_only():
     model, v = built(lr=0.5, weight_decay=0.1), bits((6, 7))
     before = {key: value.copy() for key, value in model.parameters.items()}
     expected = model.contrastive_divergence(v, rng=np.random.default_rng(4))  # CD: no state
-    grads = model.train_step(v, rng=np.random.default_rng(4))
+    grads = model.update(v, rng=np.random.default_rng(4))
     expected["W"] = expected["W"] + 0.1 * before["W"]
     for key, value in model.parameters.items():
         assert np.array_equal(grads[key], expected[key])
@@ -240,22 +240,22 @@ def test_persistent_chains_carry_on_across_batches_and_cd_restarts_at_the_data()
 def test_save_and_load_resume_training_exactly(tmp_path):
     x = bits((30, 9), np.float32, p=0.3)
     model = RBM(4, k=2, persistent=True, momentum=0.8, weight_decay=1e-3, seed=3)
-    model.fit(x, epochs=2, batch_size=8)
+    model.fit(x, epochs=2, batch_size=8, rng=0, verbose=0)
     model.save(tmp_path / "rbm.safetensors")
     loaded = RBM.load(tmp_path / "rbm.safetensors")
     plain = hio.load(tmp_path / "rbm.safetensors")
     assert type(plain) is RBM and plain.get_config() == model.get_config()
     for other in (loaded, plain):
-        assert other.history == model.history and other.chains.shape == (8, 9)
+        assert other.chains.shape == (8, 9)
         assert other.rng.bit_generator.state == model.rng.bit_generator.state
         for key, value in {**model.parameters, "chains": model.chains}.items():
             assert np.array_equal({**other.parameters, "chains": other.chains}[key], value)
-    model.fit(x, epochs=1, batch_size=8)
-    loaded.fit(x, epochs=1, batch_size=8)  # the momentum came back too
+    history = model.fit(x, epochs=1, batch_size=8, rng=1, verbose=0)
+    resumed = loaded.fit(x, epochs=1, batch_size=8, rng=1, verbose=0)  # with the momentum
     for key in "Wbc":
         assert np.array_equal(loaded.parameters[key], model.parameters[key])
     assert np.array_equal(loaded.chains, model.chains)
-    assert loaded.history["pseudo_log_likelihood"] == model.history["pseudo_log_likelihood"]
+    assert resumed.history["pseudo_log_likelihood"] == history.history["pseudo_log_likelihood"]
 
 
 # -------------------------------------------------------------- training
@@ -276,9 +276,10 @@ def test_training_lowers_the_free_energy_of_data_below_noise_and_raises_the_pll(
     x, held_out = bars_and_stripes(600, seed=0), bars_and_stripes(300, seed=1)
     noise = bits(held_out.shape, seed=2)
     model = RBM(16, seed=0, dtype="float64")
-    model.fit(x, epochs=1, batch_size=10)
+    model.fit(x, epochs=1, batch_size=10, verbose=0)
     pll_before = model.pseudo_log_likelihood(held_out)
-    model.fit(x, epochs=15, batch_size=10, validation_data=held_out)
+    history = model.fit(x, epochs=16, initial_epoch=1, batch_size=10, verbose=0,
+                        validation_data=(held_out, None)).history
     pll_after = model.pseudo_log_likelihood(held_out)
 
     def mean_and_error(values):
@@ -289,8 +290,7 @@ def test_training_lowers_the_free_energy_of_data_below_noise_and_raises_the_pll(
     (f_data, e_data), (f_noise, e_noise) = (mean_and_error(model.free_energy(a))
                                             for a in (held_out, noise))
     assert f_noise - f_data > 5 * math.hypot(e_data, e_noise)
-    history = model.history
-    assert len(history["pseudo_log_likelihood"]) == 16
+    assert len(history["pseudo_log_likelihood"]) == 15
     assert history["val_pseudo_log_likelihood"][-1] == pytest.approx(pll_after.mean())
     assert history["reconstruction_error"][-1] < history["reconstruction_error"][0]
 
@@ -355,15 +355,19 @@ def test_bad_data_is_refused_with_the_argument_named():
         model.free_energy(bits((2, 4)))
     with pytest.raises(ValueError, match=r"'x' must be a 2-D array \(N, V\)"):
         model.fit(bits((2, 4, 4)))
-    model.fit(bits((8, 4)), epochs=1)
+    model.fit(bits((8, 4)), epochs=1, verbose=0)
     cases = [
         (lambda: model.free_energy(bits((2, 5))), ValueError, "'v' must have 4 columns"),
         (lambda: model.free_energy(bits((2, 4), np.float32)), TypeError, "dtype float64"),
         (lambda: model.free_energy(2 * bits((2, 4))), ValueError, r"values in \[0, 1\]"),
         (lambda: model.visible_probabilities(bits((2, 4))), ValueError, "'h' must have 3"),
-        (lambda: model.fit(bits((8, 4)), pll="sum"), ValueError, "'pll' must be one of"),
-        (lambda: model.fit(bits((8, 4)), epochs=0), ValueError, "'epochs' must be an int"),
-        (lambda: model.fit(bits((0, 4))), ValueError, "at least one example"),
+        (lambda: model.fit(bits((8, 4)), pll="exact"), TypeError,
+         r"RBM.fit: 'pll' is no longer an option of fit; give it to the model: RBM\(..., pll="),
+        (lambda: RBM(3, pll="sum"), ValueError, "'pll' must be one of"),
+        (lambda: model.fit(bits((8, 4)), 2), TypeError, r"RBM.fit: 'y' must be None"),
+        (lambda: model.fit(bits((8, 4)), epochs=-1), ValueError, "'epochs' must be an int"),
+        (lambda: model.fit(bits((0, 4))), ValueError, "'x' has no examples"),
+        (lambda: model.fit(2 * bits((8, 4))), ValueError, r"RBM.fit: 'x' must hold values in"),
         (lambda: model.gibbs(bits((2, 4)), rng="seed"), TypeError, "'rng' must be"),
         (lambda: model.sample(0), ValueError, "'n' must be an int >= 1"),
         (lambda: model.forward(bits((2, 4, 1))), ValueError, r"2-D array \(N, V\)"),
@@ -381,3 +385,31 @@ def test_a_file_that_is_not_an_rbm_is_refused(tmp_path):
     hio.save(other, tmp_path / "other.safetensors")
     with pytest.raises(ValueError, match="holds a Sequential, not a RBM"):
         RBM.load(tmp_path / "other.safetensors")
+
+
+def test_fit_is_the_loops_history_callbacks_checkpoints_and_nan_policy(tmp_path):
+    """fit returns a History; a callback gets every epoch's logs; ModelCheckpoint writes
+    a file that loads; a NaN weight stops the update before it is applied."""
+    from handgrad.training import Callback, ModelCheckpoint, NonFiniteLossError
+
+    class Recorder(Callback):
+        def __init__(self):
+            self.logs = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.logs.append(dict(logs))
+
+    x, recorder = bits((20, 6), seed=5), Recorder()
+    model = RBM(3, seed=0, dtype="float64")
+    path = tmp_path / "rbm.safetensors"
+    history = model.fit(x, epochs=3, batch_size=5, verbose=0,
+                        callbacks=[recorder, ModelCheckpoint(str(path))])
+    assert [logs["loss"] for logs in recorder.logs] == history.history["loss"]
+    assert {"loss", "pseudo_log_likelihood", "reconstruction_error", "lr"} <= set(history.history)
+    assert np.array_equal(hio.load(path).parameters["W"], model.parameters["W"])
+    model.parameters["c"][0] = np.nan
+    before = {key: value.copy() for key, value in model.parameters.items()}
+    with pytest.raises(NonFiniteLossError, match="the loss is nan at epoch 1, step 1 of 4; its update was not applied"):
+        model.fit(x, epochs=1, batch_size=5, verbose=0)
+    for key, value in model.parameters.items():
+        np.testing.assert_array_equal(value, before[key])

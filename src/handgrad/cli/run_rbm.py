@@ -3,9 +3,9 @@ binarized images: a pixel is 1 when its value in [0, 1] is at least 0.5 (digits:
 least 8 of 16, half intensity), else 0.
 
 CD-k (or PCD-k with ``--persistent``) with SGD, momentum 0.5, at a constant learning
-rate (``--schedule`` does not apply). After each epoch the exact pseudo-log-likelihood
+rate (``--schedule`` does not apply). Each epoch records the exact pseudo-log-likelihood
 (the sum over all pixels of log p(v_i | v_-i)) and the reconstruction error of the
-training examples and of the validation split are recorded; the test set is scored once
+training batches (each measured before its update) and of the validation split; the test set is scored once
 at the end, with the mean free energy of test images against uniform noise images.
 Writes model.safetensors (:meth:`RBM.load` reads it), filters.png (each hidden unit's
 weights as an image) and samples.png (1000-step Gibbs chains from noise).
@@ -113,10 +113,10 @@ def run(args, dataset, out):
     x_test = binarize(dataset.x_test, args.dtype)
     x_train, _, validation = split_validation("rbm", x, None, args.validation_split, None)
     model = configured(RBM, args.hidden_units, k=args.cd_k, persistent=args.persistent, lr=lr,
-                seed=args.seed, dtype=args.dtype)
+                       seed=args.seed, dtype=args.dtype)
     x_val = None if validation is None else validation[0]
-    history = model.fit(x_train, epochs, batch_size, validation_data=x_val,
-                        verbose=not args.quiet)
+    history = model.fit(x_train, epochs=epochs, batch_size=batch_size, rng=args.seed,
+                        validation_data=validation, verbose=0 if args.quiet else 1).history
     path = os.path.join(out, "model.safetensors")
     model.save(path)
     noise_rng = np.random.default_rng(args.seed)

@@ -30,24 +30,24 @@ As a layer, ``forward(v)`` is ``p(h|v)`` (the features, for a network on top) an
 
 from __future__ import annotations
 
-import time
+from typing import ClassVar
 
 import numpy as np
 
-from .._checks import as_generator, choice, describe, float_array, positive_int
+from .._checks import as_generator, choice, float_array, positive_int
 from .._hyper import flag, number
-from ..data import batches
 from ..io import checkpoint
 from ..layers import Layer, register
 from ..ops import special
 from ..optimizers import SGD
+from ..training import TrainingMixin
 from . import rbm_scores
 
 __all__ = ["RBM"]
 
 
 @register
-class RBM(Layer):
+class RBM(TrainingMixin, Layer):
     """Bernoulli-Bernoulli RBM (see the module docstring for the math).
 
     ``RBM(n_hidden, k=1, persistent=False, lr=0.1, momentum=0.5, weight_decay=0.0,
@@ -61,9 +61,12 @@ class RBM(Layer):
     :meth:`load` also restores the momentum.
     """
 
+    takes_targets = False
+    fit_moved: ClassVar[dict] = {"pll": "give it to the model: RBM(..., pll='stochastic')"}
+
     def __init__(self, n_hidden, k=1, persistent=False, lr=0.1, momentum=0.5,
-                 weight_decay=0.0, n_chains=None, *, name=None, dtype=None, seed=None,
-                 trainable=True):
+                 weight_decay=0.0, n_chains=None, *, pll="exact", name=None, dtype=None,
+                 seed=None, trainable=True):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         op = self.label
         self.n_hidden = positive_int(op, "n_hidden", n_hidden)
@@ -80,28 +83,22 @@ class RBM(Layer):
         if seed is not None and seed < 0:
             raise ValueError(f"{op}: 'seed' must be an int >= 0 or None; received {seed!r}")
         self.rng = np.random.default_rng(None if seed is None else [seed, 1])  # the samples
-        self.history: dict = {}
+        self.pll = choice(op, "pll", pll, ("exact", "stochastic"))
 
     def get_config(self):
         return {**super().get_config(), "n_hidden": self.n_hidden, "k": self.k,
                 "persistent": self.persistent, "lr": self.lr, "momentum": self.momentum,
-                "weight_decay": self.weight_decay,
-                "n_chains": self.n_chains}
+                "weight_decay": self.weight_decay, "n_chains": self.n_chains, "pll": self.pll}
 
     def extra_state(self):
-        """The sample generator's state and the per-epoch history."""
-        return {"rng": self.rng.bit_generator.state, "history": self.history}
+        """The sample generator's state."""
+        return {"rng": self.rng.bit_generator.state}
 
     def load_extra_state(self, state):
-        history = state.get("history", {})
-        if not isinstance(history, dict) or not all(
-                isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
-                for v in history.values()):
-            raise ValueError(f"{self.label}: 'history' must be a dict of lists of numbers; "
-                             f"received {describe(history)}")
+        """Also reads the files of earlier versions, whose ``history`` (the per-epoch
+        scores, now the History that ``fit`` returns) is not kept."""
         if "rng" in state:
             self.rng.bit_generator.state = state["rng"]
-        self.history = {key: [float(x) for x in values] for key, values in history.items()}
 
     def _build(self, input_shape, rng):
         """W ~ N(0, 0.01^2) (V, H), b = 0, c = 0; PCD chains of uniform random bits."""
@@ -131,7 +128,7 @@ class RBM(Layer):
         if not self.built:
             raise ValueError(f"{op}: the RBM is not built yet (call fit, or build((V,)))")
 
-    def _data(self, op, name, v, width=None, layout="(N, V)"):
+    def _visible(self, op, name, v, width=None, layout="(N, V)"):
         """``v`` checked: (N, width) (default V) of the model's dtype, values in [0, 1]."""
         if width is None:
             self._require_built(op)
@@ -161,12 +158,14 @@ class RBM(Layer):
 
     def free_energy(self, v):
         """F(v) = -v.b - sum_j softplus(c_j + v.W[:, j]): (N, V) -> (N,)."""
-        v = self._data("RBM.free_energy", "v", v)
+        return self._free_energy(self._visible("RBM.free_energy", "v", v))
+
+    def _free_energy(self, v):
         return -(v @ self.parameters["b"]) - special.softplus(np, self._pre_hidden(v)).sum(1)
 
     def hidden_probabilities(self, v):
         """p(h = 1 | v) = sigmoid(c + v W): (N, V) -> (N, H)."""
-        v = self._data("RBM.hidden_probabilities", "v", v)
+        v = self._visible("RBM.hidden_probabilities", "v", v)
         return special.sigmoid(np, self._pre_hidden(v))
 
     transform = hidden_probabilities  # the features of v: (N, V) -> (N, H)
@@ -175,10 +174,10 @@ class RBM(Layer):
         """p(v = 1 | h) = sigmoid(b + h W^T): (N, H) -> (N, V)."""
         op = "RBM.visible_probabilities"
         self._require_built(op)
-        return self._visible_given(self._data(op, "h", h, self.n_hidden, "(N, H)"))
+        return self._visible_given(self._visible(op, "h", h, self.n_hidden, "(N, H)"))
 
     def _forward(self, v, training):
-        self._data(f"{self.label}.forward", "x", v)
+        self._visible(f"{self.label}.forward", "x", v)
         p = special.sigmoid(np, self._pre_hidden(v))
         return p, (v, p)
 
@@ -202,7 +201,7 @@ class RBM(Layer):
     def gibbs(self, v, steps=1, rng=None):
         """``steps`` block-Gibbs steps from ``v`` (N, V); returns binary samples (N, V)."""
         op = "RBM.gibbs"
-        v = self._data(op, "v", v)
+        v = self._visible(op, "v", v)
         return self._gibbs(v, positive_int(op, "steps", steps), self._generator(op, rng))
 
     def sample(self, n, steps=1000, rng=None, probabilities=False):
@@ -222,7 +221,7 @@ class RBM(Layer):
         """The negatives of one CD-k update for the batch ``v`` (N, V): ``k`` Gibbs steps
         from ``v`` (CD), or from the persistent chains, which move on (PCD)."""
         op = "RBM.negative_samples"
-        return self._negatives(self._data(op, "v", v), self._generator(op, rng))
+        return self._negatives(self._visible(op, "v", v), self._generator(op, rng))
 
     def _negatives(self, v, rng):
         if not self.persistent:
@@ -237,8 +236,8 @@ class RBM(Layer):
         """d/dtheta [mean F(v_data) - mean F(v_negative)] for W, b, c (the closed form
         of the module docstring): a dict of arrays shaped like the parameters."""
         op = "RBM.free_energy_gradients"
-        data = self._data(op, "v_data", v_data)
-        negative = self._data(op, "v_negative", v_negative)
+        data = self._visible(op, "v_data", v_data)
+        negative = self._visible(op, "v_negative", v_negative)
         if not (len(data) and len(negative)):
             raise ValueError(f"{op}: 'v_data' and 'v_negative' must hold examples; received "
                              f"{len(data)} and {len(negative)}")
@@ -255,7 +254,7 @@ class RBM(Layer):
         """The CD-k (PCD-k) gradients for the batch ``v`` (N, V): the free-energy
         gradients of ``v`` against :meth:`negative_samples` of it."""
         op = "RBM.contrastive_divergence"
-        v = self._data(op, "v", v)
+        v = self._visible(op, "v", v)
         if not len(v):
             raise ValueError(f"{op}: 'v' must hold at least one example; received shape "
                              f"{tuple(v.shape)}")
@@ -268,21 +267,21 @@ class RBM(Layer):
         scikit-learn's estimate ``V log sigmoid(F(v~i) - F(v))`` at one random bit ``i``
         per example (unbiased for the exact value)."""
         op = "RBM.pseudo_log_likelihood"
-        v, exact = self._data(op, "v", v), flag(op, "exact", exact)
+        v, exact = self._visible(op, "v", v), flag(op, "exact", exact)
         index = None if exact else self._generator(op, rng).integers(0, v.shape[1], len(v))
         return rbm_scores.pseudo_log_likelihood(self.parameters, v, index)
 
     def reconstruction_error(self, v):
         """Mean over examples and units of ``(v - p(v | h = p(h | v)))^2`` (a mean-field
         up-down pass); NaN for no examples."""
-        v = self._data("RBM.reconstruction_error", "v", v)
+        v = self._visible("RBM.reconstruction_error", "v", v)
         back = self._visible_given(special.sigmoid(np, self._pre_hidden(v)))
         return float(np.mean((v - back) ** 2)) if v.size else float("nan")
 
     # ------------------------------------------------------------- train
-    def train_step(self, v, rng=None):
-        """One SGD update on the batch ``v``; returns the gradients used (W's with the
-        weight decay ``weight_decay * W`` added)."""
+    def update(self, v, rng=None):
+        """One SGD update on the batch ``v`` (N, V); returns the gradients used (W's with
+        the weight decay ``weight_decay * W`` added)."""
         return self._step(self.contrastive_divergence(v, rng))
 
     def _step(self, grads):
@@ -291,56 +290,48 @@ class RBM(Layer):
         self.optimizer.step(self.parameters, grads)
         return grads
 
-    def _scores(self, v, exact, rng, prefix=""):
-        pll = self.pseudo_log_likelihood(v, exact=exact, rng=rng)
-        return {f"{prefix}pseudo_log_likelihood": float(pll.mean()),
-                f"{prefix}reconstruction_error": self.reconstruction_error(v)}
+    def _scores(self, v):
+        pll = self.pseudo_log_likelihood(v, exact=self.pll == "exact", rng=self.rng)
+        return {"pseudo_log_likelihood": float(pll.mean()),
+                "reconstruction_error": self.reconstruction_error(v)}
 
-    def fit(self, x, epochs=10, batch_size=10, *, validation_data=None, pll="exact",
-            rng=None, verbose=False):
-        """Train on ``x`` (N, V) for ``epochs`` passes of shuffled batches. An unbuilt
-        model is built first (in x's dtype unless it has its own), its visible biases set
-        to the log-odds of the data's means (clipped to [1e-3, 1 - 1e-3]; Hinton's
-        recipe). After each epoch ``history`` gets the mean pseudo-log-likelihood (``pll``
-        "exact": all bits, or "stochastic": one random bit per example) and the
-        reconstruction error of ``x`` and of ``validation_data`` (``val_`` keys) and the
-        epoch's seconds; returns ``history``."""
-        op = "RBM.fit"
-        x = float_array(op, "x", x, ndim=2, layout="(N, V)")
-        if not self.built:
-            mean = self._data(op, "x", x, width=x.shape[1]).mean(0)
+    def check_data(self, op, x, y, *, validation=False):
+        """fit's and evaluate's data: (N, V) in [0, 1]. The first ``fit`` builds an unbuilt
+        model (in x's dtype unless it has its own) and sets its visible biases to the
+        log-odds of the data's means, clipped to [1e-3, 1 - 1e-3] (Hinton's recipe)."""
+        op, name = f"RBM.{op}", "x_val" if validation else "x"
+        if not self.built and not validation:
+            x = float_array(op, "x", x, ndim=2, layout="(N, V)")
+            mean = self._visible(op, "x", x, width=x.shape[1]).mean(0)
             self.build((x.shape[1],), dtype=x.dtype)
             clipped = np.clip(mean, 1e-3, 1 - 1e-3)
             self.parameters["b"][...] = np.log(clipped) - np.log1p(-clipped)
-        x = self._data(op, "x", x)
-        if not len(x):
-            raise ValueError(f"{op}: 'x' must hold at least one example; received shape "
-                             f"{tuple(x.shape)}")
-        val = None if validation_data is None else self._data(op, "validation_data",
-                                                              validation_data)
-        epochs = positive_int(op, "epochs", epochs)
-        batch_size = positive_int(op, "batch_size", batch_size)
-        exact = choice(op, "pll", pll, ("exact", "stochastic")) == "exact"
-        rng = self._generator(op, rng)
-        for _ in range(epochs):
-            start = time.perf_counter()
-            for batch in batches(x, None, batch_size, rng=rng):
-                self._step(self._gradients(batch, self._negatives(batch, rng)))
-            logs = self._scores(x, exact, rng)
-            if val is not None and len(val):
-                logs.update(self._scores(val, exact, rng, "val_"))
-            logs["seconds"] = time.perf_counter() - start
-            for key, value in logs.items():
-                self.history.setdefault(key, []).append(value)
-            if verbose:
-                shown = "  ".join(f"{key} {value:.4g}" for key, value in logs.items())
-                print(f"epoch {len(self.history['seconds'])}: {shown}", flush=True)
-        return self.history
+        return self._visible(op, name, x), y
+
+    def train_step(self, x, y=None):
+        """One CD-k (PCD-k) update with SGD on the batch ``x`` (N, V), the samples from
+        ``self.rng``. Returns the batch's scores measured before the update:
+        ``pseudo_log_likelihood`` (``pll`` "exact" or "stochastic"), ``reconstruction_error``
+        and ``loss``, the free-energy gap ``mean F(x) - mean F(v~)`` of the batch and its
+        negatives, whose gradient (negatives held fixed) the update descends; it is no
+        likelihood, but a NaN or inf in it stops the update (see ``check_loss``)."""
+        v = self._visible("RBM.train_step", "x", x)
+        logs = self._scores(v)
+        negative = self._negatives(v, self.rng)
+        logs["loss"] = float(self._free_energy(v).mean() - self._free_energy(negative).mean())
+        self.check_loss(logs, op="RBM.train_step")
+        self._step(self._gradients(v, negative))
+        return logs
+
+    def test_step(self, x, y=None):
+        """The batch's ``pseudo_log_likelihood`` and ``reconstruction_error`` (``fit``'s
+        ``val_*``; means per example, so the epoch's are those of the whole set)."""
+        return self._scores(self._visible("RBM.test_step", "x", x))
 
     # ------------------------------------------------------------- files
     def save(self, path):
         """``handgrad.io.save``: config, W, b, c, the chains, the momentum, the
-        generator's state and the history in one safetensors file."""
+        generator's state in one safetensors file."""
         checkpoint.save(self, path)
 
     @classmethod
