@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits
 from cli_support import run_main
 from handgrad import io as hio
 from handgrad import ops
-from handgrad.testing import assert_close, assert_gradient_close, gradcheck, numeric_gradient
 from handgrad.optimizers import Adam
+from handgrad.testing import assert_close, assert_gradient_close, gradcheck, numeric_gradient
 from handgrad.training import Callback, EarlyStopping, ModelCheckpoint, NonFiniteLossError
 from handgrad.zoo import VAE
 

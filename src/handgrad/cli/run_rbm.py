@@ -5,8 +5,9 @@ least 8 of 16, half intensity), else 0.
 CD-k (or PCD-k with ``--persistent``) with SGD, momentum 0.5, at a constant learning
 rate (``--schedule`` does not apply). Each epoch records the exact pseudo-log-likelihood
 (the sum over all pixels of log p(v_i | v_-i)) and the reconstruction error of the
-training batches (each measured before its update) and of the validation split; the test set is scored once
-at the end, with the mean free energy of test images against uniform noise images.
+training batches (each measured before its update) and of the validation split; the
+test set is scored once at the end, with the mean free energy of test images against
+uniform noise images.
 Writes model.safetensors (:meth:`RBM.load` reads it), filters.png (each hidden unit's
 weights as an image) and samples.png (1000-step Gibbs chains from noise).
 """
