@@ -272,3 +272,28 @@ def test_the_loss_gradient_rows_are_a_row_gradient():
     tables, batch = random_case("cbow", "nce", np.float64, rng)
     grads = batch_objective(*tables, batch)[1]
     assert all(isinstance(g, RowGradient) and np.all(np.diff(g.rows) > 0) for g in grads)
+
+
+def test_fit_returns_a_history_and_calls_the_callbacks_hooks():
+    from handgrad.data import planted_corpus
+    from handgrad.training import Callback, EarlyStopping, History
+
+    class Recorder(Callback):
+        def __init__(self):
+            self.epochs, self.batches = [], 0
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epochs.append((epoch, logs["loss"]))
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+
+    model, recorder = Word2Vec(dim=8, min_count=1, seed=0), Recorder()
+    history = model.fit(planted_corpus(), epochs=2, batch_size=4096, callbacks=[recorder])
+    assert isinstance(history, History) and history.epoch == [0, 1]
+    assert [loss for _, loss in recorder.epochs] == history["loss"] == model.history["loss"]
+    assert recorder.batches >= 2
+    stop = EarlyStopping(monitor="loss", patience=0, min_delta=1e9)
+    assert len(model.fit(planted_corpus(), epochs=5, batch_size=4096, callbacks=[stop]).epoch) < 5
+    with pytest.raises(TypeError, match=r"Word2Vec.fit: 'y' must be None"):
+        model.fit(planted_corpus(), 2)

@@ -6,7 +6,7 @@ from handgrad.data import planted_corpus
 from handgrad.zoo import Word2Vec
 
 model = Word2Vec(dim=32, arch="skipgram", objective="negative", seed=0)
-history = model.fit(planted_corpus(), epochs=3)
+history = model.fit(planted_corpus(), epochs=3)          # a History
 model.most_similar(model.vocabulary[0], k=5)     # [(word, cosine), ...]
 model.save_word2vec_format("vectors.txt")        # "V D", then "word v1 ... vD"
 ```
@@ -38,6 +38,7 @@ import numpy as np
 from .._checks import as_generator, choice, describe, float_dtype
 from .._hyper import number
 from ..data.text import int_at_least
+from ..training import History, hooks
 from . import word2vec_data as data
 from .word2vec_files import read_model, write_model, write_vectors
 from .word2vec_math import batch_objective, sgd_step
@@ -153,48 +154,82 @@ class Word2Vec:
         self._unit_vectors = None
         return loss
 
-    def fit(self, corpus, epochs=5, batch_size=512, verbose=False) -> dict:
-        """Train on ``corpus`` (a Corpus or a list of str) for ``epochs`` passes of
+    def fit(self, x, y=None, epochs=5, batch_size=512, callbacks=(), verbose=0):
+        """Train on the corpus ``x`` (a Corpus or a list of str) for ``epochs`` passes of
         ``batch_size`` examples per step (skip-gram: (centre, context) pairs; CBOW:
-        words with their windows); the vocabulary is built on the first call.
-        Returns (and extends) ``history``: the mean loss per example and the words per
-        second of each epoch (words of the vocabulary read, before subsampling)."""
-        op = "fit"
-        tokens = data.as_tokens(op, corpus)
+        words with their windows); the vocabulary is built on the first call. Returns a
+        History (and extends ``history``, saved with the model): the mean loss per
+        example and the words per second of each epoch (words of the vocabulary read,
+        before subsampling). ``callbacks`` get Keras's hooks (``on_train_batch_end`` with
+        the step's mean ``loss``); ``stop_training`` ends training after a step.
+
+        Not :meth:`handgrad.training.TrainingMixin.fit`: word2vec's training is no step
+        over slices of a fixed ``x``. Each epoch makes its examples afresh from the
+        corpus (subsampling, a random window per position), so an epoch's steps and
+        their count are not known before it, and the learning rate decays over the
+        words of all epochs. It walks the corpus itself, with the loop's protocol:
+        no targets, the callbacks' hooks, a History."""
+        op = "Word2Vec.fit"
+        if y is not None:
+            raise TypeError(f"{op}: 'y' must be None (word2vec learns from the corpus alone; "
+                            f"give epochs by keyword, fit(x, epochs=5)); received "
+                            f"{describe(y)}")
+        tokens = data.as_tokens(op, x)
         epochs = int_at_least(op, "epochs", epochs, 1)
         batch_size = int_at_least(op, "batch_size", batch_size, 1)
+        callbacks = [History(), *hooks.prepare(op, callbacks, self)]
+        callbacks[0].set_model(self)
         if not self.tables:
             self._build(tokens)
         ids = data.encode(tokens, self._index)
         if len(ids) < 2:
             raise ValueError(f"{op}: the corpus has {len(ids)} word(s) of the vocabulary; at "
                              f"least 2 are needed")
+        self.stop_training, logs = False, {}
+        hooks.notify(callbacks, "on_train_begin", {})
+        for epoch in range(epochs):
+            hooks.notify(callbacks, "on_epoch_begin", epoch, {})
+            logs = self._epoch(ids, epoch, epochs, batch_size, callbacks)
+            for key, value in logs.items():
+                self.history[key].append(value)
+            hooks.notify(callbacks, "on_epoch_end", epoch, logs)
+            if verbose:
+                print(f"epoch {len(self.history['loss'])}: loss {logs['loss']:.4f}, "
+                      f"{logs['words_per_second']:,.0f} words/s", flush=True)
+            if self.stop_training:
+                break
+        hooks.notify(callbacks, "on_train_end", logs)
+        return callbacks[0]
+
+    def _epoch(self, ids, epoch, epochs, batch_size, callbacks) -> dict:
+        """One pass over ``ids``: the epoch's logs."""
         cumulative = np.cumsum(self.noise_distribution)
         total = epochs * len(ids)
-        for epoch in range(epochs):
-            start, loss, examples = time.perf_counter(), 0.0, 0
-            for chunk_start in range(0, len(ids), CHUNK_WORDS):
-                chunk = ids[chunk_start:chunk_start + CHUNK_WORDS]
-                inputs, mask, targets = self._examples(chunk)
-                done = epoch * len(ids) + chunk_start
-                for first in range(0, len(targets), batch_size):
-                    part = slice(first, first + batch_size)
-                    progress = (done + len(chunk) * first / len(targets)) / total
-                    lr = self.lr * max(1.0 - progress, MIN_LR_FRACTION)
-                    batch = data.make_batch(inputs[part], mask[part], targets[part],
-                                            self.negatives, cumulative,
-                                            self.objective == "negative", self.dtype,
-                                            self.rng)
-                    loss += self.train_batch(batch, lr)
-                examples += len(targets)
-            seconds = time.perf_counter() - start
-            self.history["loss"].append(loss / max(examples, 1))
-            self.history["words_per_second"].append(len(ids) / seconds)
-            self.history["seconds"].append(seconds)
-            if verbose:
-                print(f"epoch {len(self.history['loss'])}: loss {self.history['loss'][-1]:.4f}"
-                      f", {len(ids) / seconds:,.0f} words/s", flush=True)
-        return self.history
+        start, loss, examples, step = time.perf_counter(), 0.0, 0, 0
+        for chunk_start in range(0, len(ids), CHUNK_WORDS):
+            chunk = ids[chunk_start:chunk_start + CHUNK_WORDS]
+            inputs, mask, targets = self._examples(chunk)
+            done = epoch * len(ids) + chunk_start
+            for first in range(0, len(targets), batch_size):
+                part = slice(first, first + batch_size)
+                progress = (done + len(chunk) * first / len(targets)) / total
+                lr = self.lr * max(1.0 - progress, MIN_LR_FRACTION)
+                batch = data.make_batch(inputs[part], mask[part], targets[part],
+                                        self.negatives, cumulative,
+                                        self.objective == "negative", self.dtype, self.rng)
+                hooks.notify(callbacks, "on_train_batch_begin", step, {})
+                batch_loss = self.train_batch(batch, lr)
+                hooks.notify(callbacks, "on_train_batch_end", step,
+                             {"loss": batch_loss / len(targets[part]), "lr": lr})
+                loss, step = loss + batch_loss, step + 1
+                if self.stop_training:
+                    break
+            examples += len(targets)
+            if self.stop_training:
+                break
+        seconds = time.perf_counter() - start
+        return {"loss": loss / max(examples, 1), "words_per_second": len(ids) / seconds,
+                "seconds": seconds}
 
     # --------------------------------------------------------------------- queries
     @property
