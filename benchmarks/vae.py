@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from handgrad.data import load_digits
+from handgrad.optimizers import Adam
 from handgrad.zoo import VAE
 from handgrad.zoo.vae import EVAL_SEED
 
@@ -111,7 +112,9 @@ def run_seed(x_train, x_test, seed):
     start = time.perf_counter()
     vae = VAE(LATENT, (HIDDEN, HIDDEN), seed=seed, input_shape=x_train.shape[1:])
     replay = (copy.deepcopy(vae), copy.deepcopy(vae.rng), np.random.default_rng(seed))
-    vae.fit(x_train, EPOCHS, BATCH, LR, validation_split=VALIDATION_SPLIT, rng=seed, verbose=0)
+    vae.compile(Adam(lr=LR), loss=None)
+    vae.fit(x_train, epochs=EPOCHS, batch_size=BATCH, validation_split=VALIDATION_SPLIT,
+            rng=seed, verbose=0)
     ours_s = time.perf_counter() - start
     ours = vae.negative_elbo(x_test)  # the same noise as eps
     start = time.perf_counter()

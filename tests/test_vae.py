@@ -108,11 +108,16 @@ def test_a_short_training_lowers_the_test_negative_elbo(digits):
                                     "val_reconstruction", "val_kl", "lr", "seconds"}
 
 
-def test_a_nonfinite_loss_stops_before_the_update():
+def _trained_with_a_nan_bias():
+    """A VAE after one epoch, with a NaN decoder bias, and a copy of its parameters."""
     vae = _tiny()
     vae.fit(_pixels(8), epochs=1, batch_size=8, rng=0, verbose=0)
     vae.decoder["logits"].parameters["b"][0] = np.nan
-    before = copy.deepcopy(vae.named_parameters())
+    return vae, copy.deepcopy(vae.named_parameters())
+
+
+def test_a_nonfinite_loss_stops_before_the_update():
+    vae, before = _trained_with_a_nan_bias()
     with pytest.raises(NonFiniteLossError, match="the update was not applied"):
         vae.train_step(_pixels(8))
     for name, value in vae.named_parameters().items():
@@ -147,10 +152,7 @@ def test_fit_is_the_loops_with_callbacks_early_stopping_and_checkpoints(tmp_path
 
 
 def test_fit_applies_the_nonfinite_policy_before_the_update():
-    vae = _tiny()
-    vae.fit(_pixels(8), epochs=1, batch_size=8, rng=0, verbose=0)
-    vae.decoder["logits"].parameters["b"][0] = np.nan
-    before = copy.deepcopy(vae.named_parameters())
+    vae, before = _trained_with_a_nan_bias()
     with pytest.raises(NonFiniteLossError, match="at epoch 1, step 1 of 1; its update was not"):
         vae.fit(_pixels(8), epochs=1, batch_size=8, verbose=0)
     history = vae.fit(_pixels(8), epochs=2, batch_size=8, verbose=0, on_nonfinite="stop")
