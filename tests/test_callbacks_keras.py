@@ -296,7 +296,7 @@ def test_the_vae_evaluates_as_keras_and_calls_the_hooks_in_fit():
     x = np.random.default_rng(0).random((10, 2, 3, 1))
     hooks = Hooks()
     history = vae.fit(x[:6], epochs=2, batch_size=3, rng=0, verbose=0,
-                      validation_data=x[6:], callbacks=[hooks])
+                      validation_data=(x[6:], None), callbacks=[hooks])
     logs = vae.evaluate(x[6:], return_dict=True)
     assert list(logs) == ["loss", "reconstruction", "kl"]
     assert vae.evaluate(x[6:]) == list(logs.values())
