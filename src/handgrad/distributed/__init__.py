@@ -29,7 +29,8 @@ API (every function works before :func:`init` as one process of rank 0 of 1)::
                                 dtype) for an array, a float for a number
     broadcast(obj, root=0)      any picklable object, from ``root``
     allgather(obj) -> list      every rank's object, in rank order
-    abort(message, code=1)      print the message and end every rank of the job
+    abort(message, code=1)      print the message and end every rank of the job (once
+                                mpiexec has read the message: never lost)
     check_same(op, settings)    RankMismatchError on every rank when a dict of settings
                                 (data sizes, batch size) differs between ranks
     shard(count) -> slice       this rank's rows of ``count`` examples

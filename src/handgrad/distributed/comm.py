@@ -4,12 +4,18 @@ mpi4py is imported by :func:`init` only, so the package works without it. Before
 ``init`` (or without MPI) a program is rank 0 of 1 and every collective is the identity.
 After ``init`` an uncaught exception on any rank ends the whole job through
 ``MPI_Abort``: the other ranks would otherwise wait forever in their next collective.
+Its message is written straight to file descriptor 2 and :func:`abort` waits (a few
+seconds at most) until the process manager has read it: ``mpiexec`` stops forwarding a
+job's output once it handles the abort, and would drop what it has not read yet.
 """
 
 from __future__ import annotations
 
+import array
 import os
+import stat
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -19,6 +25,7 @@ from .._checks import choice, describe
 INSTALL_HINT = ('data-parallel training needs mpi4py and an MPI library: pip install -e '
                 '".[mpi]" (installs mpi4py and the mpich wheels, which provide mpiexec)')
 OPS = ("sum", "max", "min")
+DRAIN_SECONDS = 5.0  # the longest abort waits for the process manager to read its output
 
 _state = {"mpi": None, "comm": None}
 
@@ -130,18 +137,73 @@ def check_same(op, settings: dict):
 def abort(message=None, code=1):
     """End every process of the job with exit status ``code``, after printing
     ``message`` (or the exception being handled, with its traceback) to stderr, prefixed
-    with this rank. With one process it raises SystemExit instead."""
+    with this rank. With one process it raises SystemExit instead.
+
+    With several, the Python streams are flushed, the message is written to file
+    descriptor 2 unbuffered, and :func:`drain` waits until the process manager has read
+    stdout and stderr before ``MPI_Abort``: it stops forwarding output once it handles
+    the abort, so what it had not read yet would be lost."""
     if message is None and sys.exc_info()[0] is not None:
         message = traceback.format_exc()
-    if message:
-        lines = str(message).rstrip("\n").splitlines()
-        print("\n".join(f"[rank {rank()}] {line}" for line in lines), file=sys.stderr,
-              flush=True)
-    sys.stdout.flush()
+    lines = str(message).rstrip("\n").splitlines() if message else []
+    text = "".join(f"[rank {rank()}] {line}\n" for line in lines)
     if not enabled():
+        print(text, end="", file=sys.stderr, flush=True)
         raise SystemExit(code)
+    _flush_streams()
+    _write_fd(2, text)
+    drain((1, 2))
     mpi()[1].Abort(code)
     os._exit(code)  # MPI_Abort may return before the process manager ends this process
+
+
+def _flush_streams():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # None, closed or a broken pipe
+            pass
+
+
+def _write_fd(fd, text):
+    data = text.encode(errors="backslashreplace")
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:  # closed or a broken pipe: nothing more can be said
+        pass
+
+
+def unread_bytes(fd) -> int:
+    """How many bytes written to ``fd`` its reader has not taken yet: the contents of a
+    pipe (``FIONREAD``) or the unsent queue of a socket (``TIOCOUTQ``); 0 for anything
+    else (a file, a terminal) or where the platform cannot tell."""
+    try:
+        import fcntl
+        import termios
+
+        mode = os.fstat(fd).st_mode
+        request = (termios.FIONREAD if stat.S_ISFIFO(mode) else
+                   termios.TIOCOUTQ if stat.S_ISSOCK(mode) else None)
+        if request is None:
+            return 0
+        count = array.array("i", [0])
+        fcntl.ioctl(fd, request, count)
+    except (ImportError, AttributeError, OSError):
+        return 0
+    return count[0]
+
+
+def drain(fds=(1, 2), seconds=DRAIN_SECONDS) -> bool:
+    """Wait until the readers of the file descriptors ``fds`` have taken everything
+    written to them (:func:`unread_bytes` is 0), at most ``seconds``; whether they did.
+    Under ``mpiexec`` a rank's stdout and stderr are pipes to the process manager."""
+    deadline = time.monotonic() + seconds
+    while any(unread_bytes(fd) for fd in fds):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def run_or_abort(function, *args, passthrough=(), **kwargs):
