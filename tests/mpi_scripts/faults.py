@@ -5,6 +5,10 @@ mode must end the whole job with a non-zero exit and the message, never hang:
   while rank 0 goes on to the next step's collectives;
 - ``uncaught``: rank 1 raises at top level while rank 0 waits in a barrier;
 - ``mismatch``: rank 1 is given one example fewer than rank 0.
+
+``MESSAGES`` holds what each mode must print to stderr; ``tests/test_distributed_mpi.py``
+runs every mode once and ``python -m benchmarks.mpi_faults`` many times (the message
+must come out every time).
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import distributed_cases as cases
 import handgrad.distributed as dist
 from handgrad.training import Callback
+
+MESSAGES = {
+    "fit": "RuntimeError: rank 1 fails on purpose at step 2",
+    "uncaught": "ValueError: uncaught error on rank 1",
+    "mismatch": "every process must be given the same data and settings; received, by "
+                "rank: {'examples': [47, 46]}",
+}
 
 
 class FailOnRankOne(Callback):
