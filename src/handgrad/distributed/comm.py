@@ -5,8 +5,9 @@ mpi4py is imported by :func:`init` only, so the package works without it. Before
 After ``init`` an uncaught exception on any rank ends the whole job through
 ``MPI_Abort``: the other ranks would otherwise wait forever in their next collective.
 Its message is written straight to file descriptor 2 and :func:`abort` waits (a few
-seconds at most) until the process manager has read it: ``mpiexec`` stops forwarding a
-job's output once it handles the abort, and would drop what it has not read yet.
+seconds at most) until the process manager has read it: MPICH's proxy, finding a rank's
+stderr and its abort request ready together, forwards the abort first, and ``mpiexec``
+exits on it, dropping the output forwarded after it.
 """
 
 from __future__ import annotations
@@ -141,8 +142,8 @@ def abort(message=None, code=1):
 
     With several, the Python streams are flushed, the message is written to file
     descriptor 2 unbuffered, and :func:`drain` waits until the process manager has read
-    stdout and stderr before ``MPI_Abort``: it stops forwarding output once it handles
-    the abort, so what it had not read yet would be lost."""
+    stdout and stderr before ``MPI_Abort``: output it reads after the abort request is
+    lost (see the module docstring)."""
     if message is None and sys.exc_info()[0] is not None:
         message = traceback.format_exc()
     lines = str(message).rstrip("\n").splitlines() if message else []
