@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import describe
+from .._named import unique_names
 from ..inspect.anomaly import AnomalyError, at_node, reports_anomalies
 from ..inspect.summary import print_summary
 from ..layers.base import Layer, check_dtype, snake_case
@@ -75,19 +76,6 @@ def _cast(layer, dtype):
     layer.dtype = dtype
 
 
-def _unique(names):
-    """``names`` with a repeated one suffixed ``_1``, ``_2``, ... (an output made by a
-    shared layer's several calls)."""
-    unique = []
-    for name in names:
-        candidate, k = name, 0
-        while candidate in unique:
-            k += 1
-            candidate = f"{name}_{k}"
-        unique.append(candidate)
-    return unique
-
-
 @register
 class Model(GraphNetwork, TrainingMixin, Layer):
     """A graph of layer calls from ``inputs`` to ``outputs`` (a tensor or a list).
@@ -127,7 +115,8 @@ class Model(GraphNetwork, TrainingMixin, Layer):
         if len(set(self.input_names)) != len(self.input_names):
             raise ValueError(f"Model: the Inputs' names must be unique (they key the dicts "
                              f"given to forward and fit); received {self.input_names}")
-        self.output_names = _unique([
+        # a shared layer's several calls make outputs of one name: suffixed _1, _2, ...
+        self.output_names = unique_names([
             t.node.layer.name if t.node is not None else self.input_names[
                 self.inputs.index(t)] for t in self.outputs])
         self.training = True

@@ -74,6 +74,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._checks import describe
+from ..._named import unique_names
 from ...layers import REGISTRY, Layer
 from ...layers.declarations import declared
 from ...layers.symbolic import GraphNetwork
@@ -125,19 +126,6 @@ class Builder(Graph):
         return activation(self, layer, v, tuple(layer.output_shape(v.shape)))
 
 
-def _unique(names, taken):
-    """``names`` made distinct from each other and from ``taken`` (``_2``, ``_3``...)."""
-    out = []
-    for name in names:
-        candidate, k = name, 1
-        while candidate in taken:
-            k += 1
-            candidate = f"{name}_{k}"
-        taken.add(candidate)
-        out.append(candidate)
-    return out
-
-
 def _graph_inputs(model, input_shape):
     """``[(name, per-example shape, ids)]`` of the ONNX graph's inputs."""
     if isinstance(model, GraphNetwork):
@@ -146,7 +134,7 @@ def _graph_inputs(model, input_shape):
         if input_shape is not None and _as_shapes(input_shape) != expected:
             raise ValueError(f"export_onnx: the input shapes of {model.label} are those of "
                              f"its Inputs, {expected}; received input_shape={input_shape!r}")
-        names = _unique(model.input_names, set())
+        names = unique_names(model.input_names, first_suffix=2)
         return [(name, t.shape, model.input_takes_ids(t))
                 for name, t in zip(names, model.inputs)]
     if input_shape is None:
@@ -207,7 +195,8 @@ def export_onnx(model, path, input_shape=None):
     inputs = _graph_inputs(model, input_shape)
     graph_model = isinstance(model, GraphNetwork)
     taken = {name for name, _, _ in inputs}
-    output_names = _unique(model.output_names, taken) if graph_model else ["output"]
+    output_names = (unique_names(model.output_names, taken, first_suffix=2) if graph_model
+                    else ["output"])
     g = Builder(onnx, model.dtype, reserved=taken)
     values = [Value(name, shape, ids=ids) for name, shape, ids in inputs]
     outs = g.convert_graph(model, values) if graph_model else [g.convert(model, values[0])]
