@@ -72,3 +72,17 @@ def build_from_config(op, registry, config):
         raise TypeError(f"{op}: unknown keys {unknown} for {cls.__name__}; expected some of "
                         f"{sorted(allowed)}")
     return cls(**kwargs)
+
+
+def get_instance(module, base, registry, value, kwargs):
+    """``module.get``: ``value`` if it is a ``base`` instance (no ``kwargs`` allowed), an
+    instance built from a config dict (``module.from_config``) updated by ``kwargs``, or
+    ``registry``'s class named ``value`` called with ``kwargs``."""
+    if isinstance(value, base):
+        if kwargs:
+            raise TypeError(f"{module}.get: keyword arguments {sorted(kwargs)} cannot be "
+                            f"applied to an existing {base.__name__.lower()} {value!r}")
+        return value
+    if isinstance(value, Mapping):
+        return build_from_config(f"{module}.from_config", registry, {**value, **kwargs})
+    return lookup(f"{module}.get", registry, value)(**kwargs)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ._checks import array_module, describe, float_array, same_dtype
-from ._hyper import build_from_config, flag, lookup, number
+from ._hyper import build_from_config, flag, get_instance, number
 from ._named import NamedArrays
 from ._optim_args import OptimizerArguments
 from ._optim_state import parse_state
@@ -385,14 +385,7 @@ _REGISTRY = {cls.__name__.lower(): cls for cls in (SGD, Adam, AdamW, RMSProp, Ad
 def get(name_or_optimizer, **kwargs) -> Optimizer:
     """An optimizer from a name (case-insensitive: sgd, adam, adamw, rmsprop, adagrad) and
     keyword arguments, from a config dict, or an :class:`Optimizer` returned as is."""
-    if isinstance(name_or_optimizer, Optimizer):
-        if kwargs:
-            raise TypeError(f"optimizers.get: keyword arguments {sorted(kwargs)} cannot be "
-                            f"applied to an existing optimizer {name_or_optimizer!r}")
-        return name_or_optimizer
-    if isinstance(name_or_optimizer, Mapping):
-        return from_config({**name_or_optimizer, **kwargs})
-    return lookup("optimizers.get", _REGISTRY, name_or_optimizer)(**kwargs)
+    return get_instance("optimizers", Optimizer, _REGISTRY, name_or_optimizer, kwargs)
 
 
 def from_config(config) -> Optimizer:

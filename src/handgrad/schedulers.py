@@ -19,10 +19,9 @@ updates, so a training loop does ``opt.lr = schedule(opt.iterations)`` before ea
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from ._checks import int_tuple, positive_int
-from ._hyper import build_from_config, lookup, number
+from ._hyper import build_from_config, get_instance, number
 
 __all__ = [
     "Constant", "CosineWarmup", "ExponentialDecay", "Noam", "Schedule", "StepDecay",
@@ -148,14 +147,7 @@ _REGISTRY = {
 def get(name_or_schedule, **kwargs) -> Schedule:
     """A schedule from a name (case and underscores ignored: "step_decay" == "StepDecay") and
     keyword arguments, from a config dict, or a :class:`Schedule` returned as is."""
-    if isinstance(name_or_schedule, Schedule):
-        if kwargs:
-            raise TypeError(f"schedulers.get: keyword arguments {sorted(kwargs)} cannot be "
-                            f"applied to an existing schedule {name_or_schedule!r}")
-        return name_or_schedule
-    if isinstance(name_or_schedule, Mapping):
-        return from_config({**name_or_schedule, **kwargs})
-    return lookup("schedulers.get", _REGISTRY, name_or_schedule)(**kwargs)
+    return get_instance("schedulers", Schedule, _REGISTRY, name_or_schedule, kwargs)
 
 
 def from_config(config) -> Schedule:
