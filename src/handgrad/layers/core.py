@@ -56,28 +56,37 @@ class Dense(WeightedLayer):
         return d_dy, None, {"W": dw}
 
 
-def _reshape_back(owner, dy, cache):
-    """dx = dy reshaped to the forward input's shape, after checking dy."""
-    x_shape, y_shape, dtype = cache
-    return upstream_grad(owner, dy, y_shape, dtype).reshape(x_shape)
+class ReshapeLayer(Layer):
+    """The shape layers: y is x reshaped per example (N, *in_shape) -> (N, *out_shape);
+    backward reshapes dy back."""
 
+    receptive_field = "whole"
 
-def _reshape_double_backward(owner, q, cache):
-    """dx = dy reshaped, so dP/d dy = q reshaped to the output's shape; no x term."""
-    x_shape, y_shape, dtype = cache
-    if getattr(q, "shape", None) != tuple(x_shape) or q.dtype != dtype:
-        raise ValueError(f"{owner}: 'q' must be a {dtype} array of the forward input's shape "
-                         f"{tuple(x_shape)}; received {describe(q)}")
-    return q.reshape(y_shape), None, {}
+    def _reshape(self, x, shape):
+        """(y, cache): x reshaped to (N, *shape)."""
+        y = x.reshape(x.shape[0], *shape)
+        return y, (x.shape, y.shape, x.dtype)
+
+    def _backward(self, dy, cache):
+        """dx = dy reshaped to the forward input's shape, after checking dy."""
+        x_shape, y_shape, dtype = cache
+        return upstream_grad(self.label, dy, y_shape, dtype).reshape(x_shape), {}
+
+    def _double_backward(self, q, dy, cache):
+        """dx = dy reshaped, so dP/d dy = q reshaped to the output's shape; no x term."""
+        x_shape, y_shape, dtype = cache
+        if getattr(q, "shape", None) != tuple(x_shape) or q.dtype != dtype:
+            raise ValueError(f"{self.label}: 'q' must be a {dtype} array of the forward input's "
+                             f"shape {tuple(x_shape)}; received {describe(q)}")
+        return q.reshape(y_shape), None, {}
 
 
 @register
-class Flatten(Layer):
+class Flatten(ReshapeLayer):
     """(N, d1, d2, ...) -> (N, d1 * d2 * ...); backward reshapes dy back."""
 
     torch_twin = twins.TorchTwin("Flatten", layout=twins.FLATTEN)
     onnx_form = onnx_forms.flatten
-    receptive_field = "whole"
 
     def __init__(self, *, name=None):
         super().__init__(name=name)
@@ -86,23 +95,15 @@ class Flatten(Layer):
         return {"name": self.name}
 
     def _forward(self, x, training):
-        y = x.reshape(x.shape[0], math.prod(x.shape[1:]))
-        return y, (x.shape, y.shape, x.dtype)
-
-    def _backward(self, dy, cache):
-        return _reshape_back(self.label, dy, cache), {}
-
-    def _double_backward(self, q, dy, cache):
-        return _reshape_double_backward(self.label, q, cache)
+        return self._reshape(x, (math.prod(x.shape[1:]),))
 
 
 @register
-class Reshape(Layer):
+class Reshape(ReshapeLayer):
     """(N, *in_shape) -> (N, *shape) (one entry may be -1); backward reshapes back."""
 
     torch_twin = twins.TorchTwin("Unflatten", layout=twins.RESET)
     onnx_form = onnx_forms.reshape
-    receptive_field = "whole"
 
     def __init__(self, shape, *, name=None):
         super().__init__(name=name)
@@ -125,14 +126,7 @@ class Reshape(Layer):
         if (-1 in self.shape and size % known) or (-1 not in self.shape and known != size):
             raise ValueError(f"{self.label}: cannot reshape per-example shape "
                              f"{tuple(x.shape[1:])} ({size} values) to {self.shape}")
-        y = x.reshape(x.shape[0], *self.shape)
-        return y, (x.shape, y.shape, x.dtype)
-
-    def _backward(self, dy, cache):
-        return _reshape_back(self.label, dy, cache), {}
-
-    def _double_backward(self, q, dy, cache):
-        return _reshape_double_backward(self.label, q, cache)
+        return self._reshape(x, self.shape)
 
 
 @register
