@@ -56,62 +56,60 @@ class Pool(Layer):
         return self.backward_op(dy, cache), {}
 
 
+class MaxPoolND(Pool):
+    """Max pooling, rank-generic; PyTorch semantics (ties to the first maximum)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *,
+                 name=None, **common):
+        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
+                         dilation=dilation, ceil_mode=ceil_mode)
+
+
 @register
-class MaxPool1D(Pool):
+class MaxPool1D(MaxPoolND):
     """Max pooling on (N, L, C); PyTorch semantics (ties to the first maximum)."""
 
     forward_op = staticmethod(ops.max_pool1d)
     backward_op = staticmethod(ops.max_pool1d_backward)
     rank = 1
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *,
-                 name=None, **common):
-        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
-                         dilation=dilation, ceil_mode=ceil_mode)
-
 
 @register
-class MaxPool2D(Pool):
+class MaxPool2D(MaxPoolND):
     """Max pooling on (N, H, W, C); PyTorch semantics (ties to the first maximum)."""
 
     forward_op = staticmethod(ops.max_pool2d)
     backward_op = staticmethod(ops.max_pool2d_backward)
     rank = 2
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *,
-                 name=None, **common):
+
+class AvgPoolND(Pool):
+    """Average pooling, rank-generic. ``count_include_pad=None``: the padding counts in the
+    divisor, except with ``padding="same"`` (TensorFlow's rule: the mean of the input values
+    in the window); give a bool to choose."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=None, *, name=None, **common):
         super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
-                         dilation=dilation, ceil_mode=ceil_mode)
+                         ceil_mode=ceil_mode, count_include_pad=count_include_pad)
 
 
 @register
-class AvgPool1D(Pool):
-    """Average pooling on (N, L, C). ``count_include_pad=None``: the padding counts in the
-    divisor, except with ``padding="same"`` (TensorFlow's rule: the mean of the input values
-    in the window); give a bool to choose."""
+class AvgPool1D(AvgPoolND):
+    """Average pooling on (N, L, C). ``count_include_pad`` as :class:`AvgPoolND`."""
 
     forward_op = staticmethod(ops.avg_pool1d)
     backward_op = staticmethod(ops.avg_pool1d_backward)
     rank = 1
 
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=None, *, name=None, **common):
-        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
-                         ceil_mode=ceil_mode, count_include_pad=count_include_pad)
-
 
 @register
-class AvgPool2D(Pool):
-    """Average pooling on (N, H, W, C). ``count_include_pad`` as :class:`AvgPool1D`."""
+class AvgPool2D(AvgPoolND):
+    """Average pooling on (N, H, W, C). ``count_include_pad`` as :class:`AvgPoolND`."""
 
     forward_op = staticmethod(ops.avg_pool2d)
     backward_op = staticmethod(ops.avg_pool2d_backward)
     rank = 2
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=None, *, name=None, **common):
-        super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
-                         ceil_mode=ceil_mode, count_include_pad=count_include_pad)
 
 
 class GlobalPool(Pool):
