@@ -57,6 +57,19 @@ class PoolCache(Cache):
         return (self.x_shape[0], *(a.size_out for a in self.axes), self.x_shape[-1])
 
 
+def _fold_taps(x_pad, axes, combine):
+    """The taps' windows of the padded input folded into a new array: y = the first one,
+    then ``combine(y, values, out=y)`` with each next one (xp.maximum, xp.add)."""
+    y = None
+    for _, window in taps(axes):
+        values = x_pad[(slice(None), *window)]
+        if y is None:
+            y = values.copy()
+        else:
+            combine(y, values, out=y)
+    return y
+
+
 def _max_pool(call: PoolCall):
     """y = running maximum over the taps of the -inf-padded input (NaN propagates)."""
     x, axes = call.x, call.axes
@@ -65,13 +78,7 @@ def _max_pool(call: PoolCall):
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
     xp = array_module(x)
     x_pad = pad_input(xp, x, axes, fill=-np.inf)
-    y = None
-    for _, window in taps(axes):
-        values = x_pad[(slice(None), *window)]
-        if y is None:
-            y = values.copy()
-        else:
-            xp.maximum(y, values, out=y)
+    y = _fold_taps(x_pad, axes, xp.maximum)
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
@@ -143,13 +150,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     if engine.enabled(x):
         return engine.avg_pool(x, axes, divisor), cache
     x_pad = pad_input(xp, x, axes, fill=0.0)
-    y = None
-    for _, window in taps(axes):
-        values = x_pad[(slice(None), *window)]
-        if y is None:
-            y = values.copy()
-        else:
-            y += values
+    y = _fold_taps(x_pad, axes, xp.add)
     y /= divisor
     return y, cache
 
@@ -254,13 +255,26 @@ class GlobalPoolCache(Cache):
         return (self.x_shape[0], *middle, self.x_shape[-1])
 
 
+def _global_flat(op, x, keepdims):
+    """(xp, x checked, x viewed as (N, positions, C)) for a global pool's forward."""
+    x = prepare_global_pool(op, x, keepdims)
+    return array_module(x), x, x.reshape(x.shape[0], math.prod(x.shape[1:-1]), x.shape[-1])
+
+
+def _global_upstream(forward, dy, cache):
+    """(xp, dy checked against the forward's output, the checked cache) for the backward
+    of the global pool ``forward``."""
+    op = f"{forward}_backward"
+    cache = check_cache(op, cache, forward, GlobalPoolCache)
+    xp = array_module(dy)
+    return xp, upstream_grad(op, dy, cache.y_shape, cache.dtype), cache
+
+
 def global_avg_pool(x, keepdims=False):
     """Mean over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C)
     ((N, 1, C) / (N, 1, 1, C) with ``keepdims``). Returns ``(y, cache)``."""
-    x = prepare_global_pool("global_avg_pool", x, keepdims)
-    xp = array_module(x)
-    positions = math.prod(x.shape[1:-1])
-    flat = x.reshape(x.shape[0], positions, x.shape[-1])
+    xp, x, flat = _global_flat("global_avg_pool", x, keepdims)
+    positions = flat.shape[1]
     # A batched ones-vector product sums the positions with BLAS (several times faster
     # than a mean over the middle axes).
     y = xp.matmul(xp.ones(positions, dtype=x.dtype), flat) / positions
@@ -270,10 +284,7 @@ def global_avg_pool(x, keepdims=False):
 
 def global_avg_pool_backward(dy, cache):
     """dy (N, C) -> dx shaped like x: every position receives dy / (number of positions)."""
-    op = "global_avg_pool_backward"
-    cache = check_cache(op, cache, "global_avg_pool", GlobalPoolCache)
-    xp = array_module(dy)
-    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    xp, dy, cache = _global_upstream("global_avg_pool", dy, cache)
     x_shape = cache.x_shape
     positions = math.prod(x_shape[1:-1])
     share = dy.reshape(x_shape[0], *(1,) * (len(x_shape) - 2), x_shape[-1]) / positions
@@ -283,9 +294,7 @@ def global_avg_pool_backward(dy, cache):
 def global_max_pool(x, keepdims=False):
     """Max over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C) (or kept dims).
     Returns ``(y, cache)``; the cache keeps the flat index of the first maximum."""
-    x = prepare_global_pool("global_max_pool", x, keepdims)
-    xp = array_module(x)
-    flat = x.reshape(x.shape[0], math.prod(x.shape[1:-1]), x.shape[-1])
+    xp, x, flat = _global_flat("global_max_pool", x, keepdims)
     index = xp.argmax(flat, axis=1)
     y = xp.take_along_axis(flat, index[:, None, :], axis=1)[:, 0, :]
     cache = GlobalPoolCache("global_max_pool", tuple(x.shape), x.dtype, keepdims, index)
@@ -294,10 +303,7 @@ def global_max_pool(x, keepdims=False):
 
 def global_max_pool_backward(dy, cache):
     """dy (N, C) -> dx shaped like x: dy goes to the first maximum of each (n, c)."""
-    op = "global_max_pool_backward"
-    cache = check_cache(op, cache, "global_max_pool", GlobalPoolCache)
-    xp = array_module(dy)
-    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    xp, dy, cache = _global_upstream("global_max_pool", dy, cache)
     x_shape = cache.x_shape
     positions = xp.arange(math.prod(x_shape[1:-1])).reshape(1, -1, 1)
     dy = dy.reshape(x_shape[0], 1, x_shape[-1])
