@@ -55,53 +55,20 @@ class Callback:
         ("loss", the metrics, "val_*" with validation data, "lr", "seconds"); raise a
         ValueError for a need that cannot be met. Callbacks may add keys of their own."""
 
-    def on_train_begin(self, logs=None):
-        pass
+    def _does_nothing(self, *args, **kwargs):
+        """The base class's hook: does nothing (a subclass overrides the ones it needs)."""
 
-    def on_train_end(self, logs=None):
-        pass
-
-    def on_epoch_begin(self, epoch, logs=None):
-        pass
-
-    def on_epoch_end(self, epoch, logs=None):
-        pass
+    on_train_begin = on_train_end = on_epoch_begin = on_epoch_end = _does_nothing
+    on_batch_begin = on_batch_end = _does_nothing
+    on_test_begin = on_test_end = on_test_batch_begin = on_test_batch_end = _does_nothing
+    on_predict_begin = on_predict_end = _does_nothing
+    on_predict_batch_begin = on_predict_batch_end = _does_nothing
 
     def on_train_batch_begin(self, batch, logs=None):
         self.on_batch_begin(batch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
         self.on_batch_end(batch, logs)
-
-    def on_batch_begin(self, batch, logs=None):
-        pass
-
-    def on_batch_end(self, batch, logs=None):
-        pass
-
-    def on_test_begin(self, logs=None):
-        pass
-
-    def on_test_end(self, logs=None):
-        pass
-
-    def on_test_batch_begin(self, batch, logs=None):
-        pass
-
-    def on_test_batch_end(self, batch, logs=None):
-        pass
-
-    def on_predict_begin(self, logs=None):
-        pass
-
-    def on_predict_end(self, logs=None):
-        pass
-
-    def on_predict_batch_begin(self, batch, logs=None):
-        pass
-
-    def on_predict_batch_end(self, batch, logs=None):
-        pass
 
 
 def _check_hooks(op, callback):
