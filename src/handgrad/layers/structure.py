@@ -108,6 +108,15 @@ class Merge(Layer):
         return self._split(array_module(dy), dy, saved), {}
 
 
+def _fold(combine, arrays):
+    """A new array: the first input combined in place with each next one
+    (``combine(y, x, out=y)``: xp.add, xp.multiply)."""
+    y = arrays[0].copy()
+    for x in arrays[1:]:
+        combine(y, x, out=y)
+    return y
+
+
 @register
 class Add(Merge):
     """y = sum of the inputs (all of one shape); backward: dy (a copy) for each input."""
@@ -115,10 +124,7 @@ class Add(Merge):
     onnx_graph_form = onnx_forms.add
 
     def _merge(self, xp, arrays):
-        y = arrays[0].copy()
-        for x in arrays[1:]:
-            y += x
-        return y, len(arrays)
+        return _fold(xp.add, arrays), len(arrays)
 
     def _split(self, xp, dy, count):
         return [dy.copy() for _ in range(count)]
@@ -131,10 +137,7 @@ class Multiply(Merge):
     onnx_graph_form = onnx_forms.multiply
 
     def _merge(self, xp, arrays):
-        y = arrays[0].copy()
-        for x in arrays[1:]:
-            y *= x
-        return y, arrays
+        return _fold(xp.multiply, arrays), arrays
 
     def _split(self, xp, dy, arrays):
         # before[i] = x_0 * ... * x_{i-1} (times dy); multiplied by x_{i+1} * ... * x_{K-1}
