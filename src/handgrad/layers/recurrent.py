@@ -257,8 +257,18 @@ class RNN(Recurrent):
         return {**super().get_config(), "nonlinearity": self.nonlinearity}
 
 
+class GatedRecurrent(Recurrent):
+    """LSTM and GRU: the recurrent layer with ``bidirectional`` and ``bias`` also
+    positional (no ``nonlinearity``)."""
+
+    def __init__(self, hidden_size, num_layers=1, bidirectional=False, bias=True,
+                 return_sequences=True, **kwargs):
+        super().__init__(hidden_size, num_layers, bidirectional=bidirectional, bias=bias,
+                         return_sequences=return_sequences, **kwargs)
+
+
 @register
-class LSTM(Recurrent):
+class LSTM(GatedRecurrent):
     """LSTM (gates i, f, g, o), the twin of ``torch.nn.LSTM(batch_first=True)``; states
     are pairs (h, c). See the module docstring."""
 
@@ -266,25 +276,15 @@ class LSTM(Recurrent):
 
     cell = "lstm"
 
-    def __init__(self, hidden_size, num_layers=1, bidirectional=False, bias=True,
-                 return_sequences=True, **kwargs):
-        super().__init__(hidden_size, num_layers, bidirectional=bidirectional, bias=bias,
-                         return_sequences=return_sequences, **kwargs)
-
 
 @register
-class GRU(Recurrent):
+class GRU(GatedRecurrent):
     """GRU (gates r, z, n, n = tanh(x W_in + b_in + r (h W_hn + b_hn))), the twin of
     ``torch.nn.GRU(batch_first=True)``. See the module docstring."""
 
     torch_twin = twins.TorchTwin("GRU", twins.recurrent_params, twins.RESET)
 
     cell = "gru"
-
-    def __init__(self, hidden_size, num_layers=1, bidirectional=False, bias=True,
-                 return_sequences=True, **kwargs):
-        super().__init__(hidden_size, num_layers, bidirectional=bidirectional, bias=bias,
-                         return_sequences=return_sequences, **kwargs)
 
 
 @register
