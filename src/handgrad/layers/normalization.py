@@ -27,7 +27,7 @@ from . import declarations as twins
 from . import onnx_forms
 from .base import Layer
 from .registry import register
-from .spelling import torch_spelling
+from .spelling import refuse_count
 
 
 class Normalization(Layer):
@@ -112,11 +112,9 @@ class RunningNormalization(Normalization):
 
     def __init__(self, momentum, eps, affine, track_running_stats, **kwargs):
         owner = type(self).__name__
-        if is_int(momentum) and momentum > 1:
-            raise ValueError(torch_spelling(
-                owner, f"received momentum={momentum!r} (the first argument)",
-                f"{owner}{'2d' if owner == 'BatchNorm' else '1d'}({momentum})",
-                f"{owner}()"))
+        torch_name = f"{owner}{'2d' if owner == 'BatchNorm' else '1d'}"
+        refuse_count(owner, "momentum", momentum, "first", f"{torch_name}({momentum})",
+                     f"{owner}()")
         affine = flag(owner, "affine", affine)
         super().__init__(eps, affine, affine, **kwargs)
         self.momentum = number(owner, "momentum", momentum, low=0.0, high=1.0)
@@ -225,11 +223,8 @@ class GroupNorm(Normalization):
 
     def __init__(self, num_groups, eps=1e-5, affine=True, **kwargs):
         owner = type(self).__name__
-        if is_int(eps) and eps > 1:
-            raise ValueError(torch_spelling(
-                owner, f"received eps={eps!r} (the second argument)",
-                f"GroupNorm({num_groups!r}, {eps})",
-                f"GroupNorm({num_groups!r})"))
+        refuse_count(owner, "eps", eps, "second", f"GroupNorm({num_groups!r}, {eps})",
+                     f"GroupNorm({num_groups!r})")
         affine = flag(owner, "affine", affine)
         super().__init__(eps, affine, affine, **kwargs)
         self.num_groups = positive_int(owner, "num_groups", num_groups)

@@ -7,6 +7,8 @@ output size only and read the input size from the data at build.
 
 from __future__ import annotations
 
+from .._checks import is_int
+
 RULE = "handgrad takes the output size only (the input size comes from the data)"
 
 
@@ -15,3 +17,13 @@ def torch_spelling(owner, received, torch_call, handgrad_call) -> str:
     the rule, and the handgrad spelling ``handgrad_call``."""
     return (f"{owner}: {received}; this reads like PyTorch's {torch_call}, but {RULE}: "
             f"write {handgrad_call}")
+
+
+def refuse_count(owner, name, value, position, torch_call, handgrad_call):
+    """Raise :func:`torch_spelling`'s ValueError when ``name``, a fraction in handgrad's
+    order, received an int > 1: a channel count at its place in PyTorch's order
+    (``position``: "first", "second")."""
+    if is_int(value) and value > 1:
+        raise ValueError(torch_spelling(
+            owner, f"received {name}={value!r} (the {position} argument)", torch_call,
+            handgrad_call))
