@@ -105,6 +105,22 @@ def _pass_through(xp, steps, k, new, old):
         xp.copyto(new, old, where=steps.keep[k])
 
 
+def _masked(xp, steps, gate, *coefficients):
+    """Zero the coefficients (in place) on padded steps; return ``gate``, the factor that
+    carries the state's gradient back one step, with 1 on padded steps (the state passes
+    through unchanged)."""
+    if steps.mask is None:
+        return gate
+    for coefficient in coefficients:
+        coefficient *= steps.mask
+    return xp.where(steps.mask, gate, 1)
+
+
+def _scratch(xp, dh, coef):
+    """Buffers of the backward loop: two shaped like dh, one like a step's gates."""
+    return xp.empty_like(dh), xp.empty_like(dh), xp.empty_like(coef[:, 0])
+
+
 def _start(xp, grad, like):
     """A private copy of an optional final-state gradient (zeros when None)."""
     return xp.zeros_like(like) if grad is None else grad.copy()
@@ -227,14 +243,10 @@ def lstm_backward(xp, saved, W_hh, dy, dh, dc, steps):
     to_c = xp.multiply(tanh_c, tanh_c)
     xp.subtract(1, to_c, out=to_c)
     to_c *= o
-    forget = f
-    if steps.mask is not None:
-        to_c *= steps.mask
-        coef *= steps.mask
-        forget = xp.where(steps.mask, f, 1)
+    forget = _masked(xp, steps, f, coef, to_c)
     W_t = _transposed_blocks(xp, W_hh, ORDERS["lstm"])
     dh, dc = _start(xp, dh, tanh_c[0]), _start(xp, dc, tanh_c[0])
-    spare, product, gate_out = xp.empty_like(dh), xp.empty_like(dh), xp.empty_like(coef[:, 0])
+    spare, product, gate_out = _scratch(xp, dh, coef)
     for k in reversed(range(T)):
         _add_dy(xp, dh, dy, steps, k)
         dc += xp.multiply(dh, to_c[k], out=product)
@@ -316,14 +328,10 @@ def gru_backward(xp, saved, W_hh, dy, dh, steps):
     coef[1] *= z
     xp.subtract(S[:-1], n, out=tmp)
     coef[1] *= tmp
-    carry = z
-    if steps.mask is not None:
-        to_n *= steps.mask
-        coef *= steps.mask
-        carry = xp.where(steps.mask, z, 1)
+    carry = _masked(xp, steps, z, coef, to_n)
     W_t = _transposed_blocks(xp, W_hh, ORDERS["gru"])
     dh = _start(xp, dh, r[0])
-    spare, product, gate_out = xp.empty_like(dh), xp.empty_like(dh), xp.empty_like(coef[:, 0])
+    spare, product, gate_out = _scratch(xp, dh, coef)
     for k in reversed(range(T)):
         _add_dy(xp, dh, dy, steps, k)
         g = coef[:, k]
