@@ -15,6 +15,7 @@ import pytest
 
 import handgrad as hg
 from handgrad import layers as L
+from handgrad.layers.base import double_backward_layers
 from handgrad.model import Sequential
 from handgrad.testing import assert_gradient_close, numeric_gradient
 from handgrad.zoo import gradient_penalty
@@ -260,6 +261,16 @@ def test_which_layers_have_a_second_order_pass():
     softmax.forward(np.ones((2, 3)), training=True)
     with pytest.raises(TypeError, match=r"^Softmax has no second-order \(double\) backward"):
         softmax.double_backward(np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_the_second_order_layers_are_listed_from_the_registry():
+    names = double_backward_layers()
+    assert {"Dense", "Conv2D", "Flatten", "Tanh", "TiedDense"} <= set(names)
+    assert "Softmax" not in names and "Dropout" not in names  # no second-order pass
+    dropout = L.Dropout(0.5)
+    dropout.forward(np.ones((2, 3)), training=True)
+    with pytest.raises(TypeError, match=", ".join(names)):
+        dropout.double_backward(np.ones((2, 3)), np.ones((2, 3)))
 
 
 # ------------------------------------------------------------------ errors

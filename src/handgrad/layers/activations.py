@@ -69,8 +69,9 @@ class Activation(Layer):
     def _backward(self, dy, cache):
         return self.backward_op(dy, cache), {}
 
-    def supports_double_backward(self):
-        return self.gradgrad_op is not None
+    @classmethod
+    def has_double_backward(cls):
+        return cls.gradgrad_op is not None
 
     def _double_backward(self, q, dy, cache):
         """(q f'(x), q dy f''(x), {}) from the op's ``*_gradgrad`` kernel."""

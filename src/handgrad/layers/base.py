@@ -22,6 +22,7 @@ from . import symbolic
 from .caching import forward_scope, keeps_cache
 from .declarations import Declarations
 from .hooks import Hooked
+from .registry import REGISTRY
 
 _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wait
 
@@ -29,6 +30,11 @@ _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wa
 def check_dtype(owner, dtype):
     """``None`` or float32/float64, as a NumPy dtype (see :func:`_checks.float_dtype`)."""
     return float_dtype(owner, "dtype", dtype)
+
+
+def double_backward_layers() -> list:
+    """The names of the registered layer classes with a second-order pass."""
+    return sorted(name for name, cls in REGISTRY.items() if cls.has_double_backward())
 
 
 def snake_case(name: str) -> str:
@@ -187,9 +193,14 @@ class Layer(Declarations, Hooked):
     # For a scalar P of an input gradient (a gradient penalty), the latest forward's
     # cache is kept by input_gradient and double_backward; backward consumes it last.
 
+    @classmethod
+    def has_double_backward(cls) -> bool:
+        """Whether the class implements :meth:`double_backward`."""
+        return cls._double_backward is not Layer._double_backward
+
     def supports_double_backward(self) -> bool:
         """Whether :meth:`double_backward` is implemented for this layer."""
-        return type(self)._double_backward is not Layer._double_backward
+        return self.has_double_backward()
 
     def input_gradient(self, dy):
         """dL/dx of the latest training forward for upstream ``dy``, like :meth:`backward`
@@ -228,8 +239,7 @@ class Layer(Declarations, Hooked):
         """``(dP/d dy, dP/dx or None, {key: dP/d parameter})``; layers with a second-order
         pass override this (and :meth:`supports_double_backward` then says so)."""
         raise TypeError(f"{self.label} has no second-order (double) backward pass; it is "
-                        f"implemented for Dense, the convolutions, Flatten, Reshape and the "
-                        f"elementwise activations")
+                        f"implemented for {', '.join(double_backward_layers())}")
 
     # ---------------------------------------------------------------- graphs
     def __call__(self, inputs):

@@ -23,6 +23,7 @@ import numpy as np
 from .._checks import describe, float_array
 from .._hyper import number
 from ..layers import Layer
+from ..layers.base import double_backward_layers
 from ..model import Model
 
 _OP = "gradient_penalty"
@@ -51,8 +52,7 @@ def _chain(critic):
         return [leaf for node in _graph_chain(critic) for leaf in _chain(node.layer)]
     if not critic.supports_double_backward():
         raise TypeError(f"{_OP}: {critic.label} has no second-order (double) backward pass; "
-                        f"supported: Dense, Conv1D/2D, ConvTranspose1D/2D, Flatten, Reshape "
-                        f"and the elementwise activations (not Softmax/LogSoftmax)")
+                        f"supported: {', '.join(double_backward_layers())}")
     return [critic]
 
 
