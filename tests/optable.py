@@ -1,23 +1,31 @@
-"""The op case table (after PyTorch's OpInfo) and the helpers that run a case
-through handgrad, its loop twin, finite differences and torch."""
+"""The op case table (after PyTorch's OpInfo), built from the op declarations: one case
+per declared :class:`~handgrad.ops.declare.Sample` of every op that is not an
+activation (those have their own table, ``test_activations.py``), and the helpers that
+run a case through handgrad, its loop twin, finite differences and torch."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.ops.declare import Data, Fixed, Sample
 from handgrad.testing import assert_close as assert_within
 from handgrad.testing import numeric_gradient
 
-from tolerances import op_bounds
+from tolerances import condition_bounds, op_bounds
+
+#: ops whose (terms, scale) ``tolerances.op_bounds`` derives; the others are measured
+WINDOWED = ("conv", "max_pool", "avg_pool", "global_", "linear")
 
 
 @dataclass
 class OpCase:
-    """One sample input of an op: array shapes (in argument order) and keywords."""
+    """One sample input of an op: its arguments in order (a shape: a random float array,
+    differentiated; None: absent; :class:`Data`; :class:`Fixed`) and keywords."""
 
     op: str
     shapes: tuple
@@ -25,45 +33,71 @@ class OpCase:
     ties: bool = False  # small-integer inputs, so max windows tie
     negative: bool = False  # all inputs < 0 (the padding must never win a max)
 
-    @property
-    def id(self):
-        words = [f"{k}={v}" for k, v in self.kwargs.items()]
-        shapes = "x".join(str(s) for s in self.shapes[0])
-        return "-".join([self.op, shapes, *words]).replace(" ", "")
+    @classmethod
+    def of(cls, decl, sample):
+        return cls(decl.name, sample.args, sample.kwargs, sample.ties, sample.negative)
 
     @property
-    def family(self):
-        if self.op.startswith("conv_transpose"):
-            return "conv_transpose"
-        if self.op.startswith("conv"):
-            return "conv"
-        if self.op.startswith("global"):
-            return "global"
-        return "pool"
+    def id(self):
+        first = next(s for s in self.shapes if isinstance(s, tuple))
+        words = [f"{k}={v}" for k, v in self.kwargs.items()]
+        flags = [name for name in ("ties", "negative") if getattr(self, name)]
+        return "-".join([self.op, "x".join(map(str, first)), *words, *flags]).replace(" ", "")
+
+    @property
+    def differentiable(self):
+        """The positions of the arguments the backward returns gradients for."""
+        return [i for i, s in enumerate(self.shapes) if s is None or isinstance(s, tuple)]
+
+    @property
+    def names(self):
+        """The forward's parameter names of the differentiable arguments."""
+        params = list(inspect.signature(getattr(ops, self.op)).parameters)
+        return [params[i] for i in self.differentiable]
 
     def inputs(self, dtype=np.float64, seed=0):
         rng = np.random.default_rng(seed)
         arrays = []
-        for i, shape in enumerate(self.shapes):
-            if shape is None:
+        for i, spec in enumerate(self.shapes):
+            if spec is None:
                 arrays.append(None)
+            elif isinstance(spec, Fixed):
+                arrays.append(spec.value)
+            elif isinstance(spec, Data):
+                uniform = spec.low is not None
+                draw = rng.uniform(spec.low, spec.high, spec.shape) if uniform else \
+                    rng.standard_normal(spec.shape)
+                arrays.append(draw.astype(dtype))
             elif i == 0 and self.ties:
-                arrays.append(rng.integers(-2, 3, shape).astype(dtype))
+                arrays.append(rng.integers(-2, 3, spec).astype(dtype))
             elif i == 0 and self.negative:
-                arrays.append((-1.0 - rng.random(shape)).astype(dtype))
+                arrays.append((-1.0 - rng.random(spec)).astype(dtype))
             else:
-                arrays.append(rng.standard_normal(shape).astype(dtype))
+                arrays.append(rng.standard_normal(spec).astype(dtype))
         return arrays
 
 
-def run(module, case, arrays, dy_seed=1):
-    """Forward then backward with a random upstream gradient; returns (y, dy, grads)."""
-    y, cache = getattr(module, case.op)(*arrays, **case.kwargs)
-    dy = np.random.default_rng(dy_seed).standard_normal(y.shape).astype(y.dtype)
-    grads = getattr(module, case.op + "_backward")(dy, cache)
-    if not isinstance(grads, tuple):
-        grads = (grads,)
-    return y, dy, grads
+CASES = [OpCase.of(decl, sample) for decl in ops.DECLARED.values() if not decl.layer
+         for sample in decl.samples if isinstance(sample, Sample)]
+
+
+def gradients(case, grads):
+    """The backward's results in the order of the case's differentiable arguments."""
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    order = ops.DECLARED[case.op].grads
+    if order is None:
+        return grads
+    return tuple(grads[order.index(name)] for name in case.names)
+
+
+def run(module, case, arrays, dy=None):
+    """Forward then backward with ``dy`` (default: random) for the first output;
+    returns (y, dy, grads), grads in argument order."""
+    out = getattr(module, case.op)(*arrays, **case.kwargs)
+    y, cache = out[0], out[-1]
+    if dy is None:
+        dy = np.random.default_rng(1).standard_normal(y.shape).astype(y.dtype)
+    return y, dy, gradients(case, getattr(module, case.op + "_backward")(dy, cache))
 
 
 def vectorized(case, arrays):
@@ -74,12 +108,31 @@ def loops(case, arrays):
     return run(reference, case, arrays)
 
 
+def _measured_bounds(case, arrays, dy):
+    """[(terms, scale)] of the output and each gradient, measured on the case (see
+    ``tolerances.condition_bounds``); None where an input is absent."""
+    wide = [np.array(a, np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+            else a for a in arrays]
+    dy = np.asarray(dy, np.float64)
+
+    def outputs():
+        y, _, grads = run(ops, case, wide, dy)
+        return {"y": y, **{str(i): g for i, g in enumerate(grads)}}
+
+    perturbed = [a for a in wide if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    bounds = condition_bounds(outputs, perturbed)
+    return [bounds["y"]] + [bounds.get(str(i)) for i in range(len(case.differentiable))]
+
+
 def assert_results_close(case, arrays, dy, ours, reference, dtype, what):
     """Check ``ours = (y, grads)`` against a ``reference`` (y, grads) of the same case,
     each within the rounding tolerance of ``dtype`` for its terms and their size."""
-    bounds = op_bounds(case.op, arrays, dy, case.kwargs)
+    if case.op.startswith(WINDOWED):
+        bounds = op_bounds(case.op, arrays, dy, case.kwargs)
+    else:
+        bounds = _measured_bounds(case, arrays, dy)
     assert len(ours[1]) == len(reference[1]) == len(bounds) - 1, f"{what}: gradient count"
-    names = ["y", "dx", "dw", "db"]
+    names = ["y", *(f"d{name}" for name in case.names)]
     pairs = zip(names, bounds, [ours[0], *ours[1]], [reference[0], *reference[1]])
     for name, bound, a, b in pairs:
         if bound is None:
@@ -93,90 +146,6 @@ def finite_difference(case, arrays, index, dy):
     """Central differences of L = <op(arrays), dy> with respect to arrays[index] and
     their measured error (``numeric_gradient(..., with_error=True)``)."""
     fn = getattr(ops, case.op)
-    base = [a.copy() if a is not None else None for a in arrays]
+    base = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
     return numeric_gradient(lambda: np.sum(fn(*base, **case.kwargs)[0] * dy), base[index],
                             with_error=True)
-
-
-CASES = [
-    # conv2d: x (N, H, W, C), w (KH, KW, C // groups, C_out), b
-    OpCase("conv2d", ((2, 6, 7, 3), (3, 3, 3, 4), (4,)), {"padding": 1}),
-    OpCase("conv2d", ((2, 7, 8, 2), (3, 3, 2, 3), (3,)), {"stride": 2, "padding": "same"}),
-    OpCase("conv2d", ((2, 8, 7, 2), (3, 2, 2, 3), (3,)), {"stride": 3, "padding": "same"}),
-    OpCase("conv2d", ((2, 8, 8, 2), (3, 3, 2, 2), (2,)), {"dilation": 2, "padding": (2, 1)}),
-    OpCase("conv2d", ((2, 6, 6, 4), (2, 3, 2, 6), (6,)),
-           {"groups": 2, "padding": ((1, 0), (0, 2)), "stride": (1, 2)}),
-    OpCase("conv2d", ((2, 6, 6, 3), (3, 3, 1, 6), (6,)), {"groups": 3, "padding": 1}),
-    OpCase("conv2d", ((2, 5, 4, 2), (7, 6, 2, 3), (3,)), {"padding": 1}),  # kernel = padded input
-    OpCase("conv2d", ((1, 5, 5, 2), (3, 3, 2, 2), None), {"padding": "valid"}),  # batch 1, no bias
-    OpCase("conv2d", ((2, 9, 9, 2), (3, 3, 2, 2), (2,)),
-           {"stride": 2, "dilation": 2, "padding": "same"}),
-    # conv1d: x (N, L, C), w (K, C // groups, C_out)
-    OpCase("conv1d", ((2, 9, 3), (3, 3, 4), (4,)), {"padding": 1}),
-    OpCase("conv1d", ((2, 10, 2), (4, 2, 3), (3,)), {"stride": 2, "padding": "same"}),
-    OpCase("conv1d", ((2, 9, 2), (3, 2, 2), (2,)), {"dilation": 2, "padding": "causal"}),
-    OpCase("conv1d", ((2, 8, 4), (3, 2, 4), (4,)), {"groups": 2, "padding": ((2, 0),)}),
-    OpCase("conv1d", ((1, 7, 3), (5, 1, 3), None), {"groups": 3, "stride": 3}),
-    OpCase("conv1d", ((2, 4, 2), (6, 2, 2), (2,)), {"padding": 1}),  # 1-wide output
-    # conv_transpose2d: x (N, H, W, C_in), w (KH, KW, C_out // groups, C_in)
-    OpCase("conv_transpose2d", ((2, 4, 5, 3), (4, 4, 2, 3), (2,)),
-           {"stride": 2, "padding": 1}),
-    OpCase("conv_transpose2d", ((2, 4, 4, 2), (3, 3, 3, 2), (3,)),
-           {"stride": 2, "padding": 1, "output_padding": 1}),
-    OpCase("conv_transpose2d", ((2, 4, 4, 2), (3, 3, 2, 2), (2,)),
-           {"dilation": 2, "output_padding": 1, "padding": 1}),
-    OpCase("conv_transpose2d", ((2, 3, 4, 4), (3, 2, 3, 4), (6,)),
-           {"groups": 2, "stride": (3, 2), "output_padding": (2, 1)}),
-    OpCase("conv_transpose2d", ((1, 3, 3, 2), (3, 3, 2, 2), None),
-           {"stride": 2, "padding": ((1, 0), (0, 2))}),
-    OpCase("conv_transpose2d", ((2, 3, 3, 4), (3, 3, 1, 4), (4,)),
-           {"groups": 4, "stride": 2, "dilation": 2, "output_padding": 1}),
-    # conv_transpose1d
-    OpCase("conv_transpose1d", ((2, 5, 3), (4, 2, 3), (2,)), {"stride": 2, "padding": 1}),
-    OpCase("conv_transpose1d", ((2, 5, 2), (3, 2, 2), (2,)),
-           {"stride": 3, "dilation": 2, "output_padding": 2, "padding": 2}),
-    OpCase("conv_transpose1d", ((1, 4, 4), (3, 1, 4), None), {"groups": 2, "padding": ((0, 2),)}),
-    # max_pool2d
-    OpCase("max_pool2d", ((2, 6, 6, 3),), {"kernel_size": 2}),
-    OpCase("max_pool2d", ((2, 7, 7, 2),), {"kernel_size": 3, "stride": 2, "padding": 1},
-           negative=True),
-    OpCase("max_pool2d", ((2, 6, 7, 2),), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
-    OpCase("max_pool2d", ((2, 7, 8, 2),),
-           {"kernel_size": (2, 3), "stride": (1, 2), "padding": 1, "dilation": (2, 1),
-            "ceil_mode": True}, negative=True),
-    OpCase("max_pool2d", ((2, 6, 6, 3),), {"kernel_size": 2}, ties=True),
-    OpCase("max_pool2d", ((2, 7, 7, 3),), {"kernel_size": 3, "stride": 1, "padding": 1},
-           ties=True),
-    OpCase("max_pool2d", ((1, 4, 5, 2),), {"kernel_size": (6, 7), "padding": 1},
-           negative=True),  # kernel as large as the padded input
-    OpCase("max_pool2d", ((2, 5, 6, 2),), {"kernel_size": 3, "stride": 2, "padding": "same"},
-           negative=True),
-    # max_pool1d
-    OpCase("max_pool1d", ((2, 9, 3),), {"kernel_size": 2}),
-    OpCase("max_pool1d", ((2, 9, 2),), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                        "ceil_mode": True}, negative=True),
-    OpCase("max_pool1d", ((2, 10, 2),), {"kernel_size": 3, "dilation": 2, "padding": 1},
-           ties=True),
-    # avg_pool2d
-    OpCase("avg_pool2d", ((2, 6, 6, 3),), {"kernel_size": 2}),
-    OpCase("avg_pool2d", ((2, 7, 7, 2),), {"kernel_size": 3, "stride": 2, "padding": 1}),
-    OpCase("avg_pool2d", ((2, 7, 6, 2),), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                           "ceil_mode": True, "count_include_pad": False}),
-    OpCase("avg_pool2d", ((2, 6, 7, 2),), {"kernel_size": (2, 3), "stride": (2, 1),
-                                           "padding": (1, 1), "ceil_mode": True}),
-    OpCase("avg_pool2d", ((1, 5, 5, 2),), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                           "divisor_override": 4}),
-    OpCase("avg_pool2d", ((1, 3, 4, 2),), {"kernel_size": (5, 6), "padding": (1, 1)},
-           negative=True),
-    # avg_pool1d
-    OpCase("avg_pool1d", ((2, 9, 3),), {"kernel_size": 3}),
-    OpCase("avg_pool1d", ((2, 9, 2),), {"kernel_size": 4, "stride": 3, "padding": 2,
-                                        "ceil_mode": True, "count_include_pad": False}),
-    OpCase("avg_pool1d", ((2, 8, 2),), {"kernel_size": 3, "stride": 2, "padding": 1,
-                                        "ceil_mode": True}),
-    # global pools
-    OpCase("global_avg_pool", ((2, 5, 6, 3),)),
-    OpCase("global_avg_pool", ((2, 7, 3),), {"keepdims": True}),
-    OpCase("global_max_pool", ((2, 5, 6, 3),)),
-    OpCase("global_max_pool", ((2, 7, 3),), {"keepdims": True}, ties=True),
-]

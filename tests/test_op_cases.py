@@ -41,11 +41,12 @@ def test_backward_matches_finite_differences(case):
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_matches_torch(case, dtype):
     twins = pytest.importorskip("torch_twins")
-    if not twins.torch_supports(case):
-        pytest.skip("torch pooling has no asymmetric or 'same' padding")
     arrays = case.inputs(dtype)
     y, dy, grads = vectorized(case, arrays)
-    y_torch, grads_torch = twins.torch_run(case, arrays, dy)
+    try:
+        y_torch, grads_torch = twins.torch_run(case, arrays, dy)
+    except NotImplementedError as reason:  # e.g. torch pooling: no 'same' padding
+        pytest.skip(str(reason))
     assert_results_close(case, arrays, dy, (y, grads), (y_torch, grads_torch), dtype,
                          "vs torch")
 

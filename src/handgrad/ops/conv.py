@@ -209,8 +209,13 @@ def conv_transpose2d_backward(dy, cache):
     return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)
 
 
-declare(conv1d, conv1d_backward)
-declare(conv2d, conv2d_backward)
-declare(conv_transpose1d, conv_transpose1d_backward)
-declare(conv_transpose2d, conv_transpose2d_backward)
+# The declarations: kernels, torch counterpart, sample inputs (in ops/samples/conv.py).
+from .samples import conv as _s  # noqa: E402
+
+declare(conv1d, conv1d_backward, torch=_s.torch_conv, samples=_s.CONV1D)
+declare(conv2d, conv2d_backward, torch=_s.torch_conv, samples=_s.CONV2D)
+declare(conv_transpose1d, conv_transpose1d_backward, torch=_s.torch_conv_transpose,
+        samples=_s.CONV_TRANSPOSE1D)
+declare(conv_transpose2d, conv_transpose2d_backward, torch=_s.torch_conv_transpose,
+        samples=_s.CONV_TRANSPOSE2D)
 __all__ = exports(__name__, globals())

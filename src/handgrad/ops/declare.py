@@ -25,6 +25,12 @@ Derived from the declarations (nothing else keeps a list of op names):
 
 A second-order kernel that lives in another module declares itself with
 ``@second_order(forward)``.
+
+Any other op declares its torch counterpart (handgrad's layout in and out) and its
+:class:`Sample` inputs, which the op-case table runs through the op, its loop twin,
+finite differences and torch::
+
+    declare(conv1d, conv1d_backward, torch=torch_conv, samples=CONV1D)
 """
 
 from __future__ import annotations
@@ -39,6 +45,38 @@ DECLARED: dict = {}
 
 
 @dataclass(frozen=True)
+class Fixed:
+    """A sample argument passed as it is, never differentiated (ids, a group count, a
+    seed); an array of it is a tensor for torch."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class Data:
+    """A sample argument drawn at random but not differentiated (noise, targets):
+    uniform in ``[low, high)`` when both are given, else standard normal."""
+
+    shape: tuple
+    low: float | None = None
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample input of an op for the op-case table: ``args`` in the forward's
+    order, each a shape (a random float array, differentiated), None (an absent
+    optional array), :class:`Data` or :class:`Fixed`; ``kwargs``. ``ties``: the first
+    array drawn from small integers (max windows tie); ``negative``: all below zero
+    (padding must never win a max)."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    ties: bool = False
+    negative: bool = False
+
+
+@dataclass(frozen=True)
 class OpDecl:
     """One op: its kernels and what the layers, converters, twins and tests need of it.
 
@@ -47,9 +85,13 @@ class OpDecl:
     ``saves`` (``"x"`` or ``"y"``: what the cache holds); ``value(x, *params)`` and
     ``slopes(saved, *params) -> (f', f'')``, scalar math of the loop twins (``params``
     as in the cache); ``variants`` (table name -> keywords, e.g. ``gelu_tanh``).
-    ``torch(F, *tensors, **kwargs)``: the ``torch.nn.functional`` counterpart;
-    ``onnx(g, x, **hyper) -> name``: the ONNX nodes; ``samples``: keyword sets for the
-    test tables; ``kinks(**hyper)``: the points where f' or f'' jumps.
+    ``torch(F, *tensors, **kwargs)``: the ``torch.nn.functional`` counterpart, taking
+    and returning tensors in handgrad's layout (it raises NotImplementedError for a
+    case torch cannot express); ``onnx(g, x, **hyper) -> name``: the ONNX nodes;
+    ``samples``: keyword sets (an activation) or :class:`Sample` s (any other op) for
+    the test tables; ``kinks(**hyper)``: the points where f' or f'' jumps;
+    ``grads``: the forward's argument names the backward's results are the gradients
+    of, in order, where that is not the order of the sample's float arrays.
     """
 
     name: str
@@ -65,6 +107,7 @@ class OpDecl:
     onnx: Callable | None = None
     samples: tuple = ({},)
     kinks: Callable = lambda **_: ()
+    grads: tuple | None = None
 
     @property
     def kernels(self):

@@ -310,10 +310,15 @@ def global_max_pool_backward(dy, cache):
     return xp.where(positions == cache.index[:, None, :], dy, 0).reshape(x_shape)
 
 
-declare(max_pool1d, max_pool1d_backward)
-declare(max_pool2d, max_pool2d_backward)
-declare(avg_pool1d, avg_pool1d_backward)
-declare(avg_pool2d, avg_pool2d_backward)
-declare(global_avg_pool, global_avg_pool_backward)
-declare(global_max_pool, global_max_pool_backward)
+# The declarations: kernels, torch counterpart, sample inputs (in ops/samples/pooling.py).
+from .samples import pooling as _s  # noqa: E402
+
+declare(max_pool1d, max_pool1d_backward, torch=_s.torch_pool("max"), samples=_s.MAX_POOL1D)
+declare(max_pool2d, max_pool2d_backward, torch=_s.torch_pool("max"), samples=_s.MAX_POOL2D)
+declare(avg_pool1d, avg_pool1d_backward, torch=_s.torch_pool("avg"), samples=_s.AVG_POOL1D)
+declare(avg_pool2d, avg_pool2d_backward, torch=_s.torch_pool("avg"), samples=_s.AVG_POOL2D)
+declare(global_avg_pool, global_avg_pool_backward, torch=_s.torch_global_avg_pool,
+        samples=_s.GLOBAL_AVG_POOL)
+declare(global_max_pool, global_max_pool_backward, torch=_s.torch_global_max_pool,
+        samples=_s.GLOBAL_MAX_POOL)
 __all__ = exports(__name__, globals())
