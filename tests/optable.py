@@ -32,10 +32,12 @@ class OpCase:
     kwargs: dict = field(default_factory=dict)
     ties: bool = False  # small-integer inputs, so max windows tie
     negative: bool = False  # all inputs < 0 (the padding must never win a max)
+    derivative: bool = True  # False: the backward is a convention (a padding row)
 
     @classmethod
     def of(cls, decl, sample):
-        return cls(decl.name, sample.args, sample.kwargs, sample.ties, sample.negative)
+        return cls(decl.name, sample.args, sample.kwargs, sample.ties, sample.negative,
+                   sample.derivative)
 
     @property
     def id(self):

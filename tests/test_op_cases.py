@@ -5,16 +5,19 @@ import numpy as np
 import pytest
 
 from handgrad import ops
+from handgrad.ops import reference
 from handgrad.testing import assert_close, assert_gradient_close
 
-from optable import CASES, assert_results_close, finite_difference, loops, vectorized
+from optable import CASES, assert_results_close, finite_difference, loops, run, vectorized
 from tolerances import selection_bounds
 
 CASE_IDS = [c.id for c in CASES]
+#: the cases of the ops that have a loop twin (``handgrad.ops.reference``)
+TWIN_CASES = [c for c in CASES if hasattr(reference, c.op)]
 pytestmark = pytest.mark.usefixtures("kernel_path")
 
 
-@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("case", TWIN_CASES, ids=[c.id for c in TWIN_CASES])
 def test_vectorized_matches_loop_twin(case):
     arrays = case.inputs()
     y, dy, grads = vectorized(case, arrays)
@@ -27,9 +30,11 @@ def test_vectorized_matches_loop_twin(case):
 def test_backward_matches_finite_differences(case):
     if case.ties:
         pytest.skip("max with ties is not differentiable; covered by torch and loop twins")
+    if not case.derivative:
+        pytest.skip("the backward is a convention here; covered by torch and loop twins")
     arrays = case.inputs()
     _, dy, grads = vectorized(case, arrays)
-    for i, (name, grad) in enumerate(zip(["x", "w", "b"], grads)):
+    for i, name, grad in zip(case.differentiable, case.names, grads):
         if arrays[i] is None:
             assert grad is None, f"{case.op}: gradient for absent input {name}"
             continue
@@ -64,15 +69,10 @@ def _non_contiguous(a):
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_non_contiguous_inputs_give_identical_results(case):
     arrays = case.inputs()
-    y, cache = getattr(ops, case.op)(*arrays, **case.kwargs)
-    dy = np.random.default_rng(3).standard_normal(y.shape)
-    grads = getattr(ops, case.op + "_backward")(dy, cache)
-    strided = [_non_contiguous(a) for a in arrays]
-    y2, cache2 = getattr(ops, case.op)(*strided, **case.kwargs)
-    grads2 = getattr(ops, case.op + "_backward")(_non_contiguous(dy), cache2)
+    y, dy, grads = run(ops, case, arrays)
+    strided = [_non_contiguous(a) if isinstance(a, np.ndarray) else a for a in arrays]
+    y2, _, grads2 = run(ops, case, strided, _non_contiguous(dy))
     np.testing.assert_array_equal(y, y2)
-    if not isinstance(grads, tuple):
-        grads, grads2 = (grads,), (grads2,)
     for a, b in zip(grads, grads2):
         if a is None:
             assert b is None
@@ -204,3 +204,33 @@ def test_max_pool_nan_and_minus_inf_windows_match_torch(kwargs):
     terms, scale = selection_bounds("max_pool2d", [x], dy, kwargs)[1]
     assert_close(dx, twins.from_torch(tx.grad), dtype=np.float64, terms=terms, scale=scale,
                  what="dx")
+
+
+def test_every_declared_op_is_in_a_parity_table():
+    """Every declared op (each has a backward) is run against torch, against its loop
+    twin where it has one, and against finite differences: a non-activation op by its
+    declared samples here, an activation by ``test_activations.py``'s table."""
+    from test_activations import CASES as ACTIVATION_CASES
+
+    tabled = {case.op for case in CASES}
+    activations = {decl.name for decl, _ in ACTIVATION_CASES.values()}
+    for decl in ops.DECLARED.values():
+        assert decl.backward is not None and decl.torch is not None, decl.name
+        if decl.layer:
+            assert decl.name in activations, f"{decl.name}: not in the activation table"
+            continue
+        assert decl.name in tabled, f"{decl.name}: no declared Sample"
+        cases = [case for case in CASES if case.op == decl.name]
+        assert hasattr(reference, decl.name) == (decl.name in {c.op for c in TWIN_CASES})
+        assert any(case.derivative and not case.ties for case in cases), \
+            f"{decl.name}: no sample checks finite differences"
+        twins = pytest.importorskip("torch_twins")
+        expressible = []
+        for case in cases:
+            arrays = case.inputs()
+            try:
+                twins.torch_run(case, arrays, vectorized(case, arrays)[1])
+            except NotImplementedError:
+                continue
+            expressible.append(case)
+        assert expressible, f"{decl.name}: torch can express none of its samples"

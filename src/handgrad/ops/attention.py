@@ -285,6 +285,11 @@ def multi_head_attention_backward(dy, cache):
     return dquery, dkey, dvalue, din_weight, din_bias, dout_weight, dout_bias
 
 
-declare(scaled_dot_product_attention, scaled_dot_product_attention_backward)
-declare(multi_head_attention, multi_head_attention_backward)
+# The declarations: kernels, torch counterpart, sample inputs (ops/samples/attention.py).
+from .samples import attention as _s  # noqa: E402
+
+declare(scaled_dot_product_attention, scaled_dot_product_attention_backward,
+        torch=_s.torch_sdpa, samples=_s.SCALED_DOT_PRODUCT_ATTENTION)
+declare(multi_head_attention, multi_head_attention_backward, torch=_s.torch_mha,
+        samples=_s.MULTI_HEAD_ATTENTION)
 __all__ = exports(__name__, globals())

@@ -68,12 +68,14 @@ class Sample:
     order, each a shape (a random float array, differentiated), None (an absent
     optional array), :class:`Data` or :class:`Fixed`; ``kwargs``. ``ties``: the first
     array drawn from small integers (max windows tie); ``negative``: all below zero
-    (padding must never win a max)."""
+    (padding must never win a max); ``derivative``: False where the backward is a
+    convention rather than the derivative (an embedding's padding row)."""
 
     args: tuple
     kwargs: dict = field(default_factory=dict)
     ties: bool = False
     negative: bool = False
+    derivative: bool = True
 
 
 @dataclass(frozen=True)

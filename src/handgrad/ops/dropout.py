@@ -75,5 +75,18 @@ def dropout_backward(dy, cache):
     return dy if cache.saved is None else dy * cache.saved
 
 
-declare(dropout, dropout_backward)
+from .declare import Fixed, Sample  # noqa: E402  (the declaration's samples)
+
+
+def _torch_dropout(F, x, rate, rng, *, training=True, rows=None):
+    """torch draws its own mask: only the identity has a torch counterpart."""
+    if training and rate:
+        raise NotImplementedError("torch's dropout draws its own mask")
+    return F.dropout(x, rate, training=False)
+
+
+declare(dropout, dropout_backward, torch=_torch_dropout,
+        samples=(Sample(((4, 5), Fixed(0.3), Fixed(7))),
+                 Sample(((4, 5), Fixed(0.3), Fixed(7)), {"training": False}),
+                 Sample(((2, 3, 2), Fixed(0.0), Fixed(1)))))
 __all__ = exports(__name__, globals())

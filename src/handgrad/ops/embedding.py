@@ -142,5 +142,11 @@ def embedding_backward(dy, cache):
     return dweight
 
 
-declare(embedding, embedding_backward)
+from .declare import Fixed, Sample  # noqa: E402  (the declaration's samples)
+
+_IDS = Fixed(np.array([[1, 0, 4], [2, 2, 3]]))  # 2 appears twice: its gradients add up
+declare(embedding, embedding_backward,
+        torch=lambda F, ids, weight, padding_idx=None: F.embedding(ids, weight, padding_idx),
+        samples=(Sample((_IDS, (5, 3))),
+                 Sample((_IDS, (5, 3)), {"padding_idx": 2}, derivative=False)))
 __all__ = exports(__name__, globals())

@@ -86,5 +86,8 @@ def linear_backward(dy, cache):
     return dx, dw, db
 
 
-declare(linear, linear_backward)
+from .declare import Sample  # noqa: E402  (the declaration's samples)
+
+declare(linear, linear_backward, torch=lambda F, x, w, b=None: F.linear(x, w.T, b),
+        samples=(Sample(((3, 4), (4, 5), (5,))), Sample(((2, 3, 4), (4, 2), None))))
 __all__ = exports(__name__, globals())

@@ -294,8 +294,12 @@ def group_norm_backward(dy, cache):
     return _backward("group_norm_backward", "group_norm", dy, cache)
 
 
-declare(batch_norm, batch_norm_backward)
-declare(instance_norm, instance_norm_backward)
-declare(layer_norm, layer_norm_backward)
-declare(group_norm, group_norm_backward)
+# The declarations: kernels, torch counterpart, sample inputs (ops/samples/normalization.py).
+from .samples import normalization as _s  # noqa: E402
+
+declare(batch_norm, batch_norm_backward, torch=_s.torch_batch_norm, samples=_s.BATCH_NORM)
+declare(instance_norm, instance_norm_backward, torch=_s.torch_instance_norm,
+        samples=_s.INSTANCE_NORM)
+declare(layer_norm, layer_norm_backward, torch=_s.torch_layer_norm, samples=_s.LAYER_NORM)
+declare(group_norm, group_norm_backward, torch=_s.torch_group_norm, samples=_s.GROUP_NORM)
 __all__ = exports(__name__, globals())

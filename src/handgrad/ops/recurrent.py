@@ -220,7 +220,13 @@ def gru_backward(dy, cache, dh_n=None):
     return dx, dh0, dW_ih, dW_hh, db_ih, db_hh
 
 
-declare(rnn, rnn_backward)
-declare(lstm, lstm_backward)
-declare(gru, gru_backward)
+# The declarations: kernels, torch counterpart, sample inputs (ops/samples/recurrent.py);
+# the backward returns the state gradients before the weights'.
+from .samples import recurrent as _s  # noqa: E402
+
+_GRADS = ("x", "h0", "W_ih", "W_hh", "b_ih", "b_hh")
+declare(rnn, rnn_backward, torch=_s.torch_recurrent("rnn"), samples=_s.RNN, grads=_GRADS)
+declare(lstm, lstm_backward, torch=_s.torch_recurrent("lstm"), samples=_s.LSTM,
+        grads=("x", "h0", "c0", *_GRADS[2:]))
+declare(gru, gru_backward, torch=_s.torch_recurrent("gru"), samples=_s.GRU, grads=_GRADS)
 __all__ = exports(__name__, globals())

@@ -134,7 +134,23 @@ def bernoulli_nll_logits_backward(dnll, cache):
     return per_example_scale(dnll, cache.saved) * cache.saved
 
 
-declare(reparameterize, reparameterize_backward)
-declare(gaussian_kl, gaussian_kl_backward)
-declare(bernoulli_nll_logits, bernoulli_nll_logits_backward)
+from .declare import Data, Sample  # noqa: E402  (the declarations' samples)
+
+
+def _torch_gaussian_kl(F, mu, log_var):
+    return (-0.5 * (1 + log_var - mu * mu - log_var.exp())).flatten(1).sum(1)
+
+
+def _torch_bernoulli_nll_logits(F, logits, x):
+    return F.binary_cross_entropy_with_logits(logits, x, reduction="none").flatten(1).sum(1)
+
+
+declare(reparameterize, reparameterize_backward,
+        torch=lambda F, mu, log_var, eps: mu + (0.5 * log_var).exp() * eps,
+        samples=(Sample(((3, 4), (3, 4), Data((3, 4)))),))
+declare(gaussian_kl, gaussian_kl_backward, torch=_torch_gaussian_kl,
+        samples=(Sample(((3, 4), (3, 4))), Sample(((2, 3, 2), (2, 3, 2)))))
+declare(bernoulli_nll_logits, bernoulli_nll_logits_backward, torch=_torch_bernoulli_nll_logits,
+        samples=(Sample(((3, 4), Data((3, 4), 0.0, 1.0))),
+                 Sample(((2, 2, 3), Data((2, 2, 3), 0.0, 1.0)))))
 __all__ = exports(__name__, globals())

@@ -43,7 +43,7 @@ def native_padding(padding):
 def _weight(w):
     """(*K, A, B) -> torch's (B, A, *K): conv (C_out, C_in/g, *K), transposed (C_in, ...)."""
     nd = w.ndim - 2
-    return w.permute(nd + 1, nd, *range(nd))
+    return w.permute(nd + 1, nd, *range(nd)).contiguous()
 
 
 def torch_conv(F, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
