@@ -1,6 +1,6 @@
 """What a layer declares about itself for the torch interop, the ONNX export and the
 summary, so that those consumers (on higher floors) look a layer up by what it says
-and never by its class (see docs/how-to-add-a-layer.md).
+and never by its class (see docs/ARCHITECTURE.md, "How to add a layer").
 
 A layer class states, beside its kernels:
 
