@@ -1,4 +1,4 @@
-"""The layer contract (DESIGN.md, "Layer contract"), checked for every entry of
+"""The layer contract (docs/ARCHITECTURE.md, "Layer contract"), checked for every entry of
 ``handgrad.layer_cases.LAYER_CASES``: lazy build and shapes, gradients against
 central finite differences, config round trip, frozen layers, evaluation mode,
 shared use (two forwards then two backwards), cache misuse and dtypes.

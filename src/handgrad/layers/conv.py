@@ -1,6 +1,6 @@
 """Convolution and transposed-convolution layers: one rank-generic base, thin subclasses.
 
-Weights follow DESIGN.md: a convolution's ``W`` is ``(*kernel, C_in // groups,
+Weights follow docs/ARCHITECTURE.md: a convolution's ``W`` is ``(*kernel, C_in // groups,
 C_out)``, a transposed convolution's ``(*kernel, C_out // groups, C_in)``; ``b``
 is ``(C_out,)``. Parameters default to PyTorch's initialization. The input channels come
 from the data (Keras's order): PyTorch's ``Conv2d(3, 16, 3)`` is ``Conv2D(16, 3)``, and
