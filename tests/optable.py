@@ -19,7 +19,7 @@ from handgrad.testing import numeric_gradient
 from tolerances import condition_bounds, op_bounds
 
 #: ops whose (terms, scale) ``tolerances.op_bounds`` derives; the others are measured
-WINDOWED = ("conv", "max_pool", "avg_pool", "global_", "linear")
+WINDOWED = ("conv", "max_pool", "avg_pool", "global_", "linear", "interpolate")
 
 
 @dataclass

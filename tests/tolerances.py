@@ -70,6 +70,9 @@ def op_bounds(op, arrays, dy, kwargs=None):
     if op.startswith("avg_pool"):
         window = math.prod(np.broadcast_to(kwargs["kernel_size"], arrays[0].ndim - 2))
         return linear_op_bounds(op, arrays, dy, kwargs, terms=window + 1)
+    if op == "interpolate":  # linear in x; each output sums up to 4 taps per axis (cubic)
+        taps = 4 ** (np.ndim(arrays[0]) - 2)
+        return [(c + taps, s) for c, s in linear_op_bounds(op, arrays, dy, kwargs)]
     if op == "global_avg_pool":
         positions = math.prod(np.shape(arrays[0])[1:-1])
         return linear_op_bounds(op, arrays, dy, kwargs, terms=positions + 1)

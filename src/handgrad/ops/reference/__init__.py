@@ -14,5 +14,6 @@ from .embedding import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .recurrent import *  # noqa: F403
+from .resample import *  # noqa: F403
 from .second_order import *  # noqa: F403
 from .variational import *  # noqa: F403

@@ -1,0 +1,199 @@
+"""Interpolation (``F.interpolate``), channels-last, separable: one set of taps per axis.
+
+Each spatial axis of size ``n`` resized to ``m`` is a linear map with a few taps per
+output position ``o`` (indices ``i_t[o]``, weights ``w_t[o]``)::
+
+    y[.., o, ..] = sum_t w_t[o] * x[.., i_t[o], ..]          (applied axis after axis)
+    dx[.., i, ..] = sum_o M[o, i] * dy[.., o, ..],   M[o, i] = sum_t w_t[o] [i_t[o] = i]
+
+so the backward is the transposed maps, applied in reverse order (a scatter-add of the
+weights, done as one matmul per axis with the small dense ``M``).
+
+The taps follow torch's CPU kernels exactly, in the input's precision:
+
+- nearest: ``i = min(floor(o * s), n - 1)`` (float32 ``s``); nearest-exact: ``i = min(floor((o + 0.5) * s), n - 1)``;
+- linear: source ``x = s * o`` (align_corners, ``s = (n-1)/(m-1)``) or
+  ``max(s * (o + 0.5) - 0.5, 0)``; taps ``floor(x)`` and the next one (clamped), weights
+  ``1 - f``, ``f``;
+- cubic: the same source without the clamp at 0, four taps ``floor(x) - 1 .. + 2``
+  clamped to the border, Keys' weights with A = -0.75;
+- area: adaptive average pooling, window ``[floor(o n / m), ceil((o + 1) n / m))``.
+
+``s`` is ``1 / scale_factor`` when a scale factor was given (and not recomputed), else
+``n / m``. As torch, linear modes copy the input when every output size equals its input
+size, and 2-D nearest takes ``i = o`` (m = n) or ``o // 2`` (m = 2n) per axis, whatever
+the scale factor. The backward is always the derivative of this forward; torch's is not
+in two corners: its bicubic backward copies ``dy`` when the sizes are equal, and its 1-D
+and 3-D nearest backward takes the 2-D rule above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import array_module, upstream_grad
+from ._args.cache import Cache, check_cache
+from ._args.resample import prepare_interpolate
+from .declare import declare, exports
+
+CUBIC_A = -0.75
+
+
+def _float32_scale(n, m, scale):
+    """torch's ``compute_scales_value<float>``: 1/scale or n/m, in float32."""
+    return np.float32(1.0 / scale) if scale else np.float32(n) / np.float32(m)
+
+
+def _nearest_taps(n, m, scale, exact, shortcut):
+    o = np.arange(m)
+    if shortcut and m in (n, 2 * n):  # torch's 2-D nearest: a copy or o // 2, whatever s
+        return (o * n // m)[None], None
+    s = _float32_scale(n, m, scale)
+    if exact:
+        src = ((o + 0.5) * np.float64(s)).astype(np.float32)
+    else:
+        src = o.astype(np.float32) * s
+    return np.minimum(np.floor(src).astype(np.int64), n - 1)[None], None
+
+
+def _source(n, m, scale, align_corners, dtype, cubic):
+    """torch's ``area_pixel_compute_source_index`` for every output position, in ``dtype``."""
+    o = np.arange(m, dtype=dtype)
+    if align_corners:
+        s = dtype(n - 1) / dtype(m - 1) if m > 1 else dtype(0)
+        return s * o
+    s = dtype(1.0 / scale) if scale else dtype(n) / dtype(m)
+    src = s * (o + dtype(0.5)) - dtype(0.5)
+    return src if cubic else np.maximum(src, dtype(0))
+
+
+def _linear_taps(n, m, scale, align_corners, dtype):
+    src = _source(n, m, scale, align_corners, dtype, cubic=False)
+    i0 = np.minimum(src.astype(np.int64), n - 1)
+    i1 = i0 + (i0 < n - 1)
+    f = np.clip(src - i0.astype(dtype), 0, 1).astype(dtype)
+    return np.stack([i0, i1]), np.stack([dtype(1) - f, f])
+
+
+def cubic_weights(t, a=CUBIC_A):
+    """Keys' cubic convolution weights of the taps -1, 0, 1, 2 at fraction ``t``."""
+    one = t.dtype.type(1)
+
+    def near(z):  # |z| <= 1
+        return ((a + 2) * z - (a + 3)) * z * z + one
+
+    def far(z):  # 1 < |z| < 2
+        return ((a * z - 5 * a) * z + 8 * a) * z - 4 * a
+
+    return np.stack([far(t + one), near(t), near(one - t), far(one - t + one)]).astype(t.dtype)
+
+
+def _cubic_taps(n, m, scale, align_corners, dtype):
+    src = _source(n, m, scale, align_corners, dtype, cubic=True)
+    i = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    t = np.clip(src - i.astype(dtype), 0, 1).astype(dtype)
+    index = np.clip(i[None] + np.arange(-1, 3)[:, None], 0, n - 1)
+    return index, cubic_weights(t)
+
+
+def _area_taps(n, m, dtype):
+    o = np.arange(m)
+    start, end = (o * n) // m, ((o + 1) * n + m - 1) // m
+    k = np.arange(int((end - start).max()))[:, None]
+    inside = start + k < end
+    weight = np.where(inside, 1 / (end - start).astype(dtype), 0).astype(dtype)
+    return np.minimum(start + k, end - 1), weight
+
+
+def axis_taps(mode, n, m, scale, align_corners, dtype, rank):
+    """``(index (T, m), weight (T, m) or None for weight 1)`` of one axis resized n -> m
+    (of ``rank`` spatial axes)."""
+    dtype = np.dtype(dtype).type
+    if mode in ("nearest", "nearest-exact"):
+        return _nearest_taps(n, m, scale, mode == "nearest-exact", rank == 2)
+    if mode == "area":
+        return _area_taps(n, m, dtype)
+    if mode == "bicubic":
+        return _cubic_taps(n, m, scale, align_corners, dtype)
+    return _linear_taps(n, m, scale, align_corners, dtype)
+
+
+@dataclass(frozen=True)
+class ResampleCache(Cache):
+    """The input's shape and dtype, and each axis's taps ``(index, weight)``."""
+
+    x_shape: tuple
+    dtype: object
+    taps: tuple
+
+    @property
+    def y_shape(self):
+        return (self.x_shape[0], *(index.shape[1] for index, _ in self.taps), self.x_shape[-1])
+
+
+def _apply_axis(xp, x, axis, index, weight):
+    """sum_t weight[t] * x.take(index[t], axis) (weight None: the single tap's values)."""
+    if weight is None:
+        return xp.take(x, xp.asarray(index[0]), axis=axis)
+    shape = [1] * x.ndim
+    shape[axis] = index.shape[1]
+    y = None
+    for t in range(index.shape[0]):
+        term = xp.take(x, xp.asarray(index[t]), axis=axis) * xp.asarray(weight[t]).reshape(shape)
+        y = term if y is None else y + term
+    return y
+
+
+def _axis_matrix(index, weight, n, dtype):
+    """The dense map M (m, n) of one axis: M[o, i] = sum of the weights of taps o -> i."""
+    m = index.shape[1]
+    matrix = np.zeros((m, n), dtype=dtype)
+    rows = np.broadcast_to(np.arange(m), index.shape)
+    np.add.at(matrix, (rows, index), 1 if weight is None else weight)
+    return matrix
+
+
+def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None):
+    """Resize x (N, *S, C) (1 to 3 spatial axes) to y (N, *S_out, C), torch's
+    ``F.interpolate``: ``mode`` nearest, nearest-exact, linear (1-D), bilinear / bicubic
+    (2-D), trilinear (3-D) or area; exactly one of ``size`` (int or per axis) and
+    ``scale_factor`` (number or per axis, S_out = floor(S * scale_factor)).
+    Returns ``(y, cache)`` for :func:`interpolate_backward`."""
+    call = prepare_interpolate("interpolate", x, size, scale_factor, mode, align_corners,
+                               recompute_scale_factor)
+    x = call.x
+    xp = array_module(x)
+    if call.sizes_out == call.sizes_in and mode in ("linear", "bilinear", "trilinear"):
+        taps = tuple((np.arange(n)[None], None) for n in call.sizes_in)  # torch's copy
+    else:
+        taps = tuple(axis_taps(mode, n, m, s, call.align_corners, x.dtype, x.ndim - 2)
+                     for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
+    y = x
+    for axis, (index, weight) in enumerate(taps, start=1):
+        y = _apply_axis(xp, y, axis, index, weight)
+    return xp.ascontiguousarray(y), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
+
+
+def interpolate_backward(dy, cache):
+    """dy (N, *S_out, C) -> dx (N, *S, C): dx = the transposed axis maps applied to dy,
+    dx[.., i, ..] = sum_o M[o, i] dy[.., o, ..] per axis."""
+    op = "interpolate_backward"
+    cache = check_cache(op, cache, "interpolate", ResampleCache)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    xp = array_module(dy)
+    g = dy
+    for axis in reversed(range(1, len(cache.taps) + 1)):
+        index, weight = cache.taps[axis - 1]
+        matrix = xp.asarray(_axis_matrix(index, weight, cache.x_shape[axis], cache.dtype))
+        g = xp.moveaxis(xp.tensordot(matrix.T, g, axes=([1], [axis])), 0, axis)
+    return xp.ascontiguousarray(g)
+
+
+# The declaration: kernels, torch counterpart, sample inputs (in ops/samples/resample.py).
+from .samples import resample as _s  # noqa: E402
+
+declare(interpolate, interpolate_backward, torch=_s.torch_interpolate, samples=_s.INTERPOLATE)
+__all__ = exports(__name__, globals())
