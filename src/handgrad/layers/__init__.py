@@ -33,6 +33,7 @@ from .pooling import (
 )
 from .recurrent import GRU, LSTM, RNN, BiLSTM, Recurrent
 from .registry import REGISTRY, register
+from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied
 from .wavenet import WaveNetBlock

@@ -11,8 +11,9 @@ weights, done as one matmul per axis with the small dense ``M``).
 
 The taps follow torch's CPU kernels exactly, in the input's precision:
 
-- nearest: ``i = min(floor(o * s), n - 1)`` (float32 ``s``); nearest-exact: ``i = min(floor((o + 0.5) * s), n - 1)``;
-- linear: source ``x = s * o`` (align_corners, ``s = (n-1)/(m-1)``) or
+- nearest: ``i = min(floor(o * s), n - 1)`` (float32 ``s``); nearest-exact:
+  ``i = min(floor((o + 0.5) * s), n - 1)``;
+- linear: source ``x = s * o`` (align_corners: ``s = (n-1)/(m-1)``) or
   ``max(s * (o + 0.5) - 0.5, 0)``; taps ``floor(x)`` and the next one (clamped), weights
   ``1 - f``, ``f``;
 - cubic: the same source without the clamp at 0, four taps ``floor(x) - 1 .. + 2``

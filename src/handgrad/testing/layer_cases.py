@@ -75,6 +75,13 @@ LAYER_CASES = {
     "Dense": _simple(lambda rng: L.Dense(int(rng.integers(1, 5)), bias=bool(rng.integers(2)),
                                          dtype=F64), (3, 4)),
     "Flatten": _simple(lambda rng: L.Flatten(), (3, 2, 2)),
+    "Upsample": _simple(lambda rng: _pick(rng, [
+        L.Upsample(scale_factor=1.5, mode="bilinear"), L.Upsample(size=(6, 3), mode="bicubic"),
+        L.Upsample(scale_factor=(2, 0.5)), L.Upsample(size=(3, 2), mode="area")]), (4, 5, 2)),
+    "UpsamplingNearest2D": _simple(lambda rng: L.UpsamplingNearest2D(scale_factor=2),
+                                   (3, 4, 2)),
+    "UpsamplingBilinear2D": _simple(lambda rng: L.UpsamplingBilinear2D(size=(5, 7)),
+                                    (3, 4, 2)),
     "Reshape": _simple(lambda rng: L.Reshape((4, -1)), (2, 6)),
     "Dropout": _simple(lambda rng: L.Dropout(float(rng.uniform(0.1, 0.6)),
                                              seed=int(rng.integers(1000))), (5, 4)),

@@ -1,0 +1,131 @@
+"""Resampling layers (no parameters): ``Upsample`` and torch's two aliases, thin wrappers
+of :func:`handgrad.ops.interpolate`, with their ONNX form (``Resize``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from . import declarations as twins
+from .base import Layer
+from .registry import register
+
+#: mode -> Resize attributes matching torch (area has no Resize form)
+_RESIZE = {
+    "nearest": {"mode": "nearest", "nearest_mode": "floor",
+                "coordinate_transformation_mode": "asymmetric"},
+    "nearest-exact": {"mode": "nearest", "nearest_mode": "round_prefer_ceil",
+                      "coordinate_transformation_mode": "half_pixel"},
+    "linear": {"mode": "linear"}, "bilinear": {"mode": "linear"},
+    "trilinear": {"mode": "linear"},
+    "bicubic": {"mode": "cubic", "cubic_coeff_a": -0.75, "exclude_outside": 0},
+}
+
+
+@register
+class Upsample(Layer):
+    """Resize (N, *S, C) maps (1 to 3 spatial axes) as torch's ``nn.Upsample``: exactly one
+    of ``size`` / ``scale_factor``; ``mode`` nearest, nearest-exact, linear, bilinear,
+    bicubic, trilinear or area; ``align_corners`` for the interpolating modes."""
+
+    torch_twin = twins.TorchTwin("Upsample", layout=twins.MAPS)
+    receptive_field = "n/a"
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, *,
+                 name=None, **common):
+        super().__init__(name=name, **common)
+        if isinstance(size, list):
+            size = tuple(size)
+        if isinstance(scale_factor, list):
+            scale_factor = tuple(scale_factor)
+        self.kwargs = {"size": size, "scale_factor": scale_factor, "mode": mode,
+                       "align_corners": align_corners}
+        ops.interpolate(self._example_input(), **self.kwargs)  # validates the config
+
+    def _example_input(self):
+        """A small input that every valid configuration accepts (large enough that the
+        scale factors give outputs of at least one position)."""
+        size, factor, mode = self.kwargs["size"], self.kwargs["scale_factor"], self.kwargs["mode"]
+        rank = next((len(v) for v in (size, factor) if isinstance(v, tuple)),
+                    {"linear": 1, "trilinear": 3}.get(mode, 2))
+        factors = factor if isinstance(factor, tuple) else (factor,) * rank
+        spatial = [max(4, math.ceil(1 / f)) if isinstance(f, (int, float)) and 0 < f < 1
+                   else 4 for f in factors]
+        return np.zeros((1, *(spatial[:3] or [4]), 1))
+
+    def get_config(self):
+        return {**super().get_config(), **self.kwargs}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def _forward(self, x, training):
+        return ops.interpolate(x, **self.kwargs)
+
+    def _backward(self, dy, cache):
+        return ops.interpolate_backward(dy, cache), {}
+
+    def onnx_form(self, g, v):
+        """``Resize``: the user's scale factors (torch's kernel scale) or the sizes."""
+        mode, align = self.kwargs["mode"], bool(self.kwargs["align_corners"])
+        if mode == "area":
+            raise ValueError(f"{self.label}: mode 'area' has no exact ONNX Resize form "
+                             f"(it is adaptive average pooling); use another mode to export")
+        v = g.channels_first(v)
+        shape_in, shape_out = v.shape[:-1], self.output_shape(v.shape)[:-1]
+        if shape_in == shape_out and mode in ("linear", "bilinear", "trilinear"):
+            return g.value(g.op("Identity", [v.name], "resize"), (*shape_out, v.shape[-1]),
+                           True)
+        attrs = dict(_RESIZE[mode])
+        if mode not in ("nearest", "nearest-exact"):
+            attrs["coordinate_transformation_mode"] = "align_corners" if align else "half_pixel"
+        factor = self.kwargs["scale_factor"]
+        sizes_rule = factor is None or (mode == "nearest" and len(shape_in) == 2 and any(
+            m in (n, 2 * n) for n, m in zip(shape_in, shape_out)))
+        roi = g.const(np.zeros(0, np.float32), "roi", np.float32)
+        if sizes_rule:  # the scale is out / in, as torch computes it from the sizes
+            batch = g.op("Slice", [g.op("Shape", [v.name], "shape"), g.ints([0]),
+                                   g.ints([2])], "batch_channels")
+            sizes = g.op("Concat", [batch, g.ints(list(shape_out))], "sizes", axis=0)
+            inputs = [v.name, roi, g.const(np.zeros(0, np.float32), "no_scales", np.float32),
+                      sizes]
+        else:
+            factors = np.broadcast_to(np.asarray(factor, np.float32), (len(shape_in),))
+            scales = g.const(np.concatenate([[1, 1], factors]).astype(np.float32), "scales",
+                             np.float32)
+            inputs = [v.name, roi, scales]
+        y = g.op("Resize", inputs, "resize", **attrs)
+        return g.value(y, (*shape_out, v.shape[-1]), True)
+
+
+class FixedModeUpsample(Upsample):
+    """An :class:`Upsample` whose mode is its class's (torch's aliases)."""
+
+    def get_config(self):
+        config = super().get_config()
+        del config["mode"], config["align_corners"]
+        return config
+
+
+@register
+class UpsamplingNearest2D(FixedModeUpsample):
+    """torch's ``nn.UpsamplingNearest2d``: :class:`Upsample` with mode 'nearest'."""
+
+    torch_twin = twins.TorchTwin("UpsamplingNearest2d", layout=twins.MAPS)
+
+    def __init__(self, size=None, scale_factor=None, *, name=None, **common):
+        super().__init__(size, scale_factor, "nearest", name=name, **common)
+
+
+@register
+class UpsamplingBilinear2D(FixedModeUpsample):
+    """torch's ``nn.UpsamplingBilinear2d``: :class:`Upsample` with mode 'bilinear' and
+    ``align_corners=True``."""
+
+    torch_twin = twins.TorchTwin("UpsamplingBilinear2d", layout=twins.MAPS)
+
+    def __init__(self, size=None, scale_factor=None, *, name=None, **common):
+        super().__init__(size, scale_factor, "bilinear", True, name=name, **common)
