@@ -51,6 +51,22 @@ TWINS = {
     "MaxPool2D-ceil-padded": (
         lambda: L.MaxPool2D(3, stride=2, padding=1, ceil_mode=True),
         lambda: nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), (6, 7, 3)),
+    "Upsample-bicubic-size": (
+        lambda: L.Upsample(size=(7, 4), mode="bicubic"),
+        lambda: nn.Upsample(size=(7, 4), mode="bicubic"), (5, 6, 2)),
+    "Upsample-trilinear-corners": (
+        lambda: L.Upsample(scale_factor=(1.5, 2, 0.7), mode="trilinear", align_corners=True),
+        lambda: nn.Upsample(scale_factor=(1.5, 2, 0.7), mode="trilinear", align_corners=True),
+        (3, 2, 4, 2)),
+    "Upsample-area": (
+        lambda: L.Upsample(size=3, mode="area"),
+        lambda: nn.Upsample(size=3, mode="area"), (7, 2)),
+    "UpsamplingNearest2D": (
+        lambda: L.UpsamplingNearest2D(scale_factor=(1.3, 2.2)),
+        lambda: nn.UpsamplingNearest2d(scale_factor=(1.3, 2.2)), (3, 4, 2)),
+    "UpsamplingBilinear2D": (
+        lambda: L.UpsamplingBilinear2D(scale_factor=1.5),
+        lambda: nn.UpsamplingBilinear2d(scale_factor=1.5), (3, 4, 2)),
     "MaxPool2D-dilated": (
         lambda: L.MaxPool2D(2, stride=1, dilation=2),
         lambda: nn.MaxPool2d(2, stride=1, dilation=2), (5, 6, 2)),

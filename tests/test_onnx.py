@@ -135,6 +135,21 @@ CASES = {
     "layer_norm": (lambda: [L.LayerNorm(), L.LayerNorm(axes=2, bias=False),
                             L.LayerNorm(elementwise_affine=False)], (4, 6)),
     "dropout_identity": (lambda: [L.Dropout(0.5), L.Identity()], (4,)),
+    # nearest as Gathers (a Resize would divide by the float32 1/3 and floor o / 0.333...
+    # one below torch); align_corners from the sizes (a scale factor is not its scale)
+    "upsample_nearest": (lambda: [L.Upsample(scale_factor=1 / 3), L.UpsamplingNearest2D(
+        scale_factor=(1.3, 2.2)), L.Upsample(size=(5, 3), mode="nearest-exact")], (6, 7, 2)),
+    "upsample_bilinear_corners": (lambda: [L.UpsamplingBilinear2D(scale_factor=1.5),
+                                           L.Upsample(scale_factor=0.7, mode="bilinear")],
+                                  (4, 3, 2)),
+    "upsample_bicubic": (lambda: [L.Upsample(size=(7, 9), mode="bicubic"),
+                                  L.Upsample(scale_factor=(0.6, 1.5), mode="bicubic",
+                                             align_corners=True)], (4, 5, 2)),
+    "upsample_linear_trilinear": (lambda: [L.Upsample(scale_factor=2.5, mode="linear")],
+                                  (5, 2)),
+    "upsample_trilinear": (lambda: [L.Upsample(size=(4, 5, 2), mode="trilinear"),
+                                    L.Upsample(scale_factor=1.1, mode="trilinear")],
+                           (3, 4, 2, 2)),
     # every declared elementwise activation at each of its samples (ops/declare.py)
     "activations": (lambda: [getattr(L, decl.layer)(**kwargs)
                              for decl in ops.declare.activations() if decl.elementwise

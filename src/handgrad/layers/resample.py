@@ -12,12 +12,9 @@ from . import declarations as twins
 from .base import Layer
 from .registry import register
 
-#: mode -> Resize attributes matching torch (area has no Resize form)
+#: mode -> Resize attributes matching torch (nearest modes export as Gathers; area has
+#: no exact form)
 _RESIZE = {
-    "nearest": {"mode": "nearest", "nearest_mode": "floor",
-                "coordinate_transformation_mode": "asymmetric"},
-    "nearest-exact": {"mode": "nearest", "nearest_mode": "round_prefer_ceil",
-                      "coordinate_transformation_mode": "half_pixel"},
     "linear": {"mode": "linear"}, "bilinear": {"mode": "linear"},
     "trilinear": {"mode": "linear"},
     "bicubic": {"mode": "cubic", "cubic_coeff_a": -0.75, "exclude_outside": 0},
@@ -69,36 +66,43 @@ class Upsample(Layer):
         return ops.interpolate_backward(dy, cache), {}
 
     def onnx_form(self, g, v):
-        """``Resize``: the user's scale factors (torch's kernel scale) or the sizes."""
+        """Nearest modes: one ``Gather`` per axis of the kernel's own indices (exact in any
+        runtime: ``Resize`` divides by a float32 scale where torch multiplies by its
+        inverse, and floors differently at exact integers). Linear and cubic modes:
+        ``Resize`` with torch's coordinates (``half_pixel`` or ``align_corners``; with a
+        scale factor, the factor itself, which is the scale torch's kernel uses)."""
         mode, align = self.kwargs["mode"], bool(self.kwargs["align_corners"])
         if mode == "area":
             raise ValueError(f"{self.label}: mode 'area' has no exact ONNX Resize form "
                              f"(it is adaptive average pooling); use another mode to export")
         v = g.channels_first(v)
         shape_in, shape_out = v.shape[:-1], self.output_shape(v.shape)[:-1]
-        if shape_in == shape_out and mode in ("linear", "bilinear", "trilinear"):
-            return g.value(g.op("Identity", [v.name], "resize"), (*shape_out, v.shape[-1]),
-                           True)
-        attrs = dict(_RESIZE[mode])
-        if mode not in ("nearest", "nearest-exact"):
-            attrs["coordinate_transformation_mode"] = "align_corners" if align else "half_pixel"
+        if mode in ("nearest", "nearest-exact"):
+            _, cache = ops.interpolate(np.zeros((1, *v.shape)), **self.kwargs)
+            y = v.name
+            for axis, (index, _) in enumerate(cache.taps, start=2):
+                y = g.op("Gather", [y, g.ints(index[0])], "resize", axis=axis)
+        elif shape_in == shape_out and mode != "bicubic":  # torch copies
+            y = g.op("Identity", [v.name], "resize")
+        else:
+            y = self._onnx_resize(g, v, shape_out, align)
+        return g.value(y, (*shape_out, v.shape[-1]), True)
+
+    def _onnx_resize(self, g, v, shape_out, align):
+        attrs = dict(_RESIZE[self.kwargs["mode"]])
+        attrs["coordinate_transformation_mode"] = "align_corners" if align else "half_pixel"
         factor = self.kwargs["scale_factor"]
-        sizes_rule = factor is None or (mode == "nearest" and len(shape_in) == 2 and any(
-            m in (n, 2 * n) for n, m in zip(shape_in, shape_out)))
         roi = g.const(np.zeros(0, np.float32), "roi", np.float32)
-        if sizes_rule:  # the scale is out / in, as torch computes it from the sizes
+        if factor is None or align:  # the scale is out / in, as torch computes it
             batch = g.op("Slice", [g.op("Shape", [v.name], "shape"), g.ints([0]),
                                    g.ints([2])], "batch_channels")
             sizes = g.op("Concat", [batch, g.ints(list(shape_out))], "sizes", axis=0)
-            inputs = [v.name, roi, g.const(np.zeros(0, np.float32), "no_scales", np.float32),
-                      sizes]
-        else:
-            factors = np.broadcast_to(np.asarray(factor, np.float32), (len(shape_in),))
-            scales = g.const(np.concatenate([[1, 1], factors]).astype(np.float32), "scales",
-                             np.float32)
-            inputs = [v.name, roi, scales]
-        y = g.op("Resize", inputs, "resize", **attrs)
-        return g.value(y, (*shape_out, v.shape[-1]), True)
+            none = g.const(np.zeros(0, np.float32), "no_scales", np.float32)
+            return g.op("Resize", [v.name, roi, none, sizes], "resize", **attrs)
+        factors = np.broadcast_to(np.asarray(factor, np.float32), (len(shape_out),))
+        scales = g.const(np.concatenate([[1, 1], factors]).astype(np.float32), "scales",
+                         np.float32)
+        return g.op("Resize", [v.name, roi, scales], "resize", **attrs)
 
 
 class FixedModeUpsample(Upsample):

@@ -38,6 +38,9 @@ INTERPOLATE = (
     Sample(((1, 3, 4, 3, 2),), {"scale_factor": 1.5, "mode": "trilinear",
                                 "align_corners": True}),
     Sample(((1, 3, 4, 3, 2),), {"size": (2, 6, 5), "mode": "nearest"}),
+    # torch's copies: every size kept (a linear mode), a 2-D nearest axis kept or doubled
+    Sample(((1, 5, 4, 2),), {"scale_factor": 1.1, "mode": "bilinear"}),
+    Sample(((1, 3, 4, 2),), {"scale_factor": (1.3, 2.2)}),
     Sample(((2, 7, 2),), {"size": 3, "mode": "area"}),
     Sample(((1, 7, 5, 2),), {"size": (3, 4), "mode": "area"}),
     Sample(((1, 5, 4, 3, 2),), {"size": (2, 3, 3), "mode": "area"}),

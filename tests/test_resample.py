@@ -1,0 +1,70 @@
+"""Interpolation: torch's argument rules as clear errors, the export refusal of 'area',
+and the backward as the derivative where torch's is not."""
+
+import re
+
+import numpy as np
+import pytest
+
+from handgrad import layers as L
+from handgrad import ops
+from handgrad.ops import reference
+from handgrad.model import Sequential
+
+X2 = np.zeros((1, 4, 5, 2))
+
+
+@pytest.mark.parametrize("x, kwargs, error, words", [
+    (X2, {}, ValueError, "exactly one of 'size' and 'scale_factor'"),
+    (X2, {"size": 3, "scale_factor": 2}, ValueError, "exactly one"),
+    (X2, {"size": 3, "align_corners": True}, ValueError, "interpolating modes"),
+    (X2, {"size": 3, "mode": "area", "align_corners": False}, ValueError, "'area'"),
+    (X2, {"size": 3, "mode": "linear"}, ValueError, "mode 'linear' takes a 3-D input"),
+    (np.zeros((1, 4, 2)), {"size": 3, "mode": "bicubic"}, ValueError, "4-D input"),
+    (X2, {"size": 3, "mode": "cubic"}, ValueError, "'mode' must be one of"),
+    (X2, {"size": (3, 4, 5)}, TypeError, "'size'"),
+    (X2, {"size": 0}, ValueError, "'size'"),
+    (X2, {"scale_factor": -1.0}, ValueError, "positive number"),
+    (X2, {"scale_factor": (2, 2, 2)}, ValueError, "tuple of 2"),
+    (X2, {"scale_factor": 0.1}, ValueError, "at least 1"),
+    (X2, {"size": 3, "recompute_scale_factor": True}, ValueError, "explicit 'size'"),
+    (X2, {"size": 3, "mode": "bilinear", "align_corners": 1}, TypeError, "'align_corners'"),
+    (np.zeros((1, 0, 5, 2)), {"size": 3}, ValueError, "empty axis"),
+    (np.zeros((4, 5)), {"size": 3}, ValueError, "'x' must be a 3-D or 4-D or 5-D array"),
+])
+def test_bad_arguments_are_named(x, kwargs, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        ops.interpolate(x, **kwargs)
+    with pytest.raises(error):
+        reference.interpolate(x, **kwargs)
+
+
+def test_layer_validates_at_construction_and_small_factors_are_valid():
+    with pytest.raises(ValueError, match="'mode'"):
+        L.Upsample(size=3, mode="cubic")
+    layer = L.Upsample(scale_factor=0.05)  # valid: it needs inputs of 20 or more
+    assert layer.forward(np.ones((1, 40, 20, 1)), training=False).shape == (1, 2, 1, 1)
+
+
+def test_area_is_refused_by_the_onnx_export():
+    pytest.importorskip("onnx")
+    from handgrad.io import export_onnx
+    model = Sequential([L.Upsample(size=2, mode="area")], input_shape=(4, 4, 1))
+    with pytest.raises(ValueError, match="'area' has no exact ONNX Resize form"):
+        export_onnx(model, None, (4, 4, 1))
+
+
+def test_backward_is_the_derivative_where_torch_copies():
+    """torch's bicubic backward copies dy when the sizes are kept, although its forward
+    (with a scale factor) is not a copy; ours is the transpose of the forward map."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 3, 1))
+    y, cache = ops.interpolate(x, scale_factor=1.3, mode="bicubic")
+    assert y.shape == x.shape and not np.allclose(y, x)
+    dy = rng.standard_normal(y.shape)
+    dx = ops.interpolate_backward(dy, cache)
+    jacobian = np.stack([ops.interpolate(e.reshape(x.shape), scale_factor=1.3,
+                                         mode="bicubic")[0].ravel()
+                         for e in np.eye(x.size)], axis=1)
+    np.testing.assert_allclose(dx.ravel(), jacobian.T @ dy.ravel(), rtol=1e-12, atol=1e-14)
+    assert not np.allclose(dx, dy)
