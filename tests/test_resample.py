@@ -8,8 +8,8 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import ops
-from handgrad.ops import reference
 from handgrad.model import Sequential
+from handgrad.ops import reference
 
 X2 = np.zeros((1, 4, 5, 2))
 
