@@ -22,6 +22,7 @@ from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .normalization import *  # noqa: F403
+from .padding import *  # noqa: F403
 from .pooling import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resample import *  # noqa: F403

@@ -1,0 +1,38 @@
+"""Padding and rearranging samples and torch counterparts."""
+
+from __future__ import annotations
+
+from ..declare import Sample
+from . import channels_first, channels_last
+
+
+def torch_pad_order(pairs):
+    """handgrad's per-axis ``(before, after)`` pairs -> torch's flat last-axis-first tuple."""
+    return tuple(p for pair in reversed(pairs) for p in pair)
+
+
+def torch_pad(F, x, padding, mode="constant", value=0.0):
+    """``F.pad`` on moved channels (``value`` for mode constant only, as torch takes it)."""
+    n = x.ndim - 2
+    if isinstance(padding, int):
+        padding = (padding,) * n
+    pairs = [(p, p) if isinstance(p, int) else p for p in padding]
+    extra = {"value": value} if mode == "constant" else {}
+    return channels_last(F.pad(channels_first(x), torch_pad_order(pairs), mode=mode, **extra))
+
+
+PAD = (
+    Sample(((2, 6, 3),), {"padding": ((2, 1),), "mode": "constant", "value": 0.5}),
+    Sample(((2, 6, 3),), {"padding": ((3, 5),), "mode": "reflect"}),
+    Sample(((2, 4, 3),), {"padding": ((3, 2),), "mode": "replicate"}),
+    Sample(((2, 4, 3),), {"padding": ((4, 1),), "mode": "circular"}),
+    Sample(((2, 5, 4, 3),), {"padding": ((1, 2), (3, 0)), "mode": "constant"}),
+    Sample(((2, 5, 4, 3),), {"padding": ((1, 3), (3, 2)), "mode": "reflect"}),
+    Sample(((1, 5, 4, 2),), {"padding": ((2, 3), (0, 4)), "mode": "replicate"}),
+    Sample(((1, 5, 4, 2),), {"padding": ((2, 5), (4, 1)), "mode": "circular"}),
+    Sample(((1, 3, 4, 5, 2),), {"padding": ((1, 2), (2, 0), (1, 1)), "mode": "constant",
+                                "value": -1.0}),
+    Sample(((1, 3, 4, 5, 2),), {"padding": ((1, 2), (3, 1), (0, 4)), "mode": "reflect"}),
+    Sample(((1, 3, 4, 5, 2),), {"padding": 2, "mode": "replicate"}),
+    Sample(((1, 3, 4, 5, 2),), {"padding": ((3, 1), (2, 4), (5, 0)), "mode": "circular"}),
+)
