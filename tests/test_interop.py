@@ -111,6 +111,15 @@ CASES = {
         lambda: [L.Conv1D(6, 3, stride=2, padding=1, groups=2), L.ReLU(), L.MaxPool1D(2),
                  L.Conv1D(4, 3, padding=2, dilation=2), L.Flatten(), L.Dense(3)],
         (9, 4), _cf, _same),
+    "padding_conv2d": (
+        lambda: nn.Sequential(nn.ReflectionPad2d((1, 2, 0, 1)), nn.Conv2d(3, 4, 3),
+                              nn.ReplicationPad2d(1), nn.ZeroPad2d((0, 1, 2, 0)),
+                              nn.Conv2d(4, 2, 2), nn.CircularPad2d(1), nn.Flatten(),
+                              nn.Linear(2 * 9 * 11, 3)),
+        lambda: [L.ReflectionPad2D((1, 2, 0, 1)), L.Conv2D(4, 3), L.ReplicationPad2D(1),
+                 L.ZeroPad2D((0, 1, 2, 0)), L.Conv2D(2, 2), L.CircularPad2D(1), L.Flatten(),
+                 L.Dense(3)],
+        (5, 6, 3), _cf, _same),
     "conv2d_batch_norm": (
         lambda: nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1, bias=False),
                               nn.BatchNorm2d(4), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
@@ -164,6 +173,7 @@ CASES = {
         L.GlobalAvgPool2D(), L.Dense(2)], (5, 6, 3), _cf, _same),
 }
 SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
+                    "padding_conv2d",
                     "conv_transpose1d", "conv_transpose2d", "layer_norm",
                     "layer_norm_over_conv_map")
 

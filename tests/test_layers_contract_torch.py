@@ -46,6 +46,17 @@ TWINS = {
         lambda: L.ConvTranspose2D(3, (2, 3), stride=(1, 2), dilation=(2, 1), bias=False),
         lambda: nn.ConvTranspose2d(2, 3, (2, 3), stride=(1, 2), dilation=(2, 1), bias=False),
         (4, 3, 2)),
+    "ReflectionPad2D-torch-order": (
+        lambda: L.ReflectionPad2D((1, 2, 3, 0)), lambda: nn.ReflectionPad2d((1, 2, 3, 0)),
+        (5, 6, 2)),
+    "ReplicationPad3D": (
+        lambda: L.ReplicationPad3D((0, 2, 1, 0, 3, 1)),
+        lambda: nn.ReplicationPad3d((0, 2, 1, 0, 3, 1)), (2, 3, 4, 2)),
+    "CircularPad1D": (lambda: L.CircularPad1D((3, 1)), lambda: nn.CircularPad1d((3, 1)),
+                      (4, 3)),
+    "ConstantPad2D": (lambda: L.ConstantPad2D(2, 0.25), lambda: nn.ConstantPad2d(2, 0.25),
+                      (3, 4, 2)),
+    "ZeroPad1D": (lambda: L.ZeroPad1D((0, 3)), lambda: nn.ZeroPad1d((0, 3)), (4, 2)),
     "Dense-3d": (lambda: L.Dense(5), lambda: nn.Linear(4, 5), (3, 4)),
     "Dense-nobias": (lambda: L.Dense(3, bias=False), lambda: nn.Linear(6, 3, bias=False), (6,)),
     "MaxPool2D-ceil-padded": (

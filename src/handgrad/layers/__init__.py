@@ -19,6 +19,24 @@ from .normalization import (
     Normalization,
     RunningNormalization,
 )
+from .padding import (
+    CircularPad1D,
+    CircularPad2D,
+    CircularPad3D,
+    ConstantPad1D,
+    ConstantPad2D,
+    ConstantPad3D,
+    PadND,
+    ReflectionPad1D,
+    ReflectionPad2D,
+    ReflectionPad3D,
+    ReplicationPad1D,
+    ReplicationPad2D,
+    ReplicationPad3D,
+    ZeroPad1D,
+    ZeroPad2D,
+    ZeroPad3D,
+)
 from .pooling import (
     AvgPool1D,
     AvgPool2D,

@@ -195,6 +195,25 @@ LAYER_CASES.update({name: _recurrent(getattr(L, name))
                     for name in ("RNN", "LSTM", "GRU", "BiLSTM")})
 
 
+# Padding layers: padding up to the axis size (circular) or below it (reflect), as an int
+# or in torch's last-axis-first order; ConstantPad draws a value.
+def _padding(cls):
+    def draw(rng):
+        spatial = tuple(int(rng.integers(3, 6)) for _ in range(cls.rank))
+        padding = _pick(rng, [int(rng.integers(0, 3)), tuple(
+            int(rng.integers(0, 3)) for _ in range(2 * cls.rank))])
+        extra = {} if issubclass(cls, L.padding.FixedModePad) else {
+            "value": float(rng.uniform(-1, 1))}
+        return cls(padding, dtype=F64, **extra), (*spatial, 2)
+
+    return draw
+
+
+LAYER_CASES.update({f"{kind}Pad{rank}D": _padding(getattr(L, f"{kind}Pad{rank}D"))
+                    for kind in ("Zero", "Constant", "Reflection", "Replication", "Circular")
+                    for rank in (1, 2, 3)})
+
+
 def _seeded(draw):
     """The same draw, with a parameter seed taken from ``rng`` too, so that a layer
     built lazily from its first input gets the same weights for the same ``rng``."""
