@@ -14,6 +14,7 @@ from .embedding import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .padding import *  # noqa: F403
 from .pooling import *  # noqa: F403
+from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resample import *  # noqa: F403
 from .second_order import *  # noqa: F403

@@ -36,3 +36,30 @@ PAD = (
     Sample(((1, 3, 4, 5, 2),), {"padding": 2, "mode": "replicate"}),
     Sample(((1, 3, 4, 5, 2),), {"padding": ((3, 1), (2, 4), (5, 0)), "mode": "circular"}),
 )
+
+
+def torch_pixel_shuffle(F, x, upscale_factor):
+    return channels_last(F.pixel_shuffle(channels_first(x), upscale_factor))
+
+
+def torch_pixel_unshuffle(F, x, downscale_factor):
+    return channels_last(F.pixel_unshuffle(channels_first(x), downscale_factor))
+
+
+def torch_channel_shuffle(F, x, groups):
+    """``nn.ChannelShuffle`` on moved channels (a flat (N, C) input gets a spatial axis)."""
+    import torch
+
+    t = x[:, None] if x.ndim == 2 else x
+    y = channels_last(torch.nn.ChannelShuffle(groups)(channels_first(t)))
+    return y[:, 0] if x.ndim == 2 else y
+
+
+PIXEL_SHUFFLE = (Sample(((2, 3, 4, 8),), {"upscale_factor": 2}),
+                 Sample(((1, 2, 3, 18),), {"upscale_factor": 3}))
+PIXEL_UNSHUFFLE = (Sample(((2, 6, 4, 3),), {"downscale_factor": 2}),
+                   Sample(((1, 6, 3, 2),), {"downscale_factor": 3}))
+CHANNEL_SHUFFLE = (Sample(((2, 4, 6),), {"groups": 2}),
+                   Sample(((2, 3, 4, 12),), {"groups": 3}),
+                   Sample(((3, 12),), {"groups": 4}),
+                   Sample(((1, 2, 3, 2, 6),), {"groups": 6}))

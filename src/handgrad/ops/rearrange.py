@@ -1,0 +1,133 @@
+"""Rearranging channels and positions of channels-last maps (permutations: the backward
+is the inverse permutation of ``dy``).
+
+``pixel_shuffle(x, r)``: (N, H, W, C*r*r) -> (N, H*r, W*r, C), torch's channel order:
+input channel ``c*r*r + i*r + j`` goes to output position ``(h*r + i, w*r + j)``,
+channel ``c``. ``pixel_unshuffle`` is its inverse (and its backward).
+
+``channel_shuffle(x, groups)``: (N, *S, C) with C = g*k: input channel ``a*k + b`` goes
+to output channel ``b*g + a`` (torch's ``F.channel_shuffle`` / ``nn.ChannelShuffle``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._checks import array_module, float_array, positive_int, upstream_grad
+from ._args.cache import Cache, check_cache
+from .declare import declare, exports
+
+
+@dataclass(frozen=True)
+class RearrangeCache(Cache):
+    """The forward's input and output shapes and dtype, and its factor (r or groups)."""
+
+    x_shape: tuple
+    y_shape: tuple
+    dtype: object
+    factor: int
+
+
+def _shuffled(x, r):
+    """(N, H, W, C*r*r) -> (N, H*r, W*r, C) in torch's (C, r, r) channel order."""
+    n, h, w, crr = x.shape
+    c = crr // (r * r)
+    y = x.reshape(n, h, w, c, r, r).transpose(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, h * r, w * r, c)
+
+
+def _unshuffled(x, r):
+    """(N, H*r, W*r, C) -> (N, H, W, C*r*r), the inverse of :func:`_shuffled`."""
+    n, hr, wr, c = x.shape
+    y = x.reshape(n, hr // r, r, wr // r, r, c).transpose(0, 1, 3, 5, 2, 4)
+    return y.reshape(n, hr // r, wr // r, c * r * r)
+
+
+def prepare_pixel_shuffle(op, x, factor, unshuffle):
+    """Validated ``(x, factor)``, shared with the loop twins."""
+    x = float_array(op, "x", x, 4, "(N, H, W, C)")
+    name = "downscale_factor" if unshuffle else "upscale_factor"
+    r = positive_int(op, name, factor)
+    if unshuffle and (x.shape[1] % r or x.shape[2] % r):
+        raise ValueError(f"{op}: H and W of 'x' must be multiples of {name}={r}; received "
+                         f"shape {tuple(x.shape)}")
+    if not unshuffle and x.shape[3] % (r * r):
+        raise ValueError(f"{op}: the channels of 'x' must be a multiple of {name}**2={r * r}; "
+                         f"received shape {tuple(x.shape)}")
+    return x, r
+
+
+def open_rearrange_cache(op, forward, dy, cache):
+    """``(cache, dy)`` checked for the backward ``op`` of ``forward``."""
+    cache = check_cache(op, cache, forward, RearrangeCache)
+    return cache, upstream_grad(op, dy, cache.y_shape, cache.dtype)
+
+
+def pixel_shuffle(x, upscale_factor):
+    """y = x with each channel block of r*r moved to an r x r patch: (N, H, W, C*r*r) ->
+    (N, H*r, W*r, C) (see the module doc). Returns ``(y, cache)``."""
+    x, r = prepare_pixel_shuffle("pixel_shuffle", x, upscale_factor, False)
+    y = array_module(x).ascontiguousarray(_shuffled(x, r))
+    return y, RearrangeCache("pixel_shuffle", tuple(x.shape), tuple(y.shape), x.dtype, r)
+
+
+def pixel_shuffle_backward(dy, cache):
+    """dx = pixel_unshuffle(dy): dy (N, H*r, W*r, C) -> dx (N, H, W, C*r*r)."""
+    cache, dy = open_rearrange_cache("pixel_shuffle_backward", "pixel_shuffle", dy, cache)
+    return array_module(dy).ascontiguousarray(_unshuffled(dy, cache.factor))
+
+
+def pixel_unshuffle(x, downscale_factor):
+    """y = the inverse of :func:`pixel_shuffle`: (N, H*r, W*r, C) -> (N, H, W, C*r*r).
+    Returns ``(y, cache)``."""
+    x, r = prepare_pixel_shuffle("pixel_unshuffle", x, downscale_factor, True)
+    y = array_module(x).ascontiguousarray(_unshuffled(x, r))
+    return y, RearrangeCache("pixel_unshuffle", tuple(x.shape), tuple(y.shape), x.dtype, r)
+
+
+def pixel_unshuffle_backward(dy, cache):
+    """dx = pixel_shuffle(dy): dy (N, H, W, C*r*r) -> dx (N, H*r, W*r, C)."""
+    cache, dy = open_rearrange_cache("pixel_unshuffle_backward", "pixel_unshuffle", dy, cache)
+    return array_module(dy).ascontiguousarray(_shuffled(dy, cache.factor))
+
+
+def prepare_channel_shuffle(op, x, groups):
+    """Validated ``(x, groups)``, shared with the loop twin."""
+    x = float_array(op, "x", x, (2, 3, 4, 5), "(N, *S, C)")
+    groups = positive_int(op, "groups", groups)
+    if x.shape[-1] % groups:
+        raise ValueError(f"{op}: the channels of 'x' must be a multiple of groups={groups}; "
+                         f"received shape {tuple(x.shape)}")
+    return x, groups
+
+
+def _transpose_channels(xp, x, rows):
+    """Channels seen as a (rows, C // rows) matrix, transposed."""
+    c = x.shape[-1]
+    blocks = x.reshape(*x.shape[:-1], rows, c // rows)
+    return xp.ascontiguousarray(xp.swapaxes(blocks, -1, -2)).reshape(x.shape)
+
+
+def channel_shuffle(x, groups):
+    """y[..., b*g + a] = x[..., a*k + b] for C = g*k channels: x (N, *S, C) -> y, same
+    shape. Returns ``(y, cache)``."""
+    x, groups = prepare_channel_shuffle("channel_shuffle", x, groups)
+    y = _transpose_channels(array_module(x), x, groups)
+    return y, RearrangeCache("channel_shuffle", tuple(x.shape), tuple(x.shape), x.dtype, groups)
+
+
+def channel_shuffle_backward(dy, cache):
+    """dx[..., a*k + b] = dy[..., b*g + a] (the inverse permutation)."""
+    cache, dy = open_rearrange_cache("channel_shuffle_backward", "channel_shuffle", dy, cache)
+    return _transpose_channels(array_module(dy), dy, dy.shape[-1] // cache.factor)
+
+
+from .samples import rearrange as _s  # noqa: E402  (the declaration's samples)
+
+declare(pixel_shuffle, pixel_shuffle_backward, torch=_s.torch_pixel_shuffle,
+        samples=_s.PIXEL_SHUFFLE)
+declare(pixel_unshuffle, pixel_unshuffle_backward, torch=_s.torch_pixel_unshuffle,
+        samples=_s.PIXEL_UNSHUFFLE)
+declare(channel_shuffle, channel_shuffle_backward, torch=_s.torch_channel_shuffle,
+        samples=_s.CHANNEL_SHUFFLE)
+__all__ = exports(__name__, globals())
