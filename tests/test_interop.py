@@ -120,6 +120,11 @@ CASES = {
                  L.ZeroPad2D((0, 1, 2, 0)), L.Conv2D(2, 2), L.CircularPad2D(1), L.Flatten(),
                  L.Dense(3)],
         (5, 6, 3), _cf, _same),
+    "pixel_shuffle": (
+        lambda: nn.Sequential(nn.Conv2d(3, 8, 1), nn.PixelShuffle(2), nn.ChannelShuffle(2),
+                              nn.PixelUnshuffle(2), nn.Conv2d(8, 2, 1)),
+        lambda: [L.Conv2D(8, 1), L.PixelShuffle(2), L.ChannelShuffle(2), L.PixelUnshuffle(2),
+                 L.Conv2D(2, 1)], (4, 5, 3), _cf, _cl),
     "conv2d_batch_norm": (
         lambda: nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1, bias=False),
                               nn.BatchNorm2d(4), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
@@ -173,7 +178,7 @@ CASES = {
         L.GlobalAvgPool2D(), L.Dense(2)], (5, 6, 3), _cf, _same),
 }
 SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
-                    "padding_conv2d",
+                    "padding_conv2d", "pixel_shuffle",
                     "conv_transpose1d", "conv_transpose2d", "layer_norm",
                     "layer_norm_over_conv_map")
 

@@ -57,6 +57,9 @@ TWINS = {
     "ConstantPad2D": (lambda: L.ConstantPad2D(2, 0.25), lambda: nn.ConstantPad2d(2, 0.25),
                       (3, 4, 2)),
     "ZeroPad1D": (lambda: L.ZeroPad1D((0, 3)), lambda: nn.ZeroPad1d((0, 3)), (4, 2)),
+    "PixelShuffle": (lambda: L.PixelShuffle(3), lambda: nn.PixelShuffle(3), (2, 3, 18)),
+    "PixelUnshuffle": (lambda: L.PixelUnshuffle(2), lambda: nn.PixelUnshuffle(2), (4, 6, 3)),
+    "ChannelShuffle": (lambda: L.ChannelShuffle(3), lambda: nn.ChannelShuffle(3), (2, 3, 6)),
     "Dense-3d": (lambda: L.Dense(5), lambda: nn.Linear(4, 5), (3, 4)),
     "Dense-nobias": (lambda: L.Dense(3, bias=False), lambda: nn.Linear(6, 3, bias=False), (6,)),
     "MaxPool2D-ceil-padded": (

@@ -335,33 +335,3 @@ def concatenate(layer, g, values, out_shapes):
     return [g.value(g.op("Concat", [v.name for v in values], "concatenate", axis=axis),
                     out_shapes[0], False)]
 
-
-# ------------------------------------------------------------------------- padding
-ONNX_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
-
-
-def pad(layer, g, v):
-    """Pad (constant, reflect, edge); circular as Slice + Concat per axis (ONNX's
-    ``wrap`` mode needs opset 19)."""
-    first_axis = 2 if v.first else 1
-    if layer.mode != "circular":
-        begins = [0] * v.rank
-        ends = [0] * v.rank
-        for i, (before, after) in enumerate(layer.pairs):
-            begins[first_axis + i], ends[first_axis + i] = before, after
-        inputs = [v.name, g.ints(begins + ends, "pads")]
-        if layer.mode == "constant":
-            inputs.append(g.const(layer.value, "pad_value"))
-        return _out(layer, g, v, g.op("Pad", inputs, "pad", mode=ONNX_PAD_MODES[layer.mode]))
-    y = v.name
-    for i, (before, after) in enumerate(layer.pairs):
-        axis, size = first_axis + i, v.shape[i]
-        parts = [g.op("Slice", [y, g.ints([size - before]), g.ints([size]), g.ints([axis])],
-                      "wrap_head")] if before else []
-        parts.append(y)
-        if after:
-            parts.append(g.op("Slice", [y, g.ints([0]), g.ints([after]), g.ints([axis])],
-                              "wrap_tail"))
-        if len(parts) > 1:
-            y = g.op("Concat", parts, "wrap", axis=axis)
-    return _out(layer, g, v, y)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import ops
 from .._checks import describe, is_int
 from . import declarations as twins
-from . import onnx_forms
+from . import onnx_rearrange
 from .base import Layer
 from .registry import register
 
@@ -37,7 +37,7 @@ class PadND(Layer):
     """The padding family: ``ops.pad`` with the layer's ``mode`` on ``rank`` spatial
     axes (see the module doc for ``padding``)."""
 
-    onnx_form = onnx_forms.pad
+    onnx_form = onnx_rearrange.pad
     receptive_field = "window"
     forward_op = staticmethod(ops.pad)
     backward_op = staticmethod(ops.pad_backward)

@@ -214,6 +214,14 @@ LAYER_CASES.update({f"{kind}Pad{rank}D": _padding(getattr(L, f"{kind}Pad{rank}D"
                     for rank in (1, 2, 3)})
 
 
+LAYER_CASES.update({
+    "PixelShuffle": lambda rng: (L.PixelShuffle(_pick(rng, [2, 3])), (2, 3, 36)),
+    "PixelUnshuffle": lambda rng: (L.PixelUnshuffle(_pick(rng, [2, 3])), (6, 6, 2)),
+    "ChannelShuffle": lambda rng: (L.ChannelShuffle(_pick(rng, [2, 3, 6])),
+                                   _pick(rng, [(6,), (3, 6), (2, 3, 6)])),
+})
+
+
 def _seeded(draw):
     """The same draw, with a parameter seed taken from ``rng`` too, so that a layer
     built lazily from its first input gets the same weights for the same ``rng``."""
