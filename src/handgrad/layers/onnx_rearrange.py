@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from .onnx_forms import _out
 
-
 # ------------------------------------------------------------------------- padding
 ONNX_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
 
