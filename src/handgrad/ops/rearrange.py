@@ -7,15 +7,21 @@ channel ``c``. ``pixel_unshuffle`` is its inverse (and its backward).
 
 ``channel_shuffle(x, groups)``: (N, *S, C) with C = g*k: input channel ``a*k + b`` goes
 to output channel ``b*g + a`` (torch's ``F.channel_shuffle`` / ``nn.ChannelShuffle``).
+
+``one_hot(ids, num_classes)`` is ``F.one_hot``: integer ids (...) -> (..., num_classes),
+no cache and no gradient (its input is integers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._checks import array_module, float_array, positive_int, upstream_grad
+import numpy as np
+
+from .._checks import array_module, describe, float_array, is_int, positive_int, upstream_grad
 from ._args.cache import Cache, check_cache
 from .declare import declare, exports
+from .embedding import check_ids
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,24 @@ def channel_shuffle_backward(dy, cache):
     return _transpose_channels(array_module(dy), dy, dy.shape[-1] // cache.factor)
 
 
+def one_hot(ids, num_classes=-1, dtype=np.int64):
+    """y[..., k] = 1 where ids[...] == k, else 0: ids (...) ints in [0, num_classes) ->
+    y (..., num_classes) of ``dtype`` (int64, as torch). ``num_classes=-1``: max(ids) + 1.
+    Not differentiable: returns ``y`` only."""
+    op = "one_hot"
+    if not is_int(num_classes) or (num_classes < 1 and num_classes != -1):
+        raise ValueError(f"{op}: 'num_classes' must be an int >= 1 or -1 (inferred); "
+                         f"received {describe(num_classes)}")
+    if num_classes == -1:
+        ids = check_ids(op, ids, np.iinfo(np.int64).max)
+        if ids.size == 0:
+            raise ValueError(f"{op}: 'num_classes' cannot be inferred (-1) from empty 'ids'")
+        num_classes = int(ids.max()) + 1
+    ids = check_ids(op, ids, num_classes)
+    xp = array_module(ids)
+    return (ids[..., None] == xp.arange(num_classes)).astype(dtype)
+
+
 from .samples import rearrange as _s  # noqa: E402  (the declaration's samples)
 
 declare(pixel_shuffle, pixel_shuffle_backward, torch=_s.torch_pixel_shuffle,
@@ -130,4 +154,4 @@ declare(pixel_unshuffle, pixel_unshuffle_backward, torch=_s.torch_pixel_unshuffl
         samples=_s.PIXEL_UNSHUFFLE)
 declare(channel_shuffle, channel_shuffle_backward, torch=_s.torch_channel_shuffle,
         samples=_s.CHANNEL_SHUFFLE)
-__all__ = exports(__name__, globals())
+__all__ = [*exports(__name__, globals()), "one_hot"]
