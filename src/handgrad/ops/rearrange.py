@@ -69,32 +69,40 @@ def open_rearrange_cache(op, forward, dy, cache):
     return cache, upstream_grad(op, dy, cache.y_shape, cache.dtype)
 
 
+def _pixel(op, x, factor, unshuffle):
+    """The forward of pixel_shuffle (``unshuffle`` False) or pixel_unshuffle."""
+    x, r = prepare_pixel_shuffle(op, x, factor, unshuffle)
+    y = array_module(x).ascontiguousarray((_unshuffled if unshuffle else _shuffled)(x, r))
+    return y, RearrangeCache(op, tuple(x.shape), tuple(y.shape), x.dtype, r)
+
+
+def _pixel_backward(forward, dy, cache, unshuffle):
+    """The backward of ``forward``: the inverse rearrangement of ``dy``."""
+    cache, dy = open_rearrange_cache(f"{forward}_backward", forward, dy, cache)
+    inverse = _shuffled if unshuffle else _unshuffled
+    return array_module(dy).ascontiguousarray(inverse(dy, cache.factor))
+
+
 def pixel_shuffle(x, upscale_factor):
     """y = x with each channel block of r*r moved to an r x r patch: (N, H, W, C*r*r) ->
     (N, H*r, W*r, C) (see the module doc). Returns ``(y, cache)``."""
-    x, r = prepare_pixel_shuffle("pixel_shuffle", x, upscale_factor, False)
-    y = array_module(x).ascontiguousarray(_shuffled(x, r))
-    return y, RearrangeCache("pixel_shuffle", tuple(x.shape), tuple(y.shape), x.dtype, r)
+    return _pixel("pixel_shuffle", x, upscale_factor, False)
 
 
 def pixel_shuffle_backward(dy, cache):
     """dx = pixel_unshuffle(dy): dy (N, H*r, W*r, C) -> dx (N, H, W, C*r*r)."""
-    cache, dy = open_rearrange_cache("pixel_shuffle_backward", "pixel_shuffle", dy, cache)
-    return array_module(dy).ascontiguousarray(_unshuffled(dy, cache.factor))
+    return _pixel_backward("pixel_shuffle", dy, cache, False)
 
 
 def pixel_unshuffle(x, downscale_factor):
     """y = the inverse of :func:`pixel_shuffle`: (N, H*r, W*r, C) -> (N, H, W, C*r*r).
     Returns ``(y, cache)``."""
-    x, r = prepare_pixel_shuffle("pixel_unshuffle", x, downscale_factor, True)
-    y = array_module(x).ascontiguousarray(_unshuffled(x, r))
-    return y, RearrangeCache("pixel_unshuffle", tuple(x.shape), tuple(y.shape), x.dtype, r)
+    return _pixel("pixel_unshuffle", x, downscale_factor, True)
 
 
 def pixel_unshuffle_backward(dy, cache):
     """dx = pixel_shuffle(dy): dy (N, H, W, C*r*r) -> dx (N, H*r, W*r, C)."""
-    cache, dy = open_rearrange_cache("pixel_unshuffle_backward", "pixel_unshuffle", dy, cache)
-    return array_module(dy).ascontiguousarray(_shuffled(dy, cache.factor))
+    return _pixel_backward("pixel_unshuffle", dy, cache, True)
 
 
 def prepare_channel_shuffle(op, x, groups):

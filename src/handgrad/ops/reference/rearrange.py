@@ -36,30 +36,35 @@ def _unshuffle_loops(x, r):
     return y
 
 
+def _pixel(op, x, factor, unshuffle):
+    x, r = prepare_pixel_shuffle(op, x, factor, unshuffle)
+    y = (_unshuffle_loops if unshuffle else _shuffle_loops)(x, r)
+    return y, RearrangeCache(op, tuple(x.shape), tuple(y.shape), x.dtype, r)
+
+
+def _pixel_backward(forward, dy, cache, unshuffle):
+    cache, dy = open_rearrange_cache(f"{forward}_backward", forward, dy, cache)
+    return (_shuffle_loops if unshuffle else _unshuffle_loops)(dy, cache.factor)
+
+
 def pixel_shuffle(x, upscale_factor):
     """Loop twin of :func:`handgrad.ops.pixel_shuffle`."""
-    x, r = prepare_pixel_shuffle("pixel_shuffle", x, upscale_factor, False)
-    y = _shuffle_loops(x, r)
-    return y, RearrangeCache("pixel_shuffle", tuple(x.shape), tuple(y.shape), x.dtype, r)
+    return _pixel("pixel_shuffle", x, upscale_factor, False)
 
 
 def pixel_shuffle_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.pixel_shuffle_backward`."""
-    cache, dy = open_rearrange_cache("pixel_shuffle_backward", "pixel_shuffle", dy, cache)
-    return _unshuffle_loops(dy, cache.factor)
+    return _pixel_backward("pixel_shuffle", dy, cache, False)
 
 
 def pixel_unshuffle(x, downscale_factor):
     """Loop twin of :func:`handgrad.ops.pixel_unshuffle`."""
-    x, r = prepare_pixel_shuffle("pixel_unshuffle", x, downscale_factor, True)
-    y = _unshuffle_loops(x, r)
-    return y, RearrangeCache("pixel_unshuffle", tuple(x.shape), tuple(y.shape), x.dtype, r)
+    return _pixel("pixel_unshuffle", x, downscale_factor, True)
 
 
 def pixel_unshuffle_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.pixel_unshuffle_backward`."""
-    cache, dy = open_rearrange_cache("pixel_unshuffle_backward", "pixel_unshuffle", dy, cache)
-    return _shuffle_loops(dy, cache.factor)
+    return _pixel_backward("pixel_unshuffle", dy, cache, True)
 
 
 def channel_shuffle(x, groups):
