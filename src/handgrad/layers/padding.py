@@ -38,7 +38,7 @@ class PadND(Layer):
     axes (see the module doc for ``padding``)."""
 
     onnx_form = onnx_rearrange.pad
-    receptive_field = "window"
+    receptive_field = "pointwise"  # an output reads one input position (or none)
     forward_op = staticmethod(ops.pad)
     backward_op = staticmethod(ops.pad_backward)
     rank = 2

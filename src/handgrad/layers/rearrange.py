@@ -16,7 +16,7 @@ class Rearrange(Layer):
     """A permutation of the input's entries, set by one int ``factor`` (a forward op
     ``forward_op(x, factor)``)."""
 
-    receptive_field = "window"
+    receptive_field = "n/a"  # the resolution changes by a factor r
     config_key = "upscale_factor"
 
     def __init__(self, factor, *, name=None, **common):
