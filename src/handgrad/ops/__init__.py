@@ -30,6 +30,7 @@ from .resample import *  # noqa: F403
 from .second_order import *  # noqa: F403
 from .smooth_activations import *  # noqa: F403
 from .softmax import *  # noqa: F403
+from .unfold import *  # noqa: F403
 from .variational import *  # noqa: F403
 
 # isort: split

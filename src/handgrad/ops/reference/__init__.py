@@ -18,4 +18,5 @@ from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resample import *  # noqa: F403
 from .second_order import *  # noqa: F403
+from .unfold import *  # noqa: F403
 from .variational import *  # noqa: F403

@@ -63,3 +63,21 @@ CHANNEL_SHUFFLE = (Sample(((2, 4, 6),), {"groups": 2}),
                    Sample(((2, 3, 4, 12),), {"groups": 3}),
                    Sample(((3, 12),), {"groups": 4}),
                    Sample(((1, 2, 3, 2, 6),), {"groups": 6}))
+
+
+def torch_unfold(F, x, kernel_size, dilation=1, padding=0, stride=1):
+    return F.unfold(channels_first(x), kernel_size, dilation, padding, stride).transpose(1, 2)
+
+
+def torch_fold(F, x, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    cols = x.transpose(1, 2)
+    return channels_last(F.fold(cols, output_size, kernel_size, dilation, padding, stride))
+
+
+UNFOLD = (Sample(((2, 5, 6, 3),), {"kernel_size": 2}),
+          Sample(((1, 7, 6, 2),), {"kernel_size": (3, 2), "dilation": (1, 2),
+                                   "padding": (1, 2), "stride": (2, 1)}))
+# L = 4*5 positions of a 2x2 window on 5x6; L = 4*8 of the second window on 7x6
+FOLD = (Sample(((2, 20, 12),), {"output_size": (5, 6), "kernel_size": 2}),
+        Sample(((1, 32, 12),), {"output_size": (7, 6), "kernel_size": (3, 2),
+                                "dilation": (1, 2), "padding": (1, 2), "stride": (2, 1)}))
