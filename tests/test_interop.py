@@ -125,6 +125,11 @@ CASES = {
                               nn.PixelUnshuffle(2), nn.Conv2d(8, 2, 1)),
         lambda: [L.Conv2D(8, 1), L.PixelShuffle(2), L.ChannelShuffle(2), L.PixelUnshuffle(2),
                  L.Conv2D(2, 1)], (4, 5, 3), _cf, _cl),
+    "unfold_fold": (
+        lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.Unfold(2, stride=2),
+                              nn.Fold((6, 6), 2, stride=2), nn.Conv2d(3, 2, 1)),
+        lambda: [L.Conv2D(3, 1), L.Unfold(2, stride=2), L.Fold((6, 6), 2, stride=2),
+                 L.Conv2D(2, 1)], (6, 6, 2), _cf, _cl),
     "conv2d_batch_norm": (
         lambda: nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1, bias=False),
                               nn.BatchNorm2d(4), nn.ReLU(), nn.AvgPool2d(2), nn.Flatten(),
@@ -178,7 +183,7 @@ CASES = {
         L.GlobalAvgPool2D(), L.Dense(2)], (5, 6, 3), _cf, _same),
 }
 SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
-                    "padding_conv2d", "pixel_shuffle",
+                    "padding_conv2d", "pixel_shuffle", "unfold_fold",
                     "conv_transpose1d", "conv_transpose2d", "layer_norm",
                     "layer_norm_over_conv_map")
 

@@ -60,6 +60,10 @@ TWINS = {
     "PixelShuffle": (lambda: L.PixelShuffle(3), lambda: nn.PixelShuffle(3), (2, 3, 18)),
     "PixelUnshuffle": (lambda: L.PixelUnshuffle(2), lambda: nn.PixelUnshuffle(2), (4, 6, 3)),
     "ChannelShuffle": (lambda: L.ChannelShuffle(3), lambda: nn.ChannelShuffle(3), (2, 3, 6)),
+    "Unfold": (lambda: L.Unfold((3, 2), dilation=(1, 2), padding=1, stride=(2, 1)),
+               lambda: nn.Unfold((3, 2), dilation=(1, 2), padding=1, stride=(2, 1)), (7, 6, 2)),
+    "Fold": (lambda: L.Fold((5, 6), (2, 3), padding=(1, 0), stride=(2, 1)),
+             lambda: nn.Fold((5, 6), (2, 3), padding=(1, 0), stride=(2, 1)), (12, 12)),
     "Dense-3d": (lambda: L.Dense(5), lambda: nn.Linear(4, 5), (3, 4)),
     "Dense-nobias": (lambda: L.Dense(3, bias=False), lambda: nn.Linear(6, 3, bias=False), (6,)),
     "MaxPool2D-ceil-padded": (

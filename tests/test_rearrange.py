@@ -7,6 +7,7 @@ import pytest
 from handgrad import layers as L
 from handgrad import ops
 from handgrad.ops import reference
+from handgrad.testing import assert_close
 
 
 @pytest.mark.parametrize("num_classes", [5, -1])
@@ -91,3 +92,29 @@ def test_shuffles_refuse_sizes_that_do_not_divide(module, call, fragment):
     with pytest.raises(ValueError) as info:
         call(module)
     assert fragment in str(info.value), info.value
+
+
+@pytest.mark.parametrize("module", [ops, reference], ids=["ops", "loops"])
+@pytest.mark.parametrize("call, fragment", [
+    (lambda m: m.fold(np.zeros((1, 19, 12)), (5, 6), 2), "'x' must be (N, 20, C*4)"),
+    (lambda m: m.fold(np.zeros((1, 20, 6)), (5, 6), 2), "'x' must be (N, 20, C*4)"),
+    (lambda m: m.unfold(np.zeros((1, 5, 6, 2)), 2, padding=-1), "'padding'"),
+    (lambda m: m.unfold(np.zeros((1, 5, 6)), 2), "'x' must be a 4-D array (N, H, W, C)"),
+])
+def test_unfold_and_fold_refuse_bad_input(module, call, fragment):
+    with pytest.raises((TypeError, ValueError)) as info:
+        call(module)
+    assert fragment in str(info.value), info.value
+
+
+def test_fold_is_the_adjoint_of_unfold():
+    """<unfold(x), c> == <x, fold(c)> for overlapping, padded, dilated windows."""
+    rng = np.random.default_rng(0)
+    window = {"kernel_size": (3, 2), "dilation": (1, 2), "padding": 1, "stride": (2, 1)}
+    x = rng.standard_normal((2, 7, 6, 3))
+    cols, _ = ops.unfold(x, **window)
+    c = rng.standard_normal(cols.shape)
+    folded, _ = ops.fold(c, (7, 6), **window)
+    scale = np.vdot(np.abs(cols), np.abs(c))
+    assert_close(np.vdot(cols, c), np.vdot(x, folded), dtype=np.float64, terms=cols.size,
+                 scale=scale, what="<unfold(x), c> vs <x, fold(c)>")

@@ -49,7 +49,15 @@ from .pooling import (
     MaxPool2D,
     Pool,
 )
-from .rearrange import ChannelShuffle, PixelShuffle, PixelUnshuffle, Rearrange
+from .rearrange import (
+    ChannelShuffle,
+    Columns,
+    Fold,
+    PixelShuffle,
+    PixelUnshuffle,
+    Rearrange,
+    Unfold,
+)
 from .recurrent import GRU, LSTM, RNN, BiLSTM, Recurrent
 from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D

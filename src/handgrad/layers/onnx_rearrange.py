@@ -3,6 +3,8 @@ form receives)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .onnx_forms import _out
 
 # ------------------------------------------------------------------------- padding
@@ -64,3 +66,47 @@ def channel_shuffle(layer, g, v):
     y = g.op("Transpose", [y], "channel_shuffle",
              perm=[*range(len(blocks) - 2), len(blocks) - 1, len(blocks) - 2])
     return _out(layer, g, v, g.op("Reshape", [y, g.ints([0, *v.shape])], "channel_shuffle"))
+
+
+# ------------------------------------------------------------------- unfold and fold
+def _one_hot_taps(g, channels, axes):
+    """The (C*K, 1, kh, kw) weight whose group-c convolution copies tap t of channel c
+    to output channel c*K + t (torch's (C, kh, kw) column order)."""
+    kernel = [a.kernel for a in axes]
+    taps = np.eye(int(np.prod(kernel))).reshape(-1, 1, *kernel)
+    return g.const(np.tile(taps, (channels, 1, 1, 1)), "taps")
+
+
+def _window_attrs(geometry):
+    axes = geometry.axes
+    return {"strides": [a.stride for a in axes], "dilations": [a.dilation for a in axes],
+            "pads": list(geometry.pads_begin) + [after for _, after in geometry.padding]}
+
+
+def unfold(layer, g, v):
+    """Conv with one-hot taps (group = C), then (N, C*K, OH, OW) -> (N, L, C*K)."""
+    v = g.channels_first(v)
+    *spatial, c = v.shape
+    geometry = layer.geometry(tuple(spatial))
+    attrs = _window_attrs(geometry)
+    y = g.op("Conv", [v.name, _one_hot_taps(g, c, geometry.axes)], "unfold",
+             group=c, kernel_shape=[a.kernel for a in geometry.axes], **attrs)
+    out = layer.output_shape(v.shape)
+    y = g.op("Reshape", [y, g.ints([0, out[1], out[0]])], "unfold")
+    return g.value(g.op("Transpose", [y], "unfold", perm=[0, 2, 1]), out, False)
+
+
+def fold(layer, g, v):
+    """(N, L, C*K) -> (N, C*K, OH, OW), then ConvTranspose with one-hot taps (group = C)."""
+    v = g.channels_last(v)
+    geometry = layer.geometry(tuple(layer.kwargs["output_size"]))
+    axes = geometry.axes
+    out = layer.output_shape(v.shape)
+    y = g.op("Transpose", [v.name], "fold", perm=[0, 2, 1])
+    y = g.op("Reshape", [y, g.ints([0, v.shape[1], *(a.size_out for a in axes)])], "fold")
+    attrs = _window_attrs(geometry)
+    extra = [after - a.pad_after for a, (_, after) in zip(axes, geometry.padding)]
+    y = g.op("ConvTranspose", [y, _one_hot_taps(g, out[-1], axes)], "fold",
+             group=out[-1], kernel_shape=[a.kernel for a in axes],
+             output_padding=extra, **attrs)
+    return g.value(y, out, True)

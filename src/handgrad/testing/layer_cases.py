@@ -219,6 +219,10 @@ LAYER_CASES.update({
     "PixelUnshuffle": lambda rng: (L.PixelUnshuffle(_pick(rng, [2, 3])), (6, 6, 2)),
     "ChannelShuffle": lambda rng: (L.ChannelShuffle(_pick(rng, [2, 3, 6])),
                                    _pick(rng, [(6,), (3, 6), (2, 3, 6)])),
+    "Unfold": lambda rng: (L.Unfold(_pick(rng, [2, (3, 2)]), dilation=_pick(rng, [1, 2]),
+                                    padding=_pick(rng, [0, 1]), stride=_pick(rng, [1, 2])),
+                           (6, 5, 2)),
+    "Fold": lambda rng: (L.Fold((5, 6), (2, 3), padding=(1, 0), stride=(2, 1)), (12, 12)),
 })
 
 
