@@ -17,7 +17,9 @@ private to ``ops``.
 # The op families, one file each; each file declares its ops at its end.
 from .activations import *  # noqa: F403
 from .attention import *  # noqa: F403
+from .clip_activations import *  # noqa: F403
 from .conv import *  # noqa: F403
+from .curve_activations import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
 from .linear import *  # noqa: F403
