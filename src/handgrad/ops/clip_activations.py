@@ -24,7 +24,6 @@ from ._args.gradgrad import gradgrad_result, open_elementwise
 from .activations import _input
 from .declare import declare, exports
 
-
 MASKS = {
     "relu6": lambda x: (x > 0.0) & (x < 6.0),
     "hardtanh": lambda x, lo, hi: (x > lo) & (x < hi),

@@ -272,7 +272,8 @@ declare(celu, celu_backward, gradgrad=celu_gradgrad, layer="CELU",
         torch=lambda F, t, alpha=1.0: F.celu(t, alpha),
         onnx=lambda g, x, alpha: g.op("Celu", [x], "celu", alpha=alpha))
 declare(log_sigmoid, log_sigmoid_backward, gradgrad=log_sigmoid_gradgrad, layer="LogSigmoid",
-        value=lambda x: -_softplus(-x), slopes=lambda x: (_logistic(-x), -_logistic(x) * _logistic(-x)),
+        value=lambda x: -_softplus(-x),
+        slopes=lambda x: (_logistic(-x), -_logistic(x) * _logistic(-x)),
         torch=lambda F, t: F.logsigmoid(t),
         onnx=lambda g, x: g.op("Neg", [g.op("Softplus", [g.op("Neg", [x], "neg_x")],
                                             "softplus")], "log_sigmoid"))
