@@ -150,6 +150,11 @@ CASES = {
         lambda: [L.ConvTranspose2D(6, (3, 2), stride=2, padding=(1, 0),
                                    output_padding=(1, 0), groups=2, dilation=(1, 2))],
         (4, 3, 4), _cf, _cl),
+    "prelu_glu": (
+        lambda: nn.Sequential(nn.Conv1d(4, 6, 1), nn.PReLU(6), nn.GLU(dim=1), nn.PReLU(),
+                              nn.Flatten(), nn.PReLU(15), nn.Linear(15, 4)),
+        lambda: [L.Conv1D(6, 1), L.PReLU(6), L.GLU(), L.PReLU(), L.Flatten(), L.PReLU(15),
+                 L.Dense(4)], (5, 4), _cf, _same),
     "layer_norm": (lambda: nn.Sequential(nn.Linear(5, 6), nn.LayerNorm(6),
                                          nn.LayerNorm(6, bias=False)),
                    lambda: [L.Dense(6), L.LayerNorm(), L.LayerNorm(bias=False)], (3, 5),
@@ -184,7 +189,7 @@ CASES = {
 }
 SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
                     "padding_conv2d", "pixel_shuffle", "unfold_fold",
-                    "conv_transpose1d", "conv_transpose2d", "layer_norm",
+                    "conv_transpose1d", "conv_transpose2d", "layer_norm", "prelu_glu",
                     "layer_norm_over_conv_map")
 
 

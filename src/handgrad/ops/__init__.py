@@ -22,6 +22,7 @@ from .conv import *  # noqa: F403
 from .curve_activations import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .gated_activations import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .padding import *  # noqa: F403

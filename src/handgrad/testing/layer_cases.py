@@ -98,6 +98,11 @@ def _activation(decl):
 # One case per declared activation (ops/declare.py).
 LAYER_CASES.update({decl.layer: _activation(decl) for decl in ops.DECLARED.values()
                     if decl.layer})
+LAYER_CASES.update({
+    "PReLU": lambda rng: (L.PReLU(_pick(rng, [1, 4]), float(rng.uniform(-0.5, 0.5)),
+                                  dtype=F64), (5, 4)),
+    "GLU": lambda rng: (L.GLU(_pick(rng, [-1, 1])), (6, 4)),
+})
 
 
 # Attention and structure layers. Dropout stays 0 (the contract compares training and
