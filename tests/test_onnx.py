@@ -152,7 +152,7 @@ CASES = {
                             L.LayerNorm(elementwise_affine=False)], (4, 6)),
     "prelu_glu_softmin": (lambda: [L.Conv2D(6, 2), L.PReLU(6), L.GLU(), L.PReLU(),
                                    L.Flatten(), L.PReLU(), L.Dense(4), L.PReLU(4),
-                                   L.Softmin()], (4, 5, 2)),
+                                   L.RReLU(), L.Softmin()], (4, 5, 2)),
     "dropout_identity": (lambda: [L.Dropout(0.5), L.Identity()], (4,)),
     # nearest as Gathers (a Resize would divide by the float32 1/3 and floor o / 0.333...
     # one below torch); align_corners from the sizes (a scale factor is not its scale)

@@ -11,7 +11,7 @@ from .base import Layer
 from .conv import Conv1D, Conv2D, ConvND, ConvTranspose1D, ConvTranspose2D, Deconv2D
 from .core import Dense, Dropout, Flatten, Reshape
 from .embedding import Embedding
-from .gated_activations import GLU, PReLU
+from .gated_activations import GLU, PReLU, RReLU
 from .normalization import (
     BatchNorm,
     GroupNorm,

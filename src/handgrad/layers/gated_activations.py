@@ -1,5 +1,6 @@
-"""``PReLU`` (a learned negative slope, one or one per channel) and ``GLU`` (a gate on
-half of the channels): the layers of :mod:`handgrad.ops.gated_activations`."""
+"""``PReLU`` (a learned negative slope, one or one per channel), ``RReLU`` (a random
+negative slope in training) and ``GLU`` (a gate on half of the channels): the layers of
+:mod:`handgrad.ops.gated_activations`."""
 
 from __future__ import annotations
 
@@ -59,6 +60,37 @@ class PReLU(Layer):
         if v.first and weight.size > 1:
             weight = weight.reshape(-1, *[1] * (v.rank - 2))
         y = g.op("PRelu", [v.name, g.const(weight, "slope")], "prelu")
+        return g.value(y, v.shape, v.first)
+
+
+@register
+class RReLU(Layer):
+    """y = x (x > 0), else r * x, any shape (PyTorch's ``nn.RReLU``): in training r is
+    drawn uniform in [lower, upper) for each entry from the layer's generator; in
+    evaluation r = (lower + upper) / 2."""
+
+    receptive_field = "pointwise"
+    draws_random = True
+
+    def __init__(self, lower=0.125, upper=1.0 / 3.0, **kwargs):
+        super().__init__(**kwargs)
+        self.lower, self.upper = number("RReLU", "lower", lower), number("RReLU", "upper", upper)
+        ops.rrelu(np.zeros(1), None, self.lower, self.upper)  # checks lower <= upper
+
+    def get_config(self):
+        return {**super().get_config(), "lower": self.lower, "upper": self.upper}
+
+    def _forward(self, x, training):
+        noise = self.rng.uniform(self.lower, self.upper, x.shape).astype(x.dtype) \
+            if training else None
+        return ops.rrelu(x, noise, self.lower, self.upper, training)
+
+    def _backward(self, dy, cache):
+        return ops.rrelu_backward(dy, cache), {}
+
+    def onnx_form(self, g, v):
+        """Inference: LeakyRelu with the mean slope (lower + upper) / 2."""
+        y = g.op("LeakyRelu", [v.name], "rrelu", alpha=(self.lower + self.upper) / 2.0)
         return g.value(y, v.shape, v.first)
 
 

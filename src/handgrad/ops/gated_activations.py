@@ -1,13 +1,16 @@
-"""Activations with a learned slope or a gate: PReLU (PyTorch's ``prelu``, channels
-last) and GLU (Dauphin et al. 2017)::
+"""Activations with a learned or random slope or a gate: PReLU (PyTorch's ``prelu``,
+channels last), RReLU (Xu et al. 2015) and GLU (Dauphin et al. 2017)::
 
     prelu   y = x (x > 0), else w x      dx = dy (x > 0), else w dy
             w (1,) or (C,) along x's last axis     dw = sum over all but the last axis of
                                                        [x <= 0] x dy   (or over all, for (1,))
+    rrelu   y = x (x > 0), else r x      dx = dy (x > 0), else r dy
+            r = noise (training: the slopes drawn uniform in [lower, upper) by the caller),
+            or (lower + upper) / 2 (evaluation)
     glu     a, b = the halves of x along axis;  y = a s,  s = sigmoid(b)
             da = dy s,  db = dy a s (1 - s)
 
-PReLU's slope at x = 0 is ``w``, as PyTorch's.
+PReLU's and RReLU's slopes at x = 0 are ``w`` and ``r``, as PyTorch's.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._checks import array_module, describe, float_array, upstream_grad
+from .._hyper import number
 from . import special
 from ._args.cache import Cache, check_cache
 from ._args.elementwise import axis_index, make_cache, open_cache
-from .declare import Sample, declare, exports
+from .declare import Data, Fixed, Sample, declare, exports
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,38 @@ def prelu_backward(dy, cache):
     return dx, dweight.astype(x.dtype, copy=False)
 
 
+def rrelu(x, noise=None, lower=0.125, upper=1.0 / 3.0, training=False):
+    """y = x where x > 0, else r * x, with r = ``noise`` (x's shape and dtype, required in
+    training: the random slopes) or (lower + upper) / 2 in evaluation (``noise`` unused).
+    The cache holds ``x`` and the slopes.
+
+    Returns ``(y, cache)`` for :func:`rrelu_backward`.
+    """
+    op = "rrelu"
+    x = float_array(op, "x", x)
+    lower, upper = number(op, "lower", lower), number(op, "upper", upper)
+    if lower > upper:
+        raise ValueError(f"{op}: 'upper' must be >= 'lower' ({lower!r}); received {upper!r}")
+    if not isinstance(training, bool):
+        raise TypeError(f"{op}: 'training' must be a bool; received {describe(training)}")
+    if training:
+        if noise is None:
+            raise ValueError(f"{op}: 'noise' (the random slopes, x's shape) is required in "
+                             f"training")
+        slopes = upstream_grad(op, noise, x.shape, x.dtype, "noise", "x's shape")
+    else:
+        slopes = x.dtype.type((lower + upper) / 2.0)
+    y = array_module(x).where(x > 0, x, x * slopes)
+    return y, make_cache(op, x, x, (slopes,))
+
+
+def rrelu_backward(dy, cache):
+    """dx = dy where x > 0, else r * dy."""
+    dy, cache = open_cache("rrelu_backward", "rrelu", dy, cache)
+    (slopes,) = cache.params
+    return array_module(dy).where(cache.saved > 0, dy, dy * slopes)
+
+
 def _halves(op, x, axis):
     x = float_array(op, "x", x)
     axis = axis_index(op, axis, x.ndim)
@@ -117,6 +153,17 @@ def _torch_prelu(F, x, weight):
 declare(prelu, prelu_backward, torch=_torch_prelu,
         samples=(Sample(((4, 5), (5,))), Sample(((2, 3, 4), (1,))),
                  Sample(((2, 3, 2, 3), (3,))), Sample(((6,), (1,)))))
+def _torch_rrelu(F, x, noise=None, lower=0.125, upper=1.0 / 3.0, training=False):
+    if training:
+        raise NotImplementedError("torch draws RReLU's slopes itself; tests/"
+                                  "test_gated_activations.py gives torch's slopes to the op")
+    return F.rrelu(x, lower, upper, training=False)
+
+
+declare(rrelu, rrelu_backward, torch=_torch_rrelu,
+        samples=(Sample(((4, 5), Data((4, 5), 0.125, 1.0 / 3.0)), {"training": True}),
+                 Sample(((2, 3, 4), Fixed(None))),
+                 Sample(((3, 4), Fixed(None)), {"lower": 0.2, "upper": 0.6})))
 declare(glu, glu_backward, torch=lambda F, t, axis=-1: F.glu(t, axis),
         samples=(Sample(((3, 6),)), Sample(((2, 4, 3),), {"axis": 1}),
                  Sample(((2, 2, 3, 4),), {"axis": -1})))

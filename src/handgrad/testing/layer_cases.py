@@ -102,6 +102,9 @@ LAYER_CASES.update({
     "PReLU": lambda rng: (L.PReLU(_pick(rng, [1, 4]), float(rng.uniform(-0.5, 0.5)),
                                   dtype=F64), (5, 4)),
     "GLU": lambda rng: (L.GLU(_pick(rng, [-1, 1])), (6, 4)),
+    # lower == upper: one slope, so training and evaluation agree as the contract checks
+    # (the random slopes: tests/test_gated_activations.py)
+    "RReLU": lambda rng: (L.RReLU(0.3, 0.3, seed=int(rng.integers(1000))), (5, 4)),
 })
 
 

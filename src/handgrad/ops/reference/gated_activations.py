@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from ..._checks import float_array
+from .. import gated_activations as vectorized
 from .._args.elementwise import make_cache, open_cache
 from ..declare import exports
 from ..gated_activations import PReLUCache, _halves, open_prelu_cache, prepare_prelu
@@ -39,6 +41,29 @@ def prelu_backward(dy, cache):
         if v <= 0:
             dweight[0 if weight.shape[0] == 1 else index[-1]] += v * g
     return dx, dweight
+
+
+def rrelu(x, noise=None, lower=0.125, upper=1.0 / 3.0, training=False):
+    """Loop twin of :func:`handgrad.ops.rrelu`: y = x if x > 0 else r x (the arguments
+    checked, and r chosen, by the vectorized forward)."""
+    x = float_array("rrelu", "x", x)
+    slopes = vectorized.rrelu(x, noise, lower, upper, training)[1].params[0]
+    y = np.zeros_like(x)
+    for index in np.ndindex(*x.shape):
+        v = float(x[index])
+        y[index] = v if v > 0 else float(slopes[index] if np.ndim(slopes) else slopes) * v
+    return y, make_cache("rrelu", x, x, (slopes,))
+
+
+def rrelu_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.rrelu_backward`: dx = dy if x > 0 else r dy."""
+    dy, cache = open_cache("rrelu_backward", "rrelu", dy, cache)
+    (slopes,) = cache.params
+    dx = np.zeros_like(dy)
+    for index in np.ndindex(*dy.shape):
+        r = float(slopes[index] if np.ndim(slopes) else slopes)
+        dx[index] = float(dy[index]) if cache.saved[index] > 0 else r * float(dy[index])
+    return dx
 
 
 def _sigmoid(z):
