@@ -27,6 +27,7 @@ from .linear import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .padding import *  # noqa: F403
 from .pooling import *  # noqa: F403
+from .pooling_extra import *  # noqa: F403
 from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resample import *  # noqa: F403

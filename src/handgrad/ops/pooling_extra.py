@@ -1,0 +1,256 @@
+"""Adaptive pooling and max unpooling, channels-last, looping over taps only.
+
+Adaptive pooling pools each spatial axis of size L to ``out`` positions with PyTorch's
+bins ``[floor(o*L/out), ceil((o+1)*L/out))`` (neighbouring bins may overlap)::
+
+    avg:  y[n, o, c] = sum_{i in bin o} x[n, i, c] / |bin o|
+          dx[n, i, c] = sum_{o : i in bin o} dy[n, o, c] / |bin o|
+    max:  y[n, o, c] = x[n, i*(o), c],  i*(o) the first maximum of bin o (a NaN wins,
+          the last one, as PyTorch); dx[n, i, c] = sum_{o : i*(o) = i} dy[n, o, c]
+
+The average applies a 0/1 bin matrix per axis; the maximum is a running comparison over
+the taps of the widest bin (a shorter bin repeats its last position, which never wins).
+``return_indices=True`` also returns the winners as int64 (N, *O, C): PyTorch's flat
+index into each (n, c) spatial plane.
+
+Max unpooling scatters x (N, *S, C) to those flat indices of a zero output plane::
+
+    y[n, indices[n, s, c], c] = x[n, s, c]     dx[n, s, c] = dy[n, indices[n, s, c], c]
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import array_module, upstream_grad
+from ._args.adaptive import check_return_indices, prepare_adaptive
+from ._args.cache import Cache, check_cache
+from ._args.unpool import prepare_unpool
+from .declare import declare, exports
+
+
+@dataclass(frozen=True)
+class FlatIndexCache(Cache):
+    """The forward's name, the input's shape and dtype, the output's shape, and (max
+    pooling, unpooling) the flat spatial index per output or input element, or (average)
+    the bins."""
+
+    x_shape: tuple
+    dtype: object
+    y_shape: tuple
+    index: object = None
+    bins: tuple = ()
+
+
+def _flat(a):
+    """(N, *S, C) -> (N, prod(S), C) view."""
+    return a.reshape(a.shape[0], -1, a.shape[-1])
+
+
+def scatter_add(xp, index, values, plane_shape, dtype):
+    """A zero (N, *plane_shape, C) array with ``values`` (N, *O, C) added at the flat
+    spatial ``index`` (same shape) of each (n, c); repeated indices add up."""
+    n, c = values.shape[0], values.shape[-1]
+    positions = math.prod(plane_shape)
+    lin = (xp.arange(n).reshape(-1, *(1,) * (values.ndim - 1)) * positions + index) * c
+    lin = lin + xp.arange(c)
+    total = xp.bincount(lin.ravel(), weights=values.ravel(), minlength=n * positions * c)
+    return total.astype(dtype, copy=False).reshape(n, *plane_shape, c)
+
+
+# --------------------------------------------------------------------- adaptive
+def _axis_taps(bins, axis, rank, xp):
+    """Per tap k of one axis: the input position of every bin (clamped to its last one),
+    shaped to broadcast along that axis of a rank-``rank`` grid."""
+    starts = xp.asarray([s for s, _ in bins])
+    last = xp.asarray([e - 1 for _, e in bins])
+    width = max(e - s for s, e in bins)
+    shape = [1] * rank
+    shape[axis] = len(bins)
+    return [xp.minimum(starts + k, last).reshape(shape) for k in range(width)]
+
+
+def _adaptive_max(call, return_indices):
+    x, rank = call.x, len(call.bins)
+    xp = array_module(x)
+    spatial = x.shape[1:-1]
+    per_axis = [_axis_taps(b, i, rank, xp) for i, b in enumerate(call.bins)]
+    y = index = None
+    for grid in itertools.product(*per_axis):
+        values = x[(slice(None), *grid)]
+        flat = sum(g * math.prod(spatial[i + 1:]) for i, g in enumerate(grid))[..., None]
+        if y is None:
+            y = values.copy()
+            index = xp.broadcast_to(flat, y.shape).astype(np.int64)
+            continue
+        wins = (values > y) | xp.isnan(values)
+        y = xp.where(wins, values, y)
+        index = xp.where(wins, flat, index)
+    cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=index)
+    return (y, index, cache) if return_indices else (y, cache)
+
+
+def _adaptive_max_backward(op, forward, dy, cache):
+    cache = check_cache(op, cache, forward, FlatIndexCache)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    return scatter_add(array_module(dy), cache.index, dy, cache.x_shape[1:-1], cache.dtype)
+
+
+def _bin_matrix(xp, bins, size_in, dtype):
+    """(O, L) with ones where position l lies in bin o."""
+    pos = xp.arange(size_in)
+    starts = xp.asarray([s for s, _ in bins]).reshape(-1, 1)
+    ends = xp.asarray([e for _, e in bins]).reshape(-1, 1)
+    return ((pos >= starts) & (pos < ends)).astype(dtype)
+
+
+def _bin_sums(xp, a, bins, sizes, transpose):
+    """Sum over each bin along every spatial axis (``transpose``: spread each bin back)."""
+    for i, (b, size) in enumerate(zip(bins, sizes)):
+        matrix = _bin_matrix(xp, b, size, a.dtype)
+        moved = xp.moveaxis(a, i + 1, -1)
+        a = xp.moveaxis(moved @ (matrix if transpose else matrix.T), -1, i + 1)
+    return a
+
+
+def _bin_counts(xp, bins, dtype):
+    """(1, *O, 1): the number of positions of each output's bin."""
+    count = xp.ones((1,) * (len(bins) + 2), dtype=dtype)
+    for i, b in enumerate(bins):
+        shape = [1] * (len(bins) + 2)
+        shape[i + 1] = len(b)
+        count = count * xp.asarray([e - s for s, e in b], dtype=dtype).reshape(shape)
+    return count
+
+
+def _adaptive_avg(call):
+    x = call.x
+    xp = array_module(x)
+    y = _bin_sums(xp, x, call.bins, x.shape[1:-1], False) / _bin_counts(xp, call.bins, x.dtype)
+    y = xp.ascontiguousarray(y)
+    return y, FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), bins=call.bins)
+
+
+def _adaptive_avg_backward(op, forward, dy, cache):
+    cache = check_cache(op, cache, forward, FlatIndexCache)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    xp = array_module(dy)
+    share = dy / _bin_counts(xp, cache.bins, cache.dtype)
+    return xp.ascontiguousarray(_bin_sums(xp, share, cache.bins, cache.x_shape[1:-1], True))
+
+
+def adaptive_avg_pool1d(x, output_size):
+    """x (N, L, C) -> y (N, L_out, C): the mean of each of PyTorch's adaptive bins
+    (``output_size`` an int, or None for L). Returns ``(y, cache)``."""
+    return _adaptive_avg(prepare_adaptive("adaptive_avg_pool1d", 1, x, output_size))
+
+
+def adaptive_avg_pool1d_backward(dy, cache):
+    """dy (N, L_out, C) -> dx (N, L, C): each dy spread evenly over its bin."""
+    return _adaptive_avg_backward("adaptive_avg_pool1d_backward", "adaptive_avg_pool1d", dy,
+                                  cache)
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """x (N, H, W, C) -> y (N, H_out, W_out, C): the mean of each adaptive bin;
+    ``output_size`` an int or a pair (None keeps that axis). Returns ``(y, cache)``."""
+    return _adaptive_avg(prepare_adaptive("adaptive_avg_pool2d", 2, x, output_size))
+
+
+def adaptive_avg_pool2d_backward(dy, cache):
+    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): each dy spread evenly over its bin."""
+    return _adaptive_avg_backward("adaptive_avg_pool2d_backward", "adaptive_avg_pool2d", dy,
+                                  cache)
+
+
+def adaptive_max_pool1d(x, output_size, return_indices=False):
+    """x (N, L, C) -> y (N, L_out, C): the first maximum of each adaptive bin. Returns
+    ``(y, cache)``, or ``(y, indices, cache)`` with ``return_indices``."""
+    op = "adaptive_max_pool1d"
+    return _adaptive_max(prepare_adaptive(op, 1, x, output_size),
+                         check_return_indices(op, return_indices))
+
+
+def adaptive_max_pool1d_backward(dy, cache):
+    """dy (N, L_out, C) -> dx (N, L, C): each dy goes to its bin's maximum (overlapping
+    bins add up)."""
+    return _adaptive_max_backward("adaptive_max_pool1d_backward", "adaptive_max_pool1d", dy,
+                                  cache)
+
+
+def adaptive_max_pool2d(x, output_size, return_indices=False):
+    """x (N, H, W, C) -> y (N, H_out, W_out, C): the first maximum (row-major) of each
+    adaptive bin. Returns ``(y, cache)``, or ``(y, indices, cache)`` with
+    ``return_indices`` (indices int64 (N, H_out, W_out, C), flat h * W + w)."""
+    op = "adaptive_max_pool2d"
+    return _adaptive_max(prepare_adaptive(op, 2, x, output_size),
+                         check_return_indices(op, return_indices))
+
+
+def adaptive_max_pool2d_backward(dy, cache):
+    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): each dy goes to its bin's maximum."""
+    return _adaptive_max_backward("adaptive_max_pool2d_backward", "adaptive_max_pool2d", dy,
+                                  cache)
+
+
+# ----------------------------------------------------------------------- unpool
+def _unpool(call):
+    x, index = call.x, call.indices
+    xp = array_module(x)
+    n, c = x.shape[0], x.shape[-1]
+    y = xp.zeros((n, math.prod(call.out_shape), c), dtype=x.dtype)
+    xp.put_along_axis(y, _flat(index), _flat(x), axis=1)
+    y = y.reshape(n, *call.out_shape, c)
+    return y, FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=index)
+
+
+def _unpool_backward(op, forward, dy, cache):
+    cache = check_cache(op, cache, forward, FlatIndexCache)
+    dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
+    xp = array_module(dy)
+    return xp.take_along_axis(_flat(dy), _flat(cache.index), axis=1).reshape(cache.x_shape)
+
+
+def max_unpool1d(x, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """x (N, L, C), indices int (N, L, C) -> y (N, L_out, C): x placed at ``indices``,
+    zeros elsewhere; L_out = (L - 1) * stride - 2 * padding + kernel_size unless
+    ``output_size`` is given. Returns ``(y, cache)``."""
+    return _unpool(prepare_unpool("max_unpool1d", 1, x, indices, kernel_size, stride, padding,
+                                  output_size))
+
+
+def max_unpool1d_backward(dy, cache):
+    """dy (N, L_out, C) -> dx (N, L, C): dx = dy read at ``indices``."""
+    return _unpool_backward("max_unpool1d_backward", "max_unpool1d", dy, cache)
+
+
+def max_unpool2d(x, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """x (N, H, W, C), indices int (N, H, W, C), flat h * W_out + w -> y (N, H_out, W_out,
+    C): x placed at ``indices``, zeros elsewhere. Returns ``(y, cache)``."""
+    return _unpool(prepare_unpool("max_unpool2d", 2, x, indices, kernel_size, stride, padding,
+                                  output_size))
+
+
+def max_unpool2d_backward(dy, cache):
+    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): dx = dy read at ``indices``."""
+    return _unpool_backward("max_unpool2d_backward", "max_unpool2d", dy, cache)
+
+
+# The declarations: kernels, torch counterpart, sample inputs (ops/samples/pooling_extra.py).
+from .samples import pooling_extra as _s  # noqa: E402
+
+declare(adaptive_avg_pool1d, adaptive_avg_pool1d_backward, torch=_s.torch_adaptive("avg"),
+        samples=_s.ADAPTIVE_1D)
+declare(adaptive_avg_pool2d, adaptive_avg_pool2d_backward, torch=_s.torch_adaptive("avg"),
+        samples=_s.ADAPTIVE_2D)
+declare(adaptive_max_pool1d, adaptive_max_pool1d_backward, torch=_s.torch_adaptive("max"),
+        samples=_s.ADAPTIVE_1D + _s.ADAPTIVE_MAX_EXTRA_1D)
+declare(adaptive_max_pool2d, adaptive_max_pool2d_backward, torch=_s.torch_adaptive("max"),
+        samples=_s.ADAPTIVE_2D + _s.ADAPTIVE_MAX_EXTRA_2D)
+declare(max_unpool1d, max_unpool1d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_1D)
+declare(max_unpool2d, max_unpool2d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_2D)
+__all__ = exports(__name__, globals())
