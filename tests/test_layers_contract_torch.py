@@ -94,6 +94,11 @@ TWINS = {
         (6, 7, 3)),
     "AvgPool2D-plain": (
         lambda: L.AvgPool2D(2), lambda: nn.AvgPool2d(2), (6, 5, 2)),
+    "AdaptiveAvgPool2D-overlapping": (
+        lambda: L.AdaptiveAvgPool2D((3, None)), lambda: nn.AdaptiveAvgPool2d((3, None)),
+        (7, 5, 2)),
+    "AdaptiveMaxPool1D-upsampling": (
+        lambda: L.AdaptiveMaxPool1D(9), lambda: nn.AdaptiveMaxPool1d(9), (5, 3)),
 }
 TORCH_DTYPE = {np.float64: torch.float64, np.float32: torch.float32}
 

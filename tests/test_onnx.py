@@ -138,6 +138,11 @@ CASES = {
                                                      stride=(2, 1)),
                              L.Fold((7, 6), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1)),
                              L.Unfold(2, stride=2), L.Fold((6, 6), 2, stride=2)], (7, 6, 2)),
+    "adaptive_pools": (lambda: [L.Conv2D(4, 1), L.AdaptiveMaxPool2D((3, None)),
+                                L.AdaptiveAvgPool2D(1), L.Flatten()], (6, 5, 2)),
+    "adaptive_uniform": (lambda: [L.AdaptiveAvgPool2D((2, 3)), L.AdaptiveMaxPool2D(1)],
+                         (4, 6, 2)),
+    "adaptive_1d": (lambda: [L.AdaptiveAvgPool1D(4), L.AdaptiveMaxPool1D(2)], (8, 3)),
     "flatten": (lambda: [L.Conv2D(3, 2), L.ReLU(), L.Flatten(), L.Dense(2)], (4, 5, 2)),
     "reshape_softmax": (lambda: [L.Dense(6), L.Reshape((3, -1)), L.Softmax(axis=1),
                                  L.LogSoftmax()], (4,)),
@@ -348,3 +353,11 @@ def test_cli_export_errors(tmp_path, capsys, monkeypatch, argv, message):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("handgrad: error:") and message in err[0]
+
+
+def test_adaptive_pooling_with_uneven_bins_is_refused(tmp_path):
+    model = Sequential([L.AdaptiveAvgPool2D((3, 2))], input_shape=(7, 4, 2), dtype="float64")
+    with pytest.raises(ValueError, match=r"pools 7 positions to 3, whose bins "
+                                         r"\(\(0, 3\), \(2, 5\), \(4, 7\)\) differ"):
+        export_onnx(model, tmp_path / "m.onnx")
+

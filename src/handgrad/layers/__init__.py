@@ -50,6 +50,13 @@ from .pooling import (
     MaxPool2D,
     Pool,
 )
+from .pooling_extra import (
+    AdaptiveAvgPool1D,
+    AdaptiveAvgPool2D,
+    AdaptiveMaxPool1D,
+    AdaptiveMaxPool2D,
+    AdaptivePool,
+)
 from .rearrange import (
     ChannelShuffle,
     Columns,
@@ -64,5 +71,6 @@ from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied
+from .unpool import MaxUnpool, MaxUnpool1D, MaxUnpool2D
 from .wavenet import WaveNetBlock
 from .weighted import WeightedLayer

@@ -49,20 +49,37 @@ class Pool(Layer):
         config = {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
         return cls(**config)
 
+    def forward(self, x, training=True, grad=None):
+        """y, or ``(y, indices)`` for a max pooling made with ``return_indices=True``."""
+        y = super().forward(x, training, grad)
+        return (y, self._indices) if self.kwargs.get("return_indices") else y
+
+    def graph_forward(self, inputs, training):
+        out = super().graph_forward(inputs, training)
+        return list(out) if isinstance(out, tuple) else out  # (y, indices): two outputs
+
+    def graph_backward(self, dy):
+        return [self.backward(dy[0] if isinstance(dy, list) else dy)]  # none to indices
+
     def _forward(self, x, training):
-        return self.forward_op(x, **self.kwargs)
+        out = self.forward_op(x, **self.kwargs)
+        if len(out) == 3:  # (y, indices, cache)
+            self._indices = out[1]
+        return out[0], out[-1]
 
     def _backward(self, dy, cache):
         return self.backward_op(dy, cache), {}
 
 
 class MaxPoolND(Pool):
-    """Max pooling, rank-generic; PyTorch semantics (ties to the first maximum)."""
+    """Max pooling, rank-generic; PyTorch semantics (ties to the first maximum).
+    ``return_indices``: ``forward`` returns ``(y, indices)`` and a graph call two outputs
+    (PyTorch's int64 flat input positions, for ``MaxUnpool``)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *,
-                 name=None, **common):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                 return_indices=False, *, name=None, **common):
         super().__init__(name, common, kernel_size=kernel_size, stride=stride, padding=padding,
-                         dilation=dilation, ceil_mode=ceil_mode)
+                         dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
 
 
 @register

@@ -159,4 +159,7 @@ def connect(layer, inputs):
                          f"{error}") from None
     outs = out if isinstance(out, (list, tuple)) else [out]
     node = Node(layer, tensors, [o.shape[1:] for o in outs], given)
+    for tensor, o in zip(node.outputs, outs):
+        if o.dtype.kind in "iu":  # an integer output (a max pooling's indices)
+            tensor.dtype = o.dtype
     return node.outputs if isinstance(out, (list, tuple)) else node.outputs[0]

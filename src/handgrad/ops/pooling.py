@@ -32,10 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, upstream_grad
+from ._args.adaptive import check_return_indices
 from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
 from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
 from ._engine import dispatch as engine
+from ._pool_indices import max_pool_indices
 from .declare import declare, exports
 
 
@@ -80,6 +82,13 @@ def _max_pool(call: PoolCall):
     x_pad = pad_input(xp, x, axes, fill=-np.inf)
     y = _fold_taps(x_pad, axes, xp.maximum)
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
+
+
+def _with_indices(call, result, return_indices):
+    """``result`` = (y, cache), with PyTorch's indices inserted when asked."""
+    if check_return_indices(call.op, return_indices):
+        return result[0], max_pool_indices(call.x, result[0], call.axes), result[1]
+    return result
 
 
 def _route(x_pad, winners_of, pending, buffer, overlapping, order):
@@ -169,13 +178,16 @@ def _avg_pool_backward(op, forward, dy, cache):
     return xp.ascontiguousarray(buffer[inner])
 
 
-def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """1-D max pooling: x (N, L, C) -> y (N, L_out, C), PyTorch's output size and ties.
 
-    Returns ``(y, cache)`` for :func:`max_pool1d_backward`.
+    Returns ``(y, cache)`` for :func:`max_pool1d_backward`, or ``(y, indices, cache)``
+    with ``return_indices`` (int64 (N, L_out, C), PyTorch's flat input positions).
     """
     op = "max_pool1d"
-    return _max_pool(prepare_pool(op, 1, x, kernel_size, stride, padding, dilation, ceil_mode))
+    call = prepare_pool(op, 1, x, kernel_size, stride, padding, dilation, ceil_mode)
+    return _with_indices(call, _max_pool(call), return_indices)
 
 
 def max_pool1d_backward(dy, cache):
@@ -183,11 +195,14 @@ def max_pool1d_backward(dy, cache):
     return _max_pool_backward("max_pool1d_backward", "max_pool1d", dy, cache)
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """2-D max pooling: x (N, H, W, C) -> y (N, H_out, W_out, C), PyTorch's output size
-    and ties (first maximum in row-major window order). Returns ``(y, cache)``."""
+    and ties (first maximum in row-major window order). Returns ``(y, cache)``, or
+    ``(y, indices, cache)`` with ``return_indices`` (int64, flat h * W + w, as PyTorch)."""
     op = "max_pool2d"
-    return _max_pool(prepare_pool(op, 2, x, kernel_size, stride, padding, dilation, ceil_mode))
+    call = prepare_pool(op, 2, x, kernel_size, stride, padding, dilation, ceil_mode)
+    return _with_indices(call, _max_pool(call), return_indices)
 
 
 def max_pool2d_backward(dy, cache):

@@ -72,6 +72,12 @@ LAYER_CASES = {
     "GlobalMaxPool1D": _simple(lambda rng: L.GlobalMaxPool1D(), (6, 3)),
     "GlobalMaxPool2D": _simple(lambda rng: L.GlobalMaxPool2D(keepdims=bool(rng.integers(2))),
                                (4, 5, 3)),
+    "AdaptiveAvgPool1D": _simple(lambda rng: L.AdaptiveAvgPool1D(_pick(rng, [1, 3, 4])), (7, 3)),
+    "AdaptiveAvgPool2D": _simple(lambda rng: L.AdaptiveAvgPool2D(_pick(rng, [(2, 3), (None, 2)])),
+                                 (5, 4, 2)),
+    "AdaptiveMaxPool1D": _simple(lambda rng: L.AdaptiveMaxPool1D(_pick(rng, [2, 3])), (7, 3)),
+    "AdaptiveMaxPool2D": _simple(lambda rng: L.AdaptiveMaxPool2D(_pick(rng, [(3, 2), 1])),
+                                 (5, 4, 2)),
     "Dense": _simple(lambda rng: L.Dense(int(rng.integers(1, 5)), bias=bool(rng.integers(2)),
                                          dtype=F64), (3, 4)),
     "Flatten": _simple(lambda rng: L.Flatten(), (3, 2, 2)),
@@ -140,7 +146,8 @@ def _wavenet(rng):
 
 LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
                     "WaveNetBlock": _wavenet})
-MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate")
+MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate",
+                      "MaxUnpool1D", "MaxUnpool2D")  # [x, indices]: tests/test_pooling_extra.py
 
 
 # Normalization layers, with and without running statistics. Every statistic covers >= 4

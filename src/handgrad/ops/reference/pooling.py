@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._checks import upstream_grad
+from .._args.adaptive import check_return_indices
 from .._args.cache import Cache, check_cache
 from .._args.pool import prepare_global_pool, prepare_pool, resolve_count_include_pad
 from ..declare import exports
@@ -79,6 +80,16 @@ def _max_pool_backward(op, forward, dy, cache):
     return dx
 
 
+def _with_indices(op, y, cache, return_indices):
+    """(y, cache), or (y, indices, cache): each winner's flat input position."""
+    if not check_return_indices(op, return_indices):
+        return y, cache
+    indices = np.zeros(y.shape, dtype=np.int64)
+    for out, position in cache.record.items():
+        indices[out] = np.ravel_multi_index(position, cache.x_shape[1:-1])
+    return y, indices, cache
+
+
 def _divisor(call, out_index, count_include_pad, divisor_override):
     if divisor_override is not None:
         return divisor_override
@@ -118,10 +129,12 @@ def _avg_pool_backward(op, forward, dy, cache):
     return dx
 
 
-def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """Loop twin of :func:`handgrad.ops.max_pool1d`."""
-    return _max_pool(prepare_pool("max_pool1d", 1, x, kernel_size, stride, padding, dilation,
-                                  ceil_mode))
+    y, cache = _max_pool(prepare_pool("max_pool1d", 1, x, kernel_size, stride, padding,
+                                      dilation, ceil_mode))
+    return _with_indices("max_pool1d", y, cache, return_indices)
 
 
 def max_pool1d_backward(dy, cache):
@@ -129,10 +142,12 @@ def max_pool1d_backward(dy, cache):
     return _max_pool_backward("max_pool1d_backward", "max_pool1d", dy, cache)
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """Loop twin of :func:`handgrad.ops.max_pool2d`."""
-    return _max_pool(prepare_pool("max_pool2d", 2, x, kernel_size, stride, padding, dilation,
-                                  ceil_mode))
+    y, cache = _max_pool(prepare_pool("max_pool2d", 2, x, kernel_size, stride, padding,
+                                      dilation, ceil_mode))
+    return _with_indices("max_pool2d", y, cache, return_indices)
 
 
 def max_pool2d_backward(dy, cache):

@@ -1,0 +1,128 @@
+"""Adaptive pooling, max pooling indices and max unpooling beyond the op table: PyTorch's
+indices (ties, NaN, padding), a graph MaxPool -> MaxUnpool against torch, save/load, and
+the errors."""
+
+import numpy as np
+import pytest
+
+import handgrad as hg
+from handgrad import io, ops
+from handgrad import layers as L
+from handgrad.model import Sequential
+from handgrad.ops import reference
+from handgrad.testing import assert_close
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+
+def _first(x):
+    return torch.tensor(x).movedim(-1, 1)
+
+
+def _last(t):
+    return t.detach().movedim(1, -1).numpy()
+
+
+def _ties_and_nans(shape, seed):
+    x = np.random.default_rng(seed).integers(-2, 3, shape).astype(np.float64)
+    x.reshape(-1)[:: 7] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("op, shape, kwargs", [
+    ("max_pool2d", (2, 7, 8, 3), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                  "ceil_mode": True}),
+    ("max_pool2d", (2, 6, 6, 2), {"kernel_size": 2}),
+    ("max_pool1d", (2, 11, 3), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2}),
+    ("adaptive_max_pool2d", (2, 7, 5, 3), {"output_size": (3, 4)}),
+    ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 4}),
+])
+@pytest.mark.parametrize("nan", [False, True])
+def test_indices_are_torchs(op, shape, kwargs, nan):
+    x = _ties_and_nans(shape, len(op)) if nan else \
+        np.random.default_rng(0).integers(-2, 3, shape).astype(np.float64)
+    y, indices, _ = getattr(ops, op)(x, return_indices=True, **kwargs)
+    _, twin_indices, _ = getattr(reference, op)(x, return_indices=True, **kwargs)
+    y_torch, i_torch = getattr(F, op)(_first(x), return_indices=True, **kwargs)
+    assert indices.dtype == np.int64
+    assert np.array_equal(indices, _last(i_torch))
+    assert np.array_equal(twin_indices, indices)
+    assert np.array_equal(y, _last(y_torch), equal_nan=True)
+
+
+def test_indices_do_not_change_the_values_or_the_gradient():
+    x = np.random.default_rng(1).standard_normal((2, 7, 6, 2))
+    y, cache = ops.max_pool2d(x, 3, 2, 1)
+    y2, _, cache2 = ops.max_pool2d(x, 3, 2, 1, return_indices=True)
+    dy = np.ones_like(y)
+    assert np.array_equal(y, y2)
+    assert np.array_equal(ops.max_pool2d_backward(dy, cache), ops.max_pool2d_backward(dy, cache2))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_graph_pool_unpool_matches_torch(dtype):
+    inp = hg.Input((7, 8, 3))
+    pooled, indices = L.MaxPool2D(3, 2, padding=1, return_indices=True)(inp)
+    restored = L.MaxUnpool2D(3, 2, padding=1, output_size=(7, 8))([pooled, indices])
+    small = L.AdaptiveMaxPool2D((2, 3))(restored)
+    model = hg.Model(inp, [restored, small], seed=0, dtype=dtype)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 7, 8, 3)).astype(dtype)
+    out, out_small = model.forward(x)
+    d_out, d_small = (rng.standard_normal(a.shape).astype(dtype) for a in (out, out_small))
+    dx = model.backward([d_out, d_small])
+
+    t = _first(x).requires_grad_()
+    p, i = F.max_pool2d(t, 3, 2, 1, return_indices=True)
+    r = F.max_unpool2d(p, i, 3, 2, 1, output_size=(7, 8))
+    s = F.adaptive_max_pool2d(r, (2, 3))
+    ((r * _first(d_out)).sum() + (s * _first(d_small)).sum()).backward()
+    for ours, theirs in ((out, r), (out_small, s), (dx, t.grad)):
+        assert ours.dtype == dtype
+        assert_close(ours, _last(theirs), dtype=dtype)
+
+
+def test_graph_with_indices_and_adaptive_layers_saves_and_loads(tmp_path):
+    inp = hg.Input((8, 3))
+    pooled, indices = L.MaxPool1D(2, return_indices=True, name="pool")(inp)
+    restored = L.MaxUnpool1D(2, name="unpool")([pooled, indices])
+    y = L.AdaptiveAvgPool1D(3, name="avg")(L.AdaptiveMaxPool1D(5, name="max")(restored))
+    model = hg.Model(inp, [y, indices], seed=0, dtype="float64")
+    x = np.random.default_rng(3).standard_normal((2, 8, 3))
+    io.save(model, tmp_path / "m.safetensors")
+    loaded = io.load(tmp_path / "m.safetensors")
+    for ours, theirs in zip(model.forward(x, training=False), loaded.forward(x, training=False)):
+        assert np.array_equal(ours, theirs)
+    assert loaded.get_config() == model.get_config()
+
+
+def test_max_pool_layer_returns_values_and_indices_outside_a_graph():
+    x = np.random.default_rng(4).standard_normal((2, 6, 3))
+    y, indices = L.MaxPool1D(2, return_indices=True).forward(x)
+    assert np.array_equal(indices, ops.max_pool1d(x, 2, return_indices=True)[1])
+    assert np.array_equal(y, L.MaxPool1D(2).forward(x))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x: ops.adaptive_avg_pool2d(x, 0), ValueError, r"'output_size' must be .* 0"),
+    (lambda x: ops.adaptive_avg_pool2d(x, (2, 3, 4)), ValueError, r"tuple of 2 .*\(2, 3, 4\)"),
+    (lambda x: ops.adaptive_max_pool2d(x, 2, return_indices=1), TypeError, "'return_indices'"),
+    (lambda x: ops.max_pool2d(x, 2, return_indices="yes"), TypeError, "'return_indices'"),
+    (lambda x: ops.max_unpool2d(x, x, 2), TypeError, "'indices' must be an integer array"),
+    (lambda x: ops.max_unpool2d(x, np.zeros((1, 4, 4, 2), np.int64), 2), TypeError,
+     r"x's shape \(1, 4, 5, 2\)"),
+    (lambda x: ops.max_unpool2d(x, np.full(x.shape, 80), 2), ValueError,
+     r"lie in \[0, 80\) .* from 80 to 80"),
+    (lambda x: ops.max_unpool2d(x, np.zeros(x.shape, np.int64), 2, output_size=(11, 10)),
+     ValueError, r"between \(7, 9\) and \(9, 11\)"),
+])
+def test_bad_arguments_are_named(call, error, message):
+    x = np.zeros((1, 4, 5, 2))
+    with pytest.raises(error, match=message):
+        call(x)
+
+
+def test_unpool_is_no_step_of_sequential():
+    with pytest.raises(TypeError, match=r"MaxUnpool1D.*takes the list \[x, indices\]"):
+        Sequential([L.MaxUnpool1D(2)]).forward(np.zeros((1, 4, 2)))
