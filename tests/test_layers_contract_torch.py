@@ -99,6 +99,9 @@ TWINS = {
         (7, 5, 2)),
     "AdaptiveMaxPool1D-upsampling": (
         lambda: L.AdaptiveMaxPool1D(9), lambda: nn.AdaptiveMaxPool1d(9), (5, 3)),
+    "LPPool2D-ceil": (
+        lambda: L.LPPool2D(2, 3, 2, ceil_mode=True),
+        lambda: nn.LPPool2d(2, 3, 2, ceil_mode=True), (6, 7, 2)),
 }
 TORCH_DTYPE = {np.float64: torch.float64, np.float32: torch.float32}
 

@@ -142,6 +142,8 @@ CASES = {
                                 L.AdaptiveAvgPool2D(1), L.Flatten()], (6, 5, 2)),
     "adaptive_uniform": (lambda: [L.AdaptiveAvgPool2D((2, 3)), L.AdaptiveMaxPool2D(1)],
                          (4, 6, 2)),
+    "lp_pool": (lambda: [L.LPPool2D(2, 2), L.LPPool2D(4, (2, 1), 1)], (6, 5, 2)),
+    "lp_pool1d": (lambda: [L.LPPool1D(2, 3, 2)], (7, 3)),
     "adaptive_1d": (lambda: [L.AdaptiveAvgPool1D(4), L.AdaptiveMaxPool1D(2)], (8, 3)),
     "flatten": (lambda: [L.Conv2D(3, 2), L.ReLU(), L.Flatten(), L.Dense(2)], (4, 5, 2)),
     "reshape_softmax": (lambda: [L.Dense(6), L.Reshape((3, -1)), L.Softmax(axis=1),
@@ -359,5 +361,13 @@ def test_adaptive_pooling_with_uneven_bins_is_refused(tmp_path):
     model = Sequential([L.AdaptiveAvgPool2D((3, 2))], input_shape=(7, 4, 2), dtype="float64")
     with pytest.raises(ValueError, match=r"pools 7 positions to 3, whose bins "
                                          r"\(\(0, 3\), \(2, 5\), \(4, 7\)\) differ"):
+        export_onnx(model, tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("layer", [L.LPPool1D(1, 2), L.LPPool1D(2, 2, ceil_mode=True)])
+def test_lp_pooling_without_exact_onnx_form_is_refused(layer, tmp_path):
+    model = Sequential([layer], input_shape=(7, 2), dtype="float64")
+    with pytest.raises(ValueError, match=r"LPPool1D .* has no exact ONNX form .* received "
+                                         r"norm_type=\d, ceil_mode=(False|True)"):
         export_onnx(model, tmp_path / "m.onnx")
 

@@ -126,3 +126,20 @@ def test_bad_arguments_are_named(call, error, message):
 def test_unpool_is_no_step_of_sequential():
     with pytest.raises(TypeError, match=r"MaxUnpool1D.*takes the list \[x, indices\]"):
         Sequential([L.MaxUnpool1D(2)]).forward(np.zeros((1, 4, 2)))
+
+
+@pytest.mark.parametrize("module", [ops, reference])
+def test_lp_pool_gradient_is_zero_on_an_all_zero_window(module):
+    x = np.random.default_rng(5).standard_normal((1, 4, 4, 2))
+    x[0, :2, :2, :] = 0.0  # the first window sums to zero: T ** (1/p) has no slope there
+    y, cache = module.lp_pool2d(x, 2, 2)
+    dx = module.lp_pool2d_backward(np.ones_like(y), cache)
+    assert np.all(np.isfinite(dx)) and np.all(dx[0, :2, :2] == 0)
+    assert np.all(dx[0, 2:, 2:] != 0)  # the other windows still get their gradient
+    assert y[0, 0, 0, 0] == 0
+
+
+@pytest.mark.parametrize("norm_type", [0, -2, True, float("inf"), "2"])
+def test_lp_pool_refuses_a_bad_norm_type(norm_type):
+    with pytest.raises(ValueError, match=r"'norm_type' must be a finite number > 0; received"):
+        ops.lp_pool1d(np.ones((1, 4, 2)), norm_type, 2)

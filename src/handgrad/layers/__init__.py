@@ -56,6 +56,9 @@ from .pooling_extra import (
     AdaptiveMaxPool1D,
     AdaptiveMaxPool2D,
     AdaptivePool,
+    LPPool,
+    LPPool1D,
+    LPPool2D,
 )
 from .rearrange import (
     ChannelShuffle,

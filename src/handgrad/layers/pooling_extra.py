@@ -90,3 +90,54 @@ class AdaptiveMaxPool2D(AdaptiveMaxPool):
     forward_op = staticmethod(ops.adaptive_max_pool2d)
     backward_op = staticmethod(ops.adaptive_max_pool2d_backward)
     rank = 2
+
+
+def lp_onnx_form(layer, g, v):
+    """ONNX LpPool, which sums |x| ** p over whole windows: exact for an even integer p
+    and windows that ceil_mode never clips; otherwise refused."""
+    kw = layer.kwargs
+    v = g.channels_first(v)
+    p = float(kw["norm_type"])
+    geometry = ops.pool_geometry(v.shape[:-1], kw["kernel_size"], stride=kw["stride"],
+                                 padding=0, ceil_mode=kw["ceil_mode"], op=layer.label)
+    if p != int(p) or int(p) % 2 or any(geometry.pads_end):
+        raise ValueError(f"export_onnx: {layer.label} has no exact ONNX form (ONNX's LpPool "
+                         f"sums |x| ** p over unclipped windows, PyTorch x ** p rescaled "
+                         f"where ceil_mode clips one): it exports for an even integer "
+                         f"norm_type and windows inside the input; received norm_type={p:g}"
+                         f", ceil_mode={kw['ceil_mode']}")
+    axes = geometry.axes
+    y = g.op("LpPool", [v.name], "lp_pool", p=int(p), kernel_shape=[a.kernel for a in axes],
+             strides=[a.stride for a in axes])
+    return g.value(y, tuple(layer.output_shape(v.shape)), True)
+
+
+class LPPool(Pool):
+    """Power-average pooling, PyTorch's LPPool: (sum of x ** p over each window) **
+    (1 / p), no padding; ``norm_type`` is p (2: the Euclidean norm of each window)."""
+
+    torch_twin = twins.TorchTwin("LPPool1d/2d", layout=twins.MAPS)
+    onnx_form = lp_onnx_form
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False, *, name=None,
+                 **common):
+        super().__init__(name, common, norm_type=norm_type, kernel_size=kernel_size,
+                         stride=stride, ceil_mode=ceil_mode)
+
+
+@register
+class LPPool1D(LPPool):
+    """LP pooling on (N, L, C)."""
+
+    forward_op = staticmethod(ops.lp_pool1d)
+    backward_op = staticmethod(ops.lp_pool1d_backward)
+    rank = 1
+
+
+@register
+class LPPool2D(LPPool):
+    """LP pooling on (N, H, W, C)."""
+
+    forward_op = staticmethod(ops.lp_pool2d)
+    backward_op = staticmethod(ops.lp_pool2d_backward)
+    rank = 2

@@ -78,6 +78,8 @@ LAYER_CASES = {
     "AdaptiveMaxPool1D": _simple(lambda rng: L.AdaptiveMaxPool1D(_pick(rng, [2, 3])), (7, 3)),
     "AdaptiveMaxPool2D": _simple(lambda rng: L.AdaptiveMaxPool2D(_pick(rng, [(3, 2), 1])),
                                  (5, 4, 2)),
+    "LPPool1D": _simple(lambda rng: L.LPPool1D(_pick(rng, [1, 2]), 3, 2, True), (7, 3)),
+    "LPPool2D": _simple(lambda rng: L.LPPool2D(_pick(rng, [2, 4]), (2, 3), 1), (4, 5, 2)),
     "Dense": _simple(lambda rng: L.Dense(int(rng.integers(1, 5)), bias=bool(rng.integers(2)),
                                          dtype=F64), (3, 4)),
     "Flatten": _simple(lambda rng: L.Flatten(), (3, 2, 2)),

@@ -12,6 +12,7 @@ from .attention import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .embedding import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
+from .lp_pooling import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .padding import *  # noqa: F403
 from .pooling import *  # noqa: F403

@@ -29,6 +29,12 @@ def torch_unpool(F, x, indices, kernel_size, stride=None, padding=0, output_size
                             padding, output_size))
 
 
+def torch_lp_pool(F, x, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``F.lp_pool{1,2}d`` on moved channels."""
+    fn = getattr(F, f"lp_pool{x.ndim - 2}d")
+    return channels_last(fn(channels_first(x), norm_type, kernel_size, stride, ceil_mode))
+
+
 def distinct_indices(x_shape, out_spatial, seed=0):
     """int64 indices of shape ``x_shape``: per (n, c), distinct random flat positions of
     an output plane ``out_spatial`` (no two inputs land on one output)."""
@@ -64,4 +70,15 @@ UNPOOL_2D = (
     Sample(((2, 3, 4, 2), Fixed(distinct_indices((2, 3, 4, 2), (6, 8)))), {"kernel_size": 2}),
     Sample(((1, 3, 3, 2), Fixed(distinct_indices((1, 3, 3, 2), (5, 6), 2))),
            {"kernel_size": 3, "stride": 2, "padding": 1, "output_size": (5, 6)}),
+)
+LP_POOL1D = (
+    Sample(((2, 9, 3),), {"norm_type": 2, "kernel_size": 3}),
+    Sample(((2, 8, 2),), {"norm_type": 1, "kernel_size": 3, "stride": 2, "ceil_mode": True}),
+    Sample(((2, 9, 2),), {"norm_type": 4.0, "kernel_size": 2, "stride": 1}),
+)
+LP_POOL2D = (
+    Sample(((2, 6, 6, 3),), {"norm_type": 2, "kernel_size": 2}),
+    Sample(((2, 7, 6, 2),), {"norm_type": 2, "kernel_size": 3, "stride": 2, "ceil_mode": True}),
+    Sample(((2, 5, 6, 2),), {"norm_type": 1, "kernel_size": (2, 3), "stride": (1, 2)}),
+    Sample(((1, 6, 5, 2),), {"norm_type": 6, "kernel_size": (3, 2), "stride": 1}),
 )
