@@ -143,3 +143,22 @@ def test_lp_pool_gradient_is_zero_on_an_all_zero_window(module):
 def test_lp_pool_refuses_a_bad_norm_type(norm_type):
     with pytest.raises(ValueError, match=r"'norm_type' must be a finite number > 0; received"):
         ops.lp_pool1d(np.ones((1, 4, 2)), norm_type, 2)
+
+
+def test_min_pool_indices_are_torchs_max_pool_indices_of_minus_x():
+    x = _ties_and_nans((2, 7, 8, 3), 6)
+    y, indices, _ = ops.min_pool2d(x, 3, 2, 1, return_indices=True)
+    _, twin_indices, _ = reference.min_pool2d(x, 3, 2, 1, return_indices=True)
+    y_torch, i_torch = F.max_pool2d(-_first(x), 3, 2, 1, return_indices=True)
+    assert np.array_equal(indices, _last(i_torch)) and np.array_equal(twin_indices, indices)
+    assert np.array_equal(y, -_last(y_torch), equal_nan=True)
+
+
+def test_min_pool_layer_in_a_graph_gives_values_and_indices():
+    inp = hg.Input((6, 2))
+    low, where = L.MinPool1D(2, return_indices=True)(inp)
+    model = hg.Model(inp, [low, where], dtype="float64", seed=0)
+    x = np.random.default_rng(7).standard_normal((3, 6, 2))
+    low_v, where_v = model.forward(x)
+    assert np.array_equal(low_v, x.reshape(3, 3, 2, 2).min(axis=2))
+    assert np.array_equal(np.take_along_axis(x, where_v, axis=1), low_v)

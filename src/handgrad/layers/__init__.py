@@ -59,6 +59,9 @@ from .pooling_extra import (
     LPPool,
     LPPool1D,
     LPPool2D,
+    MinPool,
+    MinPool1D,
+    MinPool2D,
 )
 from .rearrange import (
     ChannelShuffle,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import ops
 from ..ops._args.adaptive import bins, output_sizes
 from . import declarations as twins
-from .pooling import Pool
+from .pooling import MaxPoolND, Pool
 from .registry import register
 
 
@@ -140,4 +140,30 @@ class LPPool2D(LPPool):
 
     forward_op = staticmethod(ops.lp_pool2d)
     backward_op = staticmethod(ops.lp_pool2d_backward)
+    rank = 2
+
+
+class MinPool(MaxPoolND):
+    """Min pooling, -MaxPool(-x): the first minimum of each window (EpyNN's; no torch
+    module, no ONNX operator)."""
+
+    torch_twin = None
+    onnx_form = None
+
+
+@register
+class MinPool1D(MinPool):
+    """Min pooling on (N, L, C)."""
+
+    forward_op = staticmethod(ops.min_pool1d)
+    backward_op = staticmethod(ops.min_pool1d_backward)
+    rank = 1
+
+
+@register
+class MinPool2D(MinPool):
+    """Min pooling on (N, H, W, C)."""
+
+    forward_op = staticmethod(ops.min_pool2d)
+    backward_op = staticmethod(ops.min_pool2d_backward)
     rank = 2

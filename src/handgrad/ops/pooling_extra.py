@@ -31,6 +31,7 @@ from ._args.adaptive import check_return_indices, prepare_adaptive
 from ._args.cache import Cache, check_cache
 from ._args.unpool import prepare_unpool
 from .declare import declare, exports
+from .pooling import max_pool1d, max_pool1d_backward, max_pool2d, max_pool2d_backward
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,51 @@ def max_unpool2d_backward(dy, cache):
     return _unpool_backward("max_unpool2d_backward", "max_unpool2d", dy, cache)
 
 
+# ------------------------------------------------------------------- min pooling
+@dataclass(frozen=True)
+class MinPoolCache(Cache):
+    """The forward's name and the cache of the max pooling of -x."""
+
+    inner: object
+
+
+def _min_pool(op, max_pool, x, return_indices, **kwargs):
+    """y = -max_pool(-x) (the first minimum of each window; a NaN wins)."""
+    xp = array_module(x)
+    out = max_pool(-xp.asarray(x), return_indices=return_indices, **kwargs)
+    return (-out[0], *out[1:-1], MinPoolCache(op, out[-1]))
+
+
+def min_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-D min pooling, x (N, L, C) -> y (N, L_out, C): -max_pool1d(-x), so the first
+    minimum of each window (padding never wins). Returns ``(y, cache)`` (or ``(y,
+    indices, cache)``)."""
+    return _min_pool("min_pool1d", max_pool1d, x, return_indices, kernel_size=kernel_size,
+                     stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+
+
+def min_pool1d_backward(dy, cache):
+    """dy (N, L_out, C) -> dx (N, L, C): each dy goes to its window's first minimum
+    (dx = max_pool_backward(dy), the two negations cancel)."""
+    cache = check_cache("min_pool1d_backward", cache, "min_pool1d", MinPoolCache)
+    return max_pool1d_backward(dy, cache.inner)
+
+
+def min_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D min pooling, x (N, H, W, C) -> y (N, H_out, W_out, C): -max_pool2d(-x).
+    Returns ``(y, cache)`` (or ``(y, indices, cache)``)."""
+    return _min_pool("min_pool2d", max_pool2d, x, return_indices, kernel_size=kernel_size,
+                     stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+
+
+def min_pool2d_backward(dy, cache):
+    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): each dy to its window's first minimum."""
+    cache = check_cache("min_pool2d_backward", cache, "min_pool2d", MinPoolCache)
+    return max_pool2d_backward(dy, cache.inner)
+
+
 # The declarations: kernels, torch counterpart, sample inputs (ops/samples/pooling_extra.py).
 from .samples import pooling_extra as _s  # noqa: E402
 
@@ -253,4 +299,6 @@ declare(adaptive_max_pool2d, adaptive_max_pool2d_backward, torch=_s.torch_adapti
         samples=_s.ADAPTIVE_2D + _s.ADAPTIVE_MAX_EXTRA_2D)
 declare(max_unpool1d, max_unpool1d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_1D)
 declare(max_unpool2d, max_unpool2d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_2D)
+declare(min_pool1d, min_pool1d_backward, torch=_s.torch_min_pool, samples=_s.MIN_POOL1D)
+declare(min_pool2d, min_pool2d_backward, torch=_s.torch_min_pool, samples=_s.MIN_POOL2D)
 __all__ = exports(__name__, globals())

@@ -65,6 +65,8 @@ LAYER_CASES = {
     "ConvTranspose2D": _conv(2, True),
     "MaxPool1D": _pool(L.MaxPool1D, 1, False),
     "MaxPool2D": _pool(L.MaxPool2D, 2, False),
+    "MinPool1D": _pool(L.MinPool1D, 1, False),
+    "MinPool2D": _pool(L.MinPool2D, 2, False),
     "AvgPool1D": _pool(L.AvgPool1D, 1, True),
     "AvgPool2D": _pool(L.AvgPool2D, 2, True),
     "GlobalAvgPool1D": _simple(lambda rng: L.GlobalAvgPool1D(), (6, 3)),

@@ -35,6 +35,14 @@ def torch_lp_pool(F, x, norm_type, kernel_size, stride=None, ceil_mode=False):
     return channels_last(fn(channels_first(x), norm_type, kernel_size, stride, ceil_mode))
 
 
+def torch_min_pool(F, x, kernel_size, stride=None, padding=0, **kwargs):
+    """-F.max_pool{1,2}d(-x) on moved channels (torch has no min pooling)."""
+    if kwargs.pop("return_indices", False):
+        raise NotImplementedError("the indices are checked in the tests")
+    fn = getattr(F, f"max_pool{x.ndim - 2}d")
+    return -channels_last(fn(-channels_first(x), kernel_size, stride, padding, **kwargs))
+
+
 def distinct_indices(x_shape, out_spatial, seed=0):
     """int64 indices of shape ``x_shape``: per (n, c), distinct random flat positions of
     an output plane ``out_spatial`` (no two inputs land on one output)."""
@@ -81,4 +89,16 @@ LP_POOL2D = (
     Sample(((2, 7, 6, 2),), {"norm_type": 2, "kernel_size": 3, "stride": 2, "ceil_mode": True}),
     Sample(((2, 5, 6, 2),), {"norm_type": 1, "kernel_size": (2, 3), "stride": (1, 2)}),
     Sample(((1, 6, 5, 2),), {"norm_type": 6, "kernel_size": (3, 2), "stride": 1}),
+)
+MIN_POOL1D = (
+    Sample(((2, 9, 3),), {"kernel_size": 2}),
+    Sample(((2, 10, 2),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+    Sample(((2, 10, 2),), {"kernel_size": 3, "dilation": 2, "padding": 1}, ties=True),
+)
+MIN_POOL2D = (
+    Sample(((2, 6, 6, 3),), {"kernel_size": 2}),
+    Sample(((2, 7, 8, 2),), {"kernel_size": (2, 3), "stride": (1, 2), "padding": 1,
+                             "dilation": (2, 1), "ceil_mode": True}),
+    Sample(((2, 7, 7, 3),), {"kernel_size": 3, "stride": 1, "padding": 1}, ties=True),
+    Sample(((1, 5, 6, 2),), {"kernel_size": 2, "return_indices": True}),
 )
