@@ -162,3 +162,11 @@ def test_min_pool_layer_in_a_graph_gives_values_and_indices():
     low_v, where_v = model.forward(x)
     assert np.array_equal(low_v, x.reshape(3, 3, 2, 2).min(axis=2))
     assert np.array_equal(np.take_along_axis(x, where_v, axis=1), low_v)
+
+
+@pytest.mark.parametrize("module", [ops, reference])
+def test_an_empty_batch_unpools_to_an_empty_batch(module):
+    x = np.zeros((0, 3, 4, 2))
+    y, cache = module.max_unpool2d(x, np.zeros(x.shape, np.int64), 2)
+    assert y.shape == (0, 6, 8, 2)
+    assert module.max_unpool2d_backward(y, cache).shape == x.shape

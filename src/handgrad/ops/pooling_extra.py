@@ -49,7 +49,7 @@ class FlatIndexCache(Cache):
 
 def _flat(a):
     """(N, *S, C) -> (N, prod(S), C) view."""
-    return a.reshape(a.shape[0], -1, a.shape[-1])
+    return a.reshape(a.shape[0], math.prod(a.shape[1:-1]), a.shape[-1])
 
 
 def scatter_add(xp, index, values, plane_shape, dtype):
