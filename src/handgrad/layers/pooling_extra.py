@@ -4,7 +4,6 @@ channels-last maps."""
 from __future__ import annotations
 
 from .. import ops
-from ..ops._args.adaptive import bins, output_sizes
 from . import declarations as twins
 from .pooling import MaxPoolND, Pool
 from .registry import register
@@ -15,7 +14,7 @@ def adaptive_onnx_form(layer, g, v):
     when every axis divides evenly (uniform bins); otherwise no exact ONNX form."""
     v = g.channels_first(v)
     spatial = tuple(v.shape[:-1])
-    sizes = output_sizes(layer.label, layer.kwargs["output_size"], spatial)
+    sizes = ops.adaptive_output_sizes(layer.label, layer.kwargs["output_size"], spatial)
     kind = "Max" if layer.forward_op in (ops.adaptive_max_pool1d, ops.adaptive_max_pool2d) \
         else "Average"
     if all(o == 1 for o in sizes):
@@ -24,11 +23,11 @@ def adaptive_onnx_form(layer, g, v):
         kernel = [s // o for s, o in zip(spatial, sizes)]
         y = g.op(f"{kind}Pool", [v.name], "adaptive_pool", kernel_shape=kernel, strides=kernel)
     else:
-        uneven = [(s, o) for s, o in zip(spatial, sizes) if s % o]
-        raise ValueError(f"export_onnx: {layer.label} pools {uneven[0][0]} positions to "
-                         f"{uneven[0][1]}, whose bins {bins(*uneven[0])} differ in size or "
-                         f"overlap: ONNX has no exact operator for that (export works when "
-                         f"every input size is a multiple of its output size)")
+        size, out = next((s, o) for s, o in zip(spatial, sizes) if s % o)
+        raise ValueError(f"export_onnx: {layer.label} pools {size} positions to {out}, whose "
+                         f"bins {ops.adaptive_bins(size, out)} differ in size or overlap: "
+                         f"ONNX has no exact operator for that (export works when every "
+                         f"input size is a multiple of its output size)")
     return g.value(y, tuple(layer.output_shape(v.shape)), True)
 
 

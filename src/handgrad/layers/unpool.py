@@ -8,7 +8,6 @@ import numpy as np
 
 from .. import ops
 from .._checks import describe, float_array
-from ..ops._args.unpool import unpool_output_shape
 from . import declarations as twins
 from .base import Layer
 from .caching import keeps_cache
@@ -31,7 +30,7 @@ class MaxUnpool(Layer):
         super().__init__(name=name)
         self.kwargs = {"kernel_size": kernel_size, "stride": stride, "padding": padding,
                        "output_size": output_size}
-        unpool_output_shape(self.label, (2,) * self.rank, kernel_size, stride, padding,
+        ops.unpool_output_shape(self.label, (2,) * self.rank, kernel_size, stride, padding,
                             None)  # validates the geometry; output_size: at the first call
 
     def get_config(self):
@@ -65,7 +64,7 @@ class MaxUnpool(Layer):
             raise ValueError(f"{self.label}: x must have {self.rank} spatial axes and "
                              f"channels per example; received shape {x_shape}")
         kw = self.kwargs
-        sizes = unpool_output_shape(self.label, x_shape[:-1], kw["kernel_size"], kw["stride"],
+        sizes = ops.unpool_output_shape(self.label, x_shape[:-1], kw["kernel_size"], kw["stride"],
                                     kw["padding"], kw["output_size"])
         return (*sizes, x_shape[-1])
 

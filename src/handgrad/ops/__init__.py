@@ -53,6 +53,8 @@ from .geometry import (
     RECURRENT_GATES,
     WindowAxis,
     WindowGeometry,
+    adaptive_bins,
+    adaptive_output_sizes,
     check_ids,
     check_lengths,
     check_normalized_shape,
@@ -62,6 +64,7 @@ from .geometry import (
     parse_padding,
     pool_geometry,
     resolve_count_include_pad,
+    unpool_output_shape,
 )
 
 ACTIVATIONS = activation_table()

@@ -25,6 +25,11 @@ Validators (``op`` first, as the kernels call them):
 - ``check_ids(op, ids, num_embeddings)``: integer ids in [0, num_embeddings).
 - ``check_padding_idx(op, padding_idx, num_embeddings)``: None or an int in [-V, V),
   returned in [0, V).
+- ``adaptive_output_sizes(op, output_size, input_size)``: an adaptive pooling's output
+  sizes (None keeps an axis); ``adaptive_bins(size_in, size_out)``: PyTorch's
+  ``(start, end)`` bins of one axis.
+- ``unpool_output_shape(op, input_size, kernel_size, stride, padding, output_size)``: a
+  max unpooling's spatial output sizes.
 - ``RECURRENT_GATES``: gate blocks per recurrent cell (``{"rnn": 1, "lstm": 4, "gru": 3}``);
   the weights of a cell with G gates and hidden size H have G*H columns.
 """
@@ -32,11 +37,13 @@ Validators (``op`` first, as the kernels call them):
 from __future__ import annotations
 
 from .._checks import describe, int_tuple, is_int
+from ._args.adaptive import adaptive_bins, adaptive_output_sizes
 from ._args.conv import conv_transpose_window, conv_window
 from ._args.norm import check_normalized_shape
 from ._args.pool import pool_window, resolve_count_include_pad
 from ._args.recurrent import GATES as RECURRENT_GATES
 from ._args.recurrent import check_lengths
+from ._args.unpool import unpool_output_shape
 from ._args.windows import WindowAxis, WindowGeometry, parse_padding
 from .embedding import check_ids, check_padding_idx
 
@@ -44,6 +51,8 @@ __all__ = [
     "RECURRENT_GATES",
     "WindowAxis",
     "WindowGeometry",
+    "adaptive_bins",
+    "adaptive_output_sizes",
     "check_ids",
     "check_lengths",
     "check_normalized_shape",
@@ -53,6 +62,7 @@ __all__ = [
     "parse_padding",
     "pool_geometry",
     "resolve_count_include_pad",
+    "unpool_output_shape",
 ]
 
 

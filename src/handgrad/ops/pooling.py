@@ -84,11 +84,11 @@ def _max_pool(call: PoolCall):
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
-def _with_indices(call, result, return_indices):
-    """``result`` = (y, cache), with PyTorch's indices inserted when asked."""
-    if check_return_indices(call.op, return_indices):
-        return result[0], max_pool_indices(call.x, result[0], call.axes), result[1]
-    return result
+def _with_indices(call, return_indices):
+    """The max pooling's (y, cache), or (y, indices, cache): PyTorch's indices."""
+    wanted = check_return_indices(call.op, return_indices)
+    y, cache = _max_pool(call)
+    return (y, max_pool_indices(call.x, y, call.axes), cache) if wanted else (y, cache)
 
 
 def _route(x_pad, winners_of, pending, buffer, overlapping, order):
@@ -187,7 +187,7 @@ def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     """
     op = "max_pool1d"
     call = prepare_pool(op, 1, x, kernel_size, stride, padding, dilation, ceil_mode)
-    return _with_indices(call, _max_pool(call), return_indices)
+    return _with_indices(call, return_indices)
 
 
 def max_pool1d_backward(dy, cache):
@@ -202,7 +202,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     ``(y, indices, cache)`` with ``return_indices`` (int64, flat h * W + w, as PyTorch)."""
     op = "max_pool2d"
     call = prepare_pool(op, 2, x, kernel_size, stride, padding, dilation, ceil_mode)
-    return _with_indices(call, _max_pool(call), return_indices)
+    return _with_indices(call, return_indices)
 
 
 def max_pool2d_backward(dy, cache):

@@ -27,13 +27,13 @@ class AdaptiveCall:
         return tuple(len(b) for b in self.bins)
 
 
-def bins(size_in, size_out):
+def adaptive_bins(size_in, size_out):
     """PyTorch's adaptive bins: ``[(floor(o*L/out), ceil((o+1)*L/out)) for o]``."""
     return tuple((o * size_in // size_out, -(-(o + 1) * size_in // size_out))
                  for o in range(size_out))
 
 
-def output_sizes(op, output_size, spatial):
+def adaptive_output_sizes(op, output_size, spatial):
     """``output_size`` (a positive int, or a tuple of len(spatial) positive ints or None
     meaning the input's size) -> one int per spatial axis."""
     nd = len(spatial)
@@ -50,8 +50,8 @@ def prepare_adaptive(op, nd, x, output_size) -> AdaptiveCall:
     """Validate an adaptive pooling call on x (N, *S, C) with ``nd`` spatial axes."""
     x = check_not_empty(op, "x", float_array(op, "x", x, nd + 2, LAYOUTS[nd]), LAYOUTS[nd])
     spatial = tuple(x.shape[1:-1])
-    sizes = output_sizes(op, output_size, spatial)
-    return AdaptiveCall(op, x, tuple(bins(s, o) for s, o in zip(spatial, sizes)))
+    sizes = adaptive_output_sizes(op, output_size, spatial)
+    return AdaptiveCall(op, x, tuple(adaptive_bins(s, o) for s, o in zip(spatial, sizes)))
 
 
 def check_return_indices(op, return_indices):
