@@ -97,7 +97,7 @@ METRICS = {
 #: The names whose meaning depends on the loss (see :func:`accuracy_for`).
 ACCURACY_NAMES = ("accuracy", "acc")
 _ARGMAX_LOSSES = (losses.softmax_cross_entropy, losses.sparse_categorical_crossentropy,
-                  losses.categorical_crossentropy)
+                  losses.categorical_crossentropy, losses.nll_loss)
 _BINARY_LOSSES = (losses.binary_cross_entropy, losses.binary_cross_entropy_with_logits,
                   losses.binary_crossentropy)
 
@@ -106,7 +106,7 @@ def accuracy_for(loss):
     """The accuracy that ``"accuracy"`` means for ``loss`` (a loss function or None):
     :func:`binary_accuracy` for binary cross-entropy (one decision per output, multi-label;
     ``logit > 0`` for a logits loss, ``probability > 0.5`` for a probability loss),
-    :func:`accuracy` (arg-max) for the softmax cross-entropies, None where it is ambiguous.
+    :func:`accuracy` (arg-max) for the softmax cross-entropies and ``nll_loss``, None where it is ambiguous.
     A ``functools.partial`` of a loss (e.g. with ``label_smoothing``) counts as that loss."""
     base = loss
     while isinstance(base, functools.partial):

@@ -132,6 +132,12 @@ class Objective:
             raise ValueError(f"{op}: loss {spec!r} takes logits, but {where} {layer.label}, "
                              f"which outputs probabilities; remove that last layer (apply "
                              f"it to predict's outputs instead){other}")
+        if losses.takes_log_probabilities(self.losses[name]) and isinstance(layer, Activation) \
+                and layer.forward_op in (ops.softmax, ops.sigmoid):
+            where = f"output {name!r} comes from" if self.multi else "the model ends with"
+            raise ValueError(f"{op}: loss {spec!r} takes log-probabilities, but {where} "
+                             f"{layer.label}, which outputs probabilities; remove that layer and use "
+                             f"'cross_entropy', which applies the log-softmax itself")
 
     # ----------------------------------------------------------------- use
     def needs_target(self, name) -> bool:

@@ -1,0 +1,180 @@
+"""Softmax cross-entropy, negative log-likelihood and the fused linear cross-entropy
+(classes on the last axis: torch's (N, C, ...) is (N, ..., C) here)."""
+
+from __future__ import annotations
+
+from .._checks import array_module, describe, float_array, is_int, same_dtype
+from .._hyper import number
+from ..ops import special
+from ._common import class_weight, labels_array, nonempty, reduce
+
+
+def _ignore_index(op, value):
+    if not is_int(value):
+        raise TypeError(f"{op}: 'ignore_index' must be an integer class id; "
+                        f"received {describe(value)}")
+    return int(value)
+
+
+def _scores(op, name, scores):
+    scores = float_array(op, name, scores)
+    if scores.ndim < 2:
+        raise ValueError(f"{op}: '{name}' must be an array of shape (N, C) or (N, ..., C); "
+                         f"received shape {tuple(scores.shape)}")
+    nonempty(op, name, scores)
+    return scores
+
+
+def _class_targets(op, xp, labels, scores, ignore_index, name):
+    """(one-hot targets in ``scores``' dtype, zero rows where ignored; the kept mask)."""
+    classes = scores.shape[-1]
+    if tuple(labels.shape) != tuple(scores.shape[:-1]):
+        raise ValueError(
+            f"{op}: integer 'labels' must have shape {tuple(scores.shape[:-1])} (the {name}' "
+            f"shape without the class axis); received shape {tuple(labels.shape)}")
+    kept = labels != ignore_index
+    bad = kept & ((labels < 0) | (labels >= classes))
+    if bool(xp.any(bad)):
+        index = tuple(int(i) for i in xp.argwhere(bad)[0])
+        raise ValueError(
+            f"{op}: 'labels' must be class ids in [0, {classes}); received label "
+            f"{int(labels[index])} at index {index} (labels equal to ignore_index="
+            f"{ignore_index} are skipped)")
+    onehot = (labels[..., None] == xp.arange(classes)) & kept[..., None]
+    return onehot.astype(scores.dtype), kept
+
+
+def _targets(op, xp, labels, scores, weight, ignore_index, eps, name="logits"):
+    """Per-class target weights q (N, ..., C) and the divisor of ``"mean"``.
+
+    Class ids: q = w_c ((1 - eps) onehot + eps / C) on kept rows, 0 on ignored ones; the
+    mean divides by sum of w[label] over kept rows (their count without weight).
+    Probabilities t: q = w_c ((1 - eps) t + eps / C); the mean divides by N * ...
+    """
+    labels = labels_array(scores, labels)
+    classes = scores.shape[-1]
+    if labels.dtype.kind in "iu":
+        onehot, kept = _class_targets(op, xp, labels, scores, ignore_index, name)
+        q = onehot * (1.0 - eps) + kept[..., None].astype(scores.dtype) * (eps / classes) \
+            if eps > 0.0 else onehot
+        if weight is None:
+            return q, xp.sum(kept)
+        return q * weight, xp.sum(onehot * weight)
+    if labels.dtype.kind != "f":
+        raise TypeError(f"{op}: 'labels' must be integer class ids or float probability "
+                        f"targets; received {describe(labels)}")
+    same_dtype(op, **{name: scores, "labels": labels})
+    if labels.shape != scores.shape:
+        raise ValueError(f"{op}: probability 'labels' must have the {name}' shape "
+                         f"{tuple(scores.shape)}; received shape {tuple(labels.shape)}")
+    q = labels * (1.0 - eps) + eps / classes if eps > 0.0 else labels
+    return (q if weight is None else q * weight), None
+
+
+def softmax_cross_entropy(logits, labels, *, weight=None, ignore_index=-100,
+                          label_smoothing=0.0, reduction="mean"):
+    """Cross-entropy of softmax(logits) (PyTorch's ``F.cross_entropy``, classes last).
+
+    logits (N, ..., C); labels integer class ids (N, ...) or probability targets
+    (N, ..., C) in logits' dtype; ``weight`` (C,) scales each class; labels equal to
+    ``ignore_index`` add nothing; label_smoothing eps in [0, 1] mixes the targets with the
+    uniform distribution. With q the weighted targets (see ``_targets``):
+    loss = -sum_c q_c log p_c, dlogits = p sum_c q_c - q; ``"mean"`` divides by the total
+    weight of the kept labels (class ids) or by N * ... (probabilities), as torch.
+    """
+    op = "softmax_cross_entropy"
+    logits = _scores(op, "logits", logits)
+    eps = number(op, "label_smoothing", label_smoothing, low=0.0, high=1.0)
+    weight = class_weight(op, weight, logits)
+    ignore_index = _ignore_index(op, ignore_index)
+    xp = array_module(logits)
+    q, divisor = _targets(op, xp, labels, logits, weight, ignore_index, eps)
+    log_p = special.log_softmax(xp, logits, -1)
+    values = -xp.sum(q * log_p, axis=-1)
+    grad = xp.exp(log_p) * xp.sum(q, axis=-1, keepdims=True) - q
+    return reduce(op, values, grad, reduction, divisor)
+
+
+def nll_loss(log_probs, labels, weight=None, ignore_index=-100, *, reduction="mean"):
+    """Negative log-likelihood (PyTorch's ``F.nll_loss``, classes last).
+
+    log_probs (N, ..., C) (e.g. a LogSoftmax's output), labels class ids (N, ...);
+    loss = -w[y] log_probs[y], dlog_probs = -w[y] at the label's class (0 elsewhere and on
+    rows whose label is ``ignore_index``); ``"mean"`` divides by the sum of w[y] over the
+    kept rows.
+    """
+    op = "nll_loss"
+    log_probs = _scores(op, "log_probs", log_probs)
+    weight = class_weight(op, weight, log_probs)
+    ignore_index = _ignore_index(op, ignore_index)
+    xp = array_module(log_probs)
+    labels = labels_array(log_probs, labels)
+    if labels.dtype.kind not in "iu":
+        raise TypeError(f"{op}: 'labels' must be integer class ids; received {describe(labels)}")
+    q, divisor = _targets(op, xp, labels, log_probs, weight, ignore_index, 0.0,
+                           "log_probs")
+    return reduce(op, -xp.sum(q * log_probs, axis=-1), -q, reduction, divisor)
+
+
+def linear_cross_entropy(inputs, linear_weight, labels, *, linear_bias=None, weight=None,
+                         ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """Cross-entropy of a linear layer's logits (PyTorch's ``F.linear_cross_entropy``).
+
+    inputs x (N, ..., D), linear_weight W (C, D), linear_bias b (C,) or None; the logits
+    z = x W^T + b go to :func:`softmax_cross_entropy` (same options). Returns
+    ``(loss, (dx, dW, db))`` with dz the cross-entropy's gradient: dx = dz W,
+    dW = dz^T x (summed over N, ...), db = sum dz (None without a bias).
+    """
+    op = "linear_cross_entropy"
+    x = _scores(op, "inputs", inputs)
+    w = float_array(op, "linear_weight", linear_weight, ndim=2)
+    same_dtype(op, inputs=x, linear_weight=w)
+    if w.shape[1] != x.shape[-1]:
+        raise ValueError(f"{op}: 'linear_weight' must have shape (C, {x.shape[-1]}) (one row "
+                         f"per class, the inputs' features); received shape {tuple(w.shape)}")
+    logits = x @ w.T
+    if linear_bias is not None:
+        b = float_array(op, "linear_bias", linear_bias, ndim=1)
+        same_dtype(op, inputs=x, linear_bias=b)
+        if b.shape != (w.shape[0],):
+            raise ValueError(f"{op}: 'linear_bias' must have shape ({w.shape[0]},); "
+                             f"received shape {tuple(b.shape)}")
+        logits = logits + b
+    loss, dz = softmax_cross_entropy(logits, labels, weight=weight, ignore_index=ignore_index,
+                                     label_smoothing=label_smoothing, reduction=reduction)
+    dz_flat, x_flat = dz.reshape(-1, dz.shape[-1]), x.reshape(-1, x.shape[-1])
+    dw = dz_flat.T @ x_flat
+    db = None if linear_bias is None else dz_flat.sum(axis=0)
+    return loss, (dz @ w, dw, db)
+
+
+def sparse_categorical_crossentropy(logits, labels, *, label_smoothing=0.0, reduction="mean"):
+    """Keras's name: :func:`softmax_cross_entropy` from logits with integer class ids of
+    shape (N, ...) or (N, ..., 1)."""
+    op = "sparse_categorical_crossentropy"
+    logits = float_array(op, "logits", logits)
+    labels = labels_array(logits, labels)
+    if labels.dtype.kind not in "iu":
+        raise TypeError(f"{op}: 'labels' must be integer class ids; received {describe(labels)}"
+                        f" (for one-hot targets use 'categorical_crossentropy')")
+    if logits.ndim >= 1 and tuple(labels.shape) == (*logits.shape[:-1], 1):
+        labels = labels[..., 0]
+    return softmax_cross_entropy(logits, labels, label_smoothing=label_smoothing,
+                                 reduction=reduction)
+
+
+def categorical_crossentropy(logits, labels, *, label_smoothing=0.0, reduction="mean"):
+    """Keras's name: :func:`softmax_cross_entropy` from logits with one-hot (or probability)
+    targets of the logits' shape; integer or bool one-hot targets are exact in any dtype
+    and are taken in the logits' dtype."""
+    op = "categorical_crossentropy"
+    logits = float_array(op, "logits", logits)
+    labels = labels_array(logits, labels)
+    if tuple(labels.shape) != tuple(logits.shape):
+        raise ValueError(f"{op}: 'labels' must be one-hot targets of the logits' shape "
+                         f"{tuple(logits.shape)}; received {describe(labels)} (for class ids "
+                         f"use 'sparse_categorical_crossentropy')")
+    if labels.dtype.kind in "biu":
+        labels = labels.astype(logits.dtype)
+    return softmax_cross_entropy(logits, labels, label_smoothing=label_smoothing,
+                                 reduction=reduction)
