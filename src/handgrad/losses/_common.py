@@ -18,8 +18,8 @@ def reduce(op, values, grad, reduction, divisor=None, choices=REDUCTIONS):
     if reduction == "sum":
         return float(total), grad
     count = float(values.size if divisor is None else divisor)
-    if count == 0.0:  # a mean over nothing (every target ignored): NaN, as torch
-        count = float("nan")
+    if count == 0.0:  # a mean over nothing (every label ignored): NaN, zero gradient (torch)
+        return float("nan"), grad
     count_ = values.dtype.type(count)
     if isinstance(grad, tuple):
         return float(total) / count, tuple(g / count_ for g in grad)

@@ -63,6 +63,9 @@ def _targets(op, xp, labels, scores, weight, ignore_index, eps, name="logits"):
     if labels.dtype.kind != "f":
         raise TypeError(f"{op}: 'labels' must be integer class ids or float probability "
                         f"targets; received {describe(labels)}")
+    if ignore_index >= 0:
+        raise ValueError(f"{op}: 'ignore_index' does not apply to probability targets (a "
+                         f"class id {ignore_index} was given); pass integer class ids")
     same_dtype(op, **{name: scores, "labels": labels})
     if labels.shape != scores.shape:
         raise ValueError(f"{op}: probability 'labels' must have the {name}' shape "

@@ -106,7 +106,8 @@ def accuracy_for(loss):
     """The accuracy that ``"accuracy"`` means for ``loss`` (a loss function or None):
     :func:`binary_accuracy` for binary cross-entropy (one decision per output, multi-label;
     ``logit > 0`` for a logits loss, ``probability > 0.5`` for a probability loss),
-    :func:`accuracy` (arg-max) for the softmax cross-entropies and ``nll_loss``, None where it is ambiguous.
+    :func:`accuracy` (arg-max) for the softmax cross-entropies and ``nll_loss``, None where
+    it is ambiguous.
     A ``functools.partial`` of a loss (e.g. with ``label_smoothing``) counts as that loss."""
     base = loss
     while isinstance(base, functools.partial):

@@ -136,8 +136,8 @@ class Objective:
                 and layer.forward_op in (ops.softmax, ops.sigmoid):
             where = f"output {name!r} comes from" if self.multi else "the model ends with"
             raise ValueError(f"{op}: loss {spec!r} takes log-probabilities, but {where} "
-                             f"{layer.label}, which outputs probabilities; remove that layer and use "
-                             f"'cross_entropy', which applies the log-softmax itself")
+                             f"{layer.label}, which outputs probabilities; remove that layer and "
+                             f"use 'cross_entropy', which applies the log-softmax itself")
 
     # ----------------------------------------------------------------- use
     def needs_target(self, name) -> bool:
