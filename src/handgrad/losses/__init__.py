@@ -67,12 +67,15 @@ from .classification import (
     softmax_cross_entropy,
     sparse_categorical_crossentropy,
 )
+from .margin import cosine_embedding, hinge_embedding, margin_ranking, triplet_margin
+from .multiclass_margin import multi_margin, multilabel_margin, multilabel_soft_margin, soft_margin
 from .probabilistic import gaussian_nll, kl_div, poisson_nll
 from .regression import huber, mae, mse, smooth_l1
 
 #: Losses that take logits: a model that ends with a softmax or sigmoid is refused.
 LOGIT_LOSSES = (softmax_cross_entropy, sparse_categorical_crossentropy,
-                categorical_crossentropy, binary_cross_entropy_with_logits)
+                categorical_crossentropy, binary_cross_entropy_with_logits,
+                multilabel_soft_margin)
 
 
 def takes_logits(loss) -> bool:
@@ -107,6 +110,16 @@ LOSSES = {
     "kl_divergence": kl_div,
     "poisson_nll": poisson_nll,
     "poisson_nll_loss": poisson_nll,
+    "hinge_embedding": hinge_embedding,
+    "hinge_embedding_loss": hinge_embedding,
+    "soft_margin": soft_margin,
+    "soft_margin_loss": soft_margin,
+    "multilabel_soft_margin": multilabel_soft_margin,
+    "multilabel_soft_margin_loss": multilabel_soft_margin,
+    "multi_margin": multi_margin,
+    "multi_margin_loss": multi_margin,
+    "multilabel_margin": multilabel_margin,
+    "multilabel_margin_loss": multilabel_margin,
 }
 
 #: Losses that take log-probabilities: a model that ends with a softmax is refused (it

@@ -97,9 +97,9 @@ METRICS = {
 #: The names whose meaning depends on the loss (see :func:`accuracy_for`).
 ACCURACY_NAMES = ("accuracy", "acc")
 _ARGMAX_LOSSES = (losses.softmax_cross_entropy, losses.sparse_categorical_crossentropy,
-                  losses.categorical_crossentropy, losses.nll_loss)
+                  losses.categorical_crossentropy, losses.nll_loss, losses.multi_margin)
 _BINARY_LOSSES = (losses.binary_cross_entropy, losses.binary_cross_entropy_with_logits,
-                  losses.binary_crossentropy)
+                  losses.binary_crossentropy, losses.multilabel_soft_margin)
 
 
 def accuracy_for(loss):
