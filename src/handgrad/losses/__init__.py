@@ -44,8 +44,9 @@ and ``huber_loss`` are ``mse``, ``mae`` and ``huber`` (torch's ``HuberLoss``);
 Every loss takes ``reduction``: ``"none"``, ``"sum"`` or ``"mean"`` (and ``kl_div``
 ``"batchmean"``). The modules: :mod:`.classification` (softmax cross-entropy with
 ``weight``, ``ignore_index``, probability targets and label smoothing; ``nll_loss``;
-``linear_cross_entropy``), :mod:`.binary`, :mod:`.regression`, :mod:`.probabilistic`
-(``kl_div``, ``gaussian_nll``, ``poisson_nll``) and :mod:`.margin`. Classes are on the
+``linear_cross_entropy``), :mod:`.ctc` (``ctc_loss``), :mod:`.binary`,
+:mod:`.regression`, :mod:`.probabilistic` (``kl_div``, ``gaussian_nll``, ``poisson_nll``),
+:mod:`.margin` and :mod:`.multiclass_margin`. Classes are on the
 last axis: torch's (N, C, ...) is (N, ..., C) here. :data:`LOSSES` names those that
 ``compile`` can use (one prediction and one target).
 """
@@ -67,6 +68,7 @@ from .classification import (
     softmax_cross_entropy,
     sparse_categorical_crossentropy,
 )
+from .ctc import ctc_loss
 from .margin import cosine_embedding, hinge_embedding, margin_ranking, triplet_margin
 from .multiclass_margin import multi_margin, multilabel_margin, multilabel_soft_margin, soft_margin
 from .probabilistic import gaussian_nll, kl_div, poisson_nll
