@@ -7,6 +7,10 @@ import numpy as np
 
 from handgrad.testing import assert_close, finite_max
 
+DTYPES = [np.float64, np.float32]
+DTYPE_IDS = ["float64", "float32"]
+REDUCTIONS = ["mean", "sum", "none"]
+
 
 def check_loss(ours, t_loss, t_inputs, *, dtype, reduction, item_sizes, grad_sizes,
                terms=1, divisor=None):

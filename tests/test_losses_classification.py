@@ -10,14 +10,11 @@ import pytest
 from handgrad import Sequential, losses
 from handgrad import layers as L
 from handgrad.training import metrics
-from loss_cases import check_loss, log_sum_exp
+from loss_cases import DTYPE_IDS, DTYPES, REDUCTIONS, check_loss, log_sum_exp
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-DTYPES = [np.float64, np.float32]
-DTYPE_IDS = ["float64", "float32"]
-REDUCTIONS = ["mean", "sum", "none"]
 CLASSES = 5
 
 

@@ -6,14 +6,11 @@ import pytest
 
 from handgrad import losses
 from handgrad.testing import assert_close
-from loss_cases import check_loss, log_sum_exp
+from loss_cases import DTYPE_IDS, DTYPES, REDUCTIONS, check_loss, log_sum_exp
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-DTYPES = [np.float64, np.float32]
-DTYPE_IDS = ["float64", "float32"]
-REDUCTIONS = ["mean", "sum", "none"]
 N, T, C, S = 4, 8, 5, 3
 
 

@@ -6,14 +6,11 @@ import pytest
 
 from handgrad import losses
 from handgrad.training import metrics
-from loss_cases import check_loss
+from loss_cases import DTYPE_IDS, DTYPES, REDUCTIONS, check_loss
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-DTYPES = [np.float64, np.float32]
-DTYPE_IDS = ["float64", "float32"]
-REDUCTIONS = ["mean", "sum", "none"]
 N, C = 6, 4
 
 
@@ -25,8 +22,11 @@ def _tensors(*arrays):
     return [torch.tensor(a, requires_grad=True) for a in arrays]
 
 
-def _signs(rng, shape):
-    return rng.choice([-1.0, 1.0], shape)
+def _pairs(dtype, seed, y_shape):
+    """Two (N, C) inputs and +-1 labels of ``y_shape``."""
+    rng = _rng(dtype, seed)
+    x1, x2 = (rng.standard_normal((N, C)).astype(dtype) for _ in range(2))
+    return x1, x2, rng.choice([-1.0, 1.0], y_shape).astype(dtype)
 
 
 def _w(a):
@@ -37,9 +37,7 @@ def _w(a):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_margin_ranking_matches_torch(dtype, reduction, margin):
-    rng = _rng(dtype, 1)
-    x1, x2 = (rng.standard_normal((N, C)).astype(dtype) for _ in range(2))
-    y = _signs(rng, (N, C)).astype(dtype)
+    x1, x2, y = _pairs(dtype, 1, (N, C))
     ours = losses.margin_ranking(x1, x2, y, margin=margin, reduction=reduction)
     tensors = _tensors(x1, x2)
     t_loss = F.margin_ranking_loss(*tensors, torch.tensor(y), margin=margin, reduction=reduction)
@@ -52,7 +50,7 @@ def test_margin_ranking_matches_torch(dtype, reduction, margin):
 def test_hinge_embedding_and_soft_margin_match_torch(dtype, reduction):
     rng = _rng(dtype, 2)
     x = (2 * rng.standard_normal((N, C))).astype(dtype)
-    y = _signs(rng, (N, C)).astype(dtype)
+    y = rng.choice([-1.0, 1.0], (N, C)).astype(dtype)
     for ours_fn, torch_fn in [(losses.hinge_embedding, F.hinge_embedding_loss),
                               (losses.soft_margin, F.soft_margin_loss)]:
         tensors = _tensors(x)
@@ -123,9 +121,7 @@ def test_multilabel_margin_matches_torch(dtype, reduction):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_cosine_embedding_matches_torch(dtype, reduction, margin):
-    rng = _rng(dtype, 6)
-    x1, x2 = (rng.standard_normal((N, C)).astype(dtype) for _ in range(2))
-    y = _signs(rng, N).astype(dtype)
+    x1, x2, y = _pairs(dtype, 6, N)
     tensors = _tensors(x1, x2)
     t_loss = F.cosine_embedding_loss(*tensors, torch.tensor(y), margin=margin,
                                      reduction=reduction)

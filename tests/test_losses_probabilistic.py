@@ -7,14 +7,11 @@ import numpy as np
 import pytest
 
 from handgrad import losses
-from loss_cases import check_loss
+from loss_cases import DTYPE_IDS, DTYPES, REDUCTIONS, check_loss
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-DTYPES = [np.float64, np.float32]
-DTYPE_IDS = ["float64", "float32"]
-REDUCTIONS = ["mean", "sum", "none"]
 SHAPE = (4, 3)
 
 

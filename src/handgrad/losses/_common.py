@@ -7,11 +7,11 @@ from .._checks import array_module, choice, float_array, same_dtype
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def reduce(op, values, grad, reduction, divisor=None, choices=REDUCTIONS):
+def reduce(op, values, grad, reduction, divisor=None):
     """Apply ``reduction`` to per-element ``values``; ``grad`` is the gradient of their sum
     (an array, or a tuple of arrays for several inputs). ``"mean"`` divides by ``divisor``
     (default: the number of values; a weighted mean passes its total weight)."""
-    reduction = choice(op, "reduction", reduction, choices)
+    reduction = choice(op, "reduction", reduction, REDUCTIONS)
     if reduction == "none":
         return values, grad
     total = array_module(values).sum(values)
@@ -24,6 +24,13 @@ def reduce(op, values, grad, reduction, divisor=None, choices=REDUCTIONS):
     if isinstance(grad, tuple):
         return float(total) / count, tuple(g / count_ for g in grad)
     return float(total) / count, grad / count_
+
+
+def first_index(xp, mask):
+    """The index (a tuple of ints) of the first True entry of ``mask``, or None."""
+    if not bool(xp.any(mask)):
+        return None
+    return tuple(int(i) for i in xp.argwhere(mask)[0])
 
 
 def nonempty(op, name, array):

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._hyper import flag
 from ..ops import special
-from ._common import pair, weighted, weights
+from ._common import first_index, pair, weighted, weights
 
 #: torch's ``BCELoss`` clamps each log at -100 and its gradient's denominator at 1e-12
 #: (a float32 constant, also in float64).
@@ -25,9 +25,8 @@ def binary_cross_entropy(probabilities, targets, weight=None, *, reduction="mean
     """
     op = "binary_cross_entropy"
     xp, p, t = pair(op, probabilities, targets, "probabilities", "targets")
-    outside = ~((p >= 0) & (p <= 1))
-    if bool(xp.any(outside)):
-        index = tuple(int(i) for i in xp.argwhere(outside)[0])
+    index = first_index(xp, ~((p >= 0) & (p <= 1)))
+    if index is not None:
         raise ValueError(
             f"{op}: 'probabilities' must lie in [0, 1]; received {float(p[index])!r} at "
             f"index {index} (for logits, the model's raw outputs, use "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .._checks import array_module, describe, float_array, is_int, same_dtype
 from .._hyper import number
 from ..ops import special
-from ._common import class_weight, labels_array, nonempty, reduce
+from ._common import class_weight, first_index, labels_array, nonempty, reduce
 
 
 def _ignore_index(op, value):
@@ -33,9 +33,8 @@ def _class_targets(op, xp, labels, scores, ignore_index, name):
             f"{op}: integer 'labels' must have shape {tuple(scores.shape[:-1])} (the {name}' "
             f"shape without the class axis); received shape {tuple(labels.shape)}")
     kept = labels != ignore_index
-    bad = kept & ((labels < 0) | (labels >= classes))
-    if bool(xp.any(bad)):
-        index = tuple(int(i) for i in xp.argwhere(bad)[0])
+    index = first_index(xp, kept & ((labels < 0) | (labels >= classes)))
+    if index is not None:
         raise ValueError(
             f"{op}: 'labels' must be class ids in [0, {classes}); received label "
             f"{int(labels[index])} at index {index} (labels equal to ignore_index="
