@@ -186,3 +186,22 @@ def test_nll_loss_in_compile_means_arg_max_accuracy_and_log_probabilities():
     history = plain.fit(np.zeros((4, 2), np.float32), np.array([0, 1, 2, 1]), epochs=1,
                         verbose=0)
     assert "accuracy" in history.history
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_linear_cross_entropy_keeps_classes_last_for_sequences(dtype):
+    """(N, L, D) inputs give (N, L, C) logits, classes last: torch's (N, C, L) after the
+    linear layer and a move of the class axis."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 4)).astype(dtype)
+    w, b = rng.standard_normal((CLASSES, 4)).astype(dtype), rng.standard_normal(CLASSES)
+    labels = rng.integers(0, CLASSES, (2, 3))
+    loss, grads = losses.linear_cross_entropy(x, w, labels, linear_bias=b.astype(dtype))
+    tensors = [torch.tensor(a, requires_grad=True) for a in (x, w, b.astype(dtype))]
+    t_loss = F.cross_entropy(F.linear(*tensors).movedim(-1, 1), torch.tensor(labels))
+    z = np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)).T + np.abs(b)
+    items, dz, _ = ce_sizes(z, labels)
+    flat = [dz.reshape(-1, CLASSES), np.abs(x.astype(np.float64)).reshape(-1, 4)]
+    check_loss((loss, grads), t_loss, tensors, dtype=dtype, reduction="mean",
+               item_sizes=items, grad_sizes=[dz @ np.abs(w), flat[0].T @ flat[1],
+                                             flat[0].sum(0)], terms=4 + CLASSES + 6)

@@ -123,7 +123,8 @@ def linear_cross_entropy(inputs, linear_weight, labels, *, linear_bias=None, wei
     """Cross-entropy of a linear layer's logits (PyTorch's ``F.linear_cross_entropy``).
 
     inputs x (N, ..., D), linear_weight W (C, D), linear_bias b (C,) or None; the logits
-    z = x W^T + b go to :func:`softmax_cross_entropy` (same options). Returns
+    z = x W^T + b, (N, ..., C) with classes last (torch's reference would read axis 1 as
+    the classes for N, L, D inputs), go to :func:`softmax_cross_entropy`. Returns
     ``(loss, (dx, dW, db))`` with dz the cross-entropy's gradient: dx = dz W,
     dW = dz^T x (summed over N, ...), db = sum dz (None without a bias).
     """
