@@ -1,43 +1,54 @@
 """How optimizers are constructed and configured: Keras's ``learning_rate`` as the name
-of ``lr``, a clear refusal of PyTorch's ``Adam(model.parameters(), lr=...)``, and no
-new attributes after construction (a typo would be silently ignored).
+of ``lr``, parameter groups as torch's first argument (``params=``), a clear refusal of
+PyTorch's ``Adam(model.parameters(), lr=...)``, and no new attributes after construction
+(a typo would be silently ignored).
 
-handgrad's optimizers take hyper-parameters only: ``step(params, grads)`` receives the
-parameters (``fit`` passes the model's trainable ones).
+handgrad's optimizers take hyper-parameters (and parameter groups naming parameters):
+``step(params, grads)`` receives the arrays (``fit`` passes the model's trainable ones).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 from collections.abc import Iterable, Mapping
 
 from ._checks import describe
 
-_GROUPS = ("parameter groups are not supported yet: give each group its own optimizer "
-           "and call its step(params, grads) with that group's arrays, or freeze what must "
-           "not train (layer.trainable = False)")
+_GROUPS = ("parameter groups name their parameters: [{'params': ['dense_0.W', ...], "
+           "'weight_decay': 0.0}, ...] (or a dict subset of model.named_parameters()), "
+           "see optimizers.param_groups")
 
 
-def _torch_style(owner, args, kwargs):
-    """Refuse parameters given where handgrad expects ``lr`` (PyTorch's first argument)."""
+def _groups(owner, args, kwargs):
+    """``(groups or None, args, kwargs)``: parameter groups given as torch's first argument
+    (or ``params=``) are taken out; parameters given as arrays are refused."""
     given = kwargs.get("params", args[0] if args else None)
     if "params" not in kwargs and (given is None or isinstance(given, (numbers.Real, str))):
-        return
+        return None, args, kwargs
+    if "params" in kwargs and given is None:
+        return None, args, {k: v for k, v in kwargs.items() if k != "params"}
+    if isinstance(given, (list, tuple)) and given and all(
+            isinstance(g, Mapping) and "params" in g for g in given):
+        if "params" in kwargs:
+            return given, args, {k: v for k, v in kwargs.items() if k != "params"}
+        return given, args[1:], kwargs
     groups = isinstance(given, (list, tuple)) and any(isinstance(g, Mapping) for g in given)
     if "params" in kwargs or groups or isinstance(given, (Iterable, Mapping)):
         raise TypeError(
             f"{owner}: received the parameters {describe(given)} as the first argument, as "
-            f"torch.optim takes them; handgrad's optimizers take hyper-parameters only "
+            f"torch.optim takes them; handgrad's optimizers take hyper-parameters "
             f"({owner}(lr=...)) and step(params, grads) receives the parameters (model.fit "
-            f"passes the model's trainable ones)" + (f"; {_GROUPS}" if groups else ""))
+            f"passes the model's trainable ones); {_GROUPS}")
+    return None, args, kwargs
 
 
 def _checked_init(cls, init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         owner = type(self).__name__
-        _torch_style(owner, args, kwargs)
+        groups, args, kwargs = _groups(owner, args, kwargs)
         if "learning_rate" in kwargs:
             if "lr" in kwargs or args:
                 raise TypeError(f"{owner}: give 'lr' or 'learning_rate' (its Keras name), not "
@@ -46,13 +57,20 @@ def _checked_init(cls, init):
         object.__setattr__(self, "_configured", False)
         init(self, *args, **kwargs)
         if type(self).__init__ is __init__:  # the outermost constructor has finished
+            if groups is not None:
+                self._set_groups(groups)
             object.__setattr__(self, "_configured", True)
+    signature = inspect.signature(init)
+    __init__.__signature__ = signature.replace(parameters=[
+        *signature.parameters.values(),
+        inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None)])
     return __init__
 
 
 class OptimizerArguments:
     """Base of :class:`handgrad.optimizers.Optimizer`: every constructor accepts
-    ``learning_rate=`` for ``lr`` and refuses PyTorch's parameters-first call;
+    ``learning_rate=`` for ``lr`` and parameter groups first (or as ``params=``), and
+    refuses parameters given as arrays (PyTorch's ``Adam(model.parameters())``);
     ``learning_rate`` is also an attribute (the same value as ``lr``); setting an
     attribute the optimizer does not have raises an AttributeError naming the known ones."""
 

@@ -47,10 +47,11 @@ def check_against(op, state, params):
         raise ValueError(f"{op}: state arrays do not match their parameters: {bad}")
 
 
-def parse_state(op, state, slots, params=None):
+def parse_state(op, state, slots, params=None, required=None):
     """``(iterations, {slot: {name: value}})`` from a flat state dict, every entry checked:
-    known slots only, each parameter with all of them, counts as integers (step counts
-    >= 1), arrays float; with ``params`` (dict name -> array) arrays match their parameter.
+    known slots only, each parameter with all of them (or with ``required[name]``, the
+    slots of its parameter group), counts as integers (step counts >= 1), arrays float;
+    with ``params`` (dict name -> array) arrays match their parameter.
     """
     if not isinstance(state, Mapping) or "iterations" not in state:
         received = (f"a dict with the keys {sorted(map(str, state))[:6]}"
@@ -74,7 +75,9 @@ def parse_state(op, state, slots, params=None):
         else:
             new[slot][name] = _array(op, f"state[{key!r}]", value)
     names = set().union(*new.values()) if new else set()
-    incomplete = sorted(n for n in names if any(n not in new[s] for s in slots))
+    required = required or {}
+    incomplete = sorted(n for n in names
+                        if any(n not in new[s] for s in required.get(n, slots)))
     if incomplete:
         raise ValueError(f"{op}: parameters {incomplete} lack some of the slots {list(slots)}")
     if params is not None:
