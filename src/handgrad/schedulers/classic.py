@@ -1,58 +1,15 @@
-"""Learning-rate schedules: functions from the optimizer step count to a learning rate.
-
-``schedule(t)`` is the learning rate of the update that follows ``t`` completed
-updates, so a training loop does ``opt.lr = schedule(opt.iterations)`` before each
-``opt.step``; this matches ``torch.optim.lr_scheduler`` after ``t`` calls of
-``scheduler.step()``.
-
-* ``Constant``:         ``lr``
-* ``StepDecay``:        ``lr * gamma ** (t // step_size)``                 (``StepLR``)
-* ``ExponentialDecay``: ``lr * gamma ** t``                                (``ExponentialLR``)
-* ``CosineWarmup``:     ``lr * t / warmup`` for ``t < warmup``, then
-  ``min_lr + (lr - min_lr) * (1 + cos(pi * (t - warmup) / (total - warmup))) / 2``
-  and ``min_lr`` from ``t >= total`` on.
-* ``Noam``:             ``factor * d_model ** -0.5 * min(t ** -0.5, t * warmup ** -1.5)``
-  with ``t = max(t, 1)`` (the schedule of "Attention is all you need", rising
-  linearly for ``warmup`` steps, then decaying as ``1 / sqrt(t)``).
-"""
+"""Constant, step, exponential, cosine-with-warm-up and Noam schedules (formulas in
+:mod:`handgrad.schedulers`)."""
 
 from __future__ import annotations
 
 import math
 
-from ._checks import int_tuple, positive_int
-from ._hyper import build_from_config, get_instance, number
+from .._checks import positive_int
+from .._hyper import number
+from .base import Schedule, count
 
-__all__ = [
-    "Constant", "CosineWarmup", "ExponentialDecay", "Noam", "Schedule", "StepDecay",
-    "from_config", "get",
-]
-
-
-def _count(op, name, value) -> int:
-    """An int >= 0."""
-    return int_tuple(op, name, value, 1, minimum=0)[0]
-
-
-class Schedule:
-    """Base class: ``__call__`` validates the step and delegates to ``_rate``."""
-
-    _config_keys: tuple[str, ...] = ()
-
-    def __call__(self, step) -> float:
-        """Learning rate after ``step`` (int >= 0) completed optimizer steps."""
-        return float(self._rate(_count(type(self).__name__, "step", step)))
-
-    def _rate(self, step: int) -> float:
-        raise NotImplementedError
-
-    def get_config(self) -> dict:
-        """JSON-serializable arguments, ``{"name": class name, ...}``."""
-        return {"name": type(self).__name__, **{k: getattr(self, k) for k in self._config_keys}}
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._config_keys)
-        return f"{type(self).__name__}({args})"
+__all__ = ["Constant", "CosineWarmup", "ExponentialDecay", "Noam", "StepDecay"]
 
 
 class Constant(Schedule):
@@ -104,7 +61,7 @@ class CosineWarmup(Schedule):
         op = "CosineWarmup"
         self.lr = number(op, "lr", lr, low=0.0)
         self.total_steps = positive_int(op, "total_steps", total_steps)
-        self.warmup_steps = _count(op, "warmup_steps", warmup_steps)
+        self.warmup_steps = count(op, "warmup_steps", warmup_steps)
         if self.warmup_steps > self.total_steps:
             raise ValueError(f"{op}: 'warmup_steps' must be <= total_steps="
                              f"{self.total_steps}; received {warmup_steps!r}")
@@ -133,23 +90,3 @@ class Noam(Schedule):
     def _rate(self, step):
         t = max(step, 1)
         return self.factor * self.d_model**-0.5 * min(t**-0.5, t * self.warmup_steps**-1.5)
-
-
-_REGISTRY = {
-    "constant": Constant,
-    "step_decay": StepDecay,
-    "exponential_decay": ExponentialDecay,
-    "cosine_warmup": CosineWarmup,
-    "noam": Noam,
-}
-
-
-def get(name_or_schedule, **kwargs) -> Schedule:
-    """A schedule from a name (case and underscores ignored: "step_decay" == "StepDecay") and
-    keyword arguments, from a config dict, or a :class:`Schedule` returned as is."""
-    return get_instance("schedulers", Schedule, _REGISTRY, name_or_schedule, kwargs)
-
-
-def from_config(config) -> Schedule:
-    """Inverse of :meth:`Schedule.get_config`."""
-    return build_from_config("schedulers.from_config", _REGISTRY, config)
