@@ -11,9 +11,10 @@ from .callbacks import (
 )
 from .loop import NonFiniteLossError, TrainingMixin
 from .metrics import confusion_counts
+from .plateau import ReduceLROnPlateau
 
 __all__ = [
     "Callback", "EarlyStopping", "GradientNormLogger", "History", "LearningRateScheduler",
-    "ModelCheckpoint", "NonFiniteLossError", "TerminateOnNaN", "TrainingMixin",
+    "ModelCheckpoint", "NonFiniteLossError", "ReduceLROnPlateau", "TerminateOnNaN", "TrainingMixin",
     "confusion_counts",
 ]
