@@ -5,7 +5,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from handgrad import layers as L, optimizers
+from handgrad import layers as L
+from handgrad import optimizers
 from handgrad.model import Sequential
 from handgrad.training import ReduceLROnPlateau
 
