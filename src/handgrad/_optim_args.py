@@ -60,10 +60,12 @@ def _checked_init(cls, init):
             if groups is not None:
                 self._set_groups(groups)
             object.__setattr__(self, "_configured", True)
-    signature = inspect.signature(init)
-    __init__.__signature__ = signature.replace(parameters=[
-        *signature.parameters.values(),
-        inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None)])
+    signature = inspect.signature(init)  # from_config may pass the groups as params=
+    if not any(p.kind is p.VAR_KEYWORD or p.name == "params"
+               for p in signature.parameters.values()):
+        __init__.__signature__ = signature.replace(parameters=[
+            *signature.parameters.values(),
+            inspect.Parameter("params", inspect.Parameter.KEYWORD_ONLY, default=None)])
     return __init__
 
 

@@ -9,12 +9,13 @@ from .callbacks import (
     ModelCheckpoint,
     TerminateOnNaN,
 )
+from .king import KingScheduler
 from .loop import NonFiniteLossError, TrainingMixin
 from .metrics import confusion_counts
 from .plateau import ReduceLROnPlateau
 
 __all__ = [
-    "Callback", "EarlyStopping", "GradientNormLogger", "History", "LearningRateScheduler",
-    "ModelCheckpoint", "NonFiniteLossError", "ReduceLROnPlateau", "TerminateOnNaN", "TrainingMixin",
-    "confusion_counts",
+    "Callback", "EarlyStopping", "GradientNormLogger", "History", "KingScheduler",
+    "LearningRateScheduler", "ModelCheckpoint", "NonFiniteLossError", "ReduceLROnPlateau",
+    "TerminateOnNaN", "TrainingMixin", "confusion_counts",
 ]
