@@ -205,3 +205,19 @@ def test_clipvalue_matches_torch_clip_grad_value():
 def test_clipvalue_and_clipnorm_together_are_refused():
     with pytest.raises(ValueError, match="give 'clipnorm' or 'clipvalue', not both"):
         optimizers.Adam(clipnorm=1.0, clipvalue=1.0)
+
+
+def test_a_saved_model_resumes_with_its_groups(tmp_path):
+    from handgrad.io import load, save
+    rng = np.random.default_rng(0)
+    x, y = rng.random((16, 4)), rng.random((16, 2))
+    model = Sequential([L.Dense(2)], input_shape=(4,), dtype=np.float64)
+    model.compile(optimizers.Adam(optimizers.param_groups(model, lr=0.5), lr=0.01), "mse")
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    save(model, tmp_path / "m.safetensors")
+    twin = load(tmp_path / "m.safetensors")
+    assert twin.optimizer.param_groups == model.optimizer.param_groups
+    for each in (model, twin):
+        each.fit(x, y, epochs=1, batch_size=8, verbose=0, shuffle=False)
+    for a, b in zip(model.named_parameters().values(), twin.named_parameters().values()):
+        np.testing.assert_array_equal(a, b)
