@@ -56,6 +56,16 @@ def compare(ours, make_theirs, steps=5, lrs=None, clipvalue=None, dtype=np.float
     return params
 
 
+def continues_identically(reference, resumed, params, all_grads):
+    """Both optimizers step copies of ``params`` through ``all_grads``: the same bits."""
+    copy = {k: p.copy() for k, p in params.items()}
+    for grads in all_grads:
+        reference.step(params, grads)
+        resumed.step(copy, grads)
+    for k in params:
+        np.testing.assert_array_equal(params[k], copy[k])
+
+
 def test_two_groups_of_adamw_match_torch():
     groups = [{"params": ["0.W", "1.W"]}, {"params": ["0.b", "1.b"], "weight_decay": 0.0,
                                           "lr": 3e-2}]
@@ -122,12 +132,7 @@ def test_group_state_and_config_round_trip():
     resumed.load_state_dict(reference.state_dict())
     assert resumed.param_groups == [{**g, "params": tuple(g["params"])} for g in
                                     json.loads(json.dumps(reference.param_groups))]
-    copy = {k: p.copy() for k, p in params.items()}
-    for grads in all_grads[2:]:
-        reference.step(params, grads)
-        resumed.step(copy, grads)
-    for k in params:
-        np.testing.assert_array_equal(params[k], copy[k])
+    continues_identically(reference, resumed, params, all_grads[2:])
 
 
 @pytest.mark.parametrize(("groups", "error", "match"), [
@@ -188,12 +193,7 @@ def test_new_optimizers_state_round_trip(name, torch_name, kwargs):
         reference.step(params, grads)
     resumed = optimizers.get(name.lower(), **kwargs)
     resumed.load_state_dict(reference.state_dict(), params)
-    copy = {k: p.copy() for k, p in params.items()}
-    for grads in all_grads[3:]:
-        reference.step(params, grads)
-        resumed.step(copy, grads)
-    for k in params:
-        np.testing.assert_array_equal(params[k], copy[k])
+    continues_identically(reference, resumed, params, all_grads[3:])
 
 
 def test_clipvalue_matches_torch_clip_grad_value():
