@@ -159,6 +159,13 @@ CASES = {
                                          nn.LayerNorm(6, bias=False)),
                    lambda: [L.Dense(6), L.LayerNorm(), L.LayerNorm(bias=False)], (3, 5),
                    _same, _same),
+    "rms_norm": (lambda: nn.Sequential(nn.Linear(5, 6), nn.RMSNorm(6),
+                                       nn.RMSNorm(6, eps=1e-3, elementwise_affine=False)),
+                 lambda: [L.Dense(6), L.RMSNorm(), L.RMSNorm(eps=1e-3, elementwise_affine=False)],
+                 (3, 5), _same, _same),
+    "rms_norm_over_conv_map": (
+        lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.RMSNorm([3, 4, 5])),
+        lambda: [L.Conv2D(3, 1), L.RMSNorm(axes=3)], (4, 5, 2), _cf, _cl),
     "layer_norm_over_conv_map": (
         lambda: nn.Sequential(nn.Conv2d(2, 3, 1), nn.LayerNorm([3, 4, 5])),
         lambda: [L.Conv2D(3, 1), L.LayerNorm(axes=3)], (4, 5, 2), _cf, _cl),

@@ -45,6 +45,11 @@ TWINS = {
                               lambda: nn.LayerNorm(6, bias=False), (3, 6), False),
     "LayerNorm-plain": (lambda: L.LayerNorm(5, elementwise_affine=False, eps=1e-3),
                         lambda: nn.LayerNorm(5, elementwise_affine=False, eps=1e-3), (5,), False),
+    "RMSNorm-shape": (lambda: L.RMSNorm((4, 5)), lambda: nn.RMSNorm((4, 5)), (2, 4, 5), False),
+    "RMSNorm-axes-eps": (lambda: L.RMSNorm(axes=1, eps=1e-3), lambda: nn.RMSNorm(6, eps=1e-3),
+                         (3, 6), False),
+    "RMSNorm-plain": (lambda: L.RMSNorm(5, elementwise_affine=False),
+                      lambda: nn.RMSNorm(5, elementwise_affine=False), (5,), False),
     "GroupNorm-2d": (lambda: L.GroupNorm(2), lambda: nn.GroupNorm(2, 6), (2, 3, 6), True),
     "GroupNorm-1d-plain": (lambda: L.GroupNorm(3, affine=False),
                            lambda: nn.GroupNorm(3, 6, affine=False), (5, 6), True),
@@ -70,7 +75,7 @@ def from_torch(t, moved):
 
 
 def torch_params(module):
-    return {"gamma": module.weight, "beta": module.bias}
+    return {"gamma": module.weight, "beta": getattr(module, "bias", None)}  # RMSNorm: no bias
 
 
 def draw(key):

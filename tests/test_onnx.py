@@ -160,6 +160,8 @@ CASES = {
     "prelu_glu_softmin": (lambda: [L.Conv2D(6, 2), L.PReLU(6), L.GLU(), L.PReLU(),
                                    L.Flatten(), L.PReLU(), L.Dense(4), L.PReLU(4),
                                    L.RReLU(), L.Softmin()], (4, 5, 2)),
+    "rms_norm": (lambda: [L.RMSNorm(), L.RMSNorm(axes=2, eps=1e-3),
+                          L.RMSNorm(elementwise_affine=False)], (4, 6)),
     "dropout_identity": (lambda: [L.Dropout(0.5), L.Identity()], (4,)),
     # nearest as Gathers (a Resize would divide by the float32 1/3 and floor o / 0.333...
     # one below torch); align_corners from the sizes (a scale factor is not its scale)

@@ -26,6 +26,7 @@ Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
       GroupNorm, LayerNorm        running_mean, running_var  running_mean, running_var;
                                                              num_batches_tracked: ignored on
                                                              import, 0 on export
+    RMSNorm (RMSNorm)             gamma                      weight (as LayerNorm's)
     Embedding                     W (V, D)                   weight (V, D)
     TiedDense (Linear whose       the Embedding's W (V, D),  weight (V, D) = W (may be left
       weight is the embedding's)  b                          out), bias

@@ -18,6 +18,7 @@ from .normalization import (
     InstanceNorm,
     LayerNorm,
     Normalization,
+    RMSNorm,
     RunningNormalization,
 )
 from .padding import (

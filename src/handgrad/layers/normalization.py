@@ -305,3 +305,35 @@ class LayerNorm(Normalization):
 
     def _normalize(self, x, training):
         return ops.layer_norm(x, self.param_shape(x.shape[1:]), *self._affine(), eps=self.eps)
+
+
+@register
+class RMSNorm(LayerNorm):
+    """RMS normalization over the trailing axes of each example (PyTorch's RMSNorm):
+    y = x / sqrt(mean(x^2) + eps) * gamma. ``normalized_shape`` or ``axes`` as for
+    :class:`LayerNorm`; ``eps=None`` is the machine epsilon of the input's dtype (as
+    PyTorch); ``elementwise_affine`` adds gamma (no beta)."""
+
+    torch_twin = twins.TorchTwin("RMSNorm", twins.layer_norm_params)
+    onnx_form = onnx_forms.rms_norm
+
+    backward_op = staticmethod(ops.rms_norm_backward)
+
+    def __init__(self, normalized_shape=None, eps=None, elementwise_affine=True, *, axes=None,
+                 **kwargs):
+        super().__init__(normalized_shape, 1.0 if eps is None else eps, elementwise_affine,
+                         False, axes=axes, **kwargs)
+        self.eps = None if eps is None else self.eps
+
+    def get_config(self):
+        config = super().get_config()
+        del config["bias"]
+        return config
+
+    def _backward(self, dy, cache):
+        dx, dgamma = ops.rms_norm_backward(dy, cache)
+        return dx, {} if dgamma is None else {"gamma": dgamma}
+
+    def _normalize(self, x, training):
+        return ops.rms_norm(x, self.param_shape(x.shape[1:]), self.parameters.get("gamma"),
+                            eps=self.eps)

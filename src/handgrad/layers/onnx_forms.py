@@ -201,6 +201,22 @@ def layer_norm(layer, g, v):
     return _out(layer, g, v, y)
 
 
+def rms_norm(layer, g, v):
+    """x / sqrt(ReduceMean(x^2) + eps) * gamma over the trailing axes (any opset)."""
+    v = g.channels_last(v)
+    shape = layer.param_shape(v.shape)
+    eps = layer.eps if layer.eps is not None else float(np.finfo(layer.dtype).eps)
+    axes = list(range(v.rank - len(shape), v.rank))
+    square = g.op("Mul", [v.name, v.name], "square")
+    mean = g.op("ReduceMean", [square], "mean_square", axes=axes, keepdims=1)
+    rms = g.op("Sqrt", [g.op("Add", [mean, g.const(eps, "eps")], "mean_square_eps")], "rms")
+    y = g.op("Div", [v.name, rms], "rms_norm")
+    gamma = layer.parameters.get("gamma")
+    if gamma is not None:
+        y = g.op("Mul", [y, g.const(gamma, "gamma")], "scaled")
+    return _out(layer, g, v, y)
+
+
 # ------------------------------------------------------------ embedding, sequences
 def embedding(layer, g, v):
     if not v.ids:

@@ -32,6 +32,7 @@ from .pooling_extra import *  # noqa: F403
 from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resample import *  # noqa: F403
+from .rms_norm import *  # noqa: F403
 from .second_order import *  # noqa: F403
 from .smooth_activations import *  # noqa: F403
 from .softmax import *  # noqa: F403

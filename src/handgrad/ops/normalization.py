@@ -89,6 +89,7 @@ class NormCache(Cache):
     param_ndim: int
     allreduce: object = None  # a global batch's sum over processes (batch_norm only)
     count: int = 0  # M, the values per statistic of that global batch
+    centered: bool = True  # False: RMS norm (no mean subtracted, no mean(g) term)
 
 
 def _sum_product(xp, a, b, axes, keepdims=True):
@@ -204,9 +205,9 @@ def _backward(op, forward, dy, cache):
         g -= mean_g
         g -= xhat * mean_gx
     elif cache.input_stats and g.size:
-        mean_g = xp.mean(g, axis=cache.axes, keepdims=True)
         mean_gx = _sum_product(xp, g, xhat, cache.axes) / group_size
-        g -= mean_g
+        if cache.centered:
+            g -= xp.mean(g, axis=cache.axes, keepdims=True)
         g -= xhat * mean_gx
     g *= cache.inv_std
     return g.reshape(cache.shape), dgamma, dbeta

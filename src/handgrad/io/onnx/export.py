@@ -41,6 +41,7 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
     InstanceNorm          per-example ReduceMean normalization (or running statistics)
     GroupNorm             Reshape to (N, *S, G, C/G), normalize, Reshape back
     LayerNorm             LayerNormalization(axis=-len(normalized_shape))
+    RMSNorm               x / Sqrt(ReduceMean(x * x) + eps) (* gamma) over the same axes
     Dropout               removed
     activations           the ONNX form declared with the op (``onnx=`` beside the kernel,
                           :mod:`handgrad.ops.declare`); one with an ``axis`` (Softmax,

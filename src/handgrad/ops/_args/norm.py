@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..._checks import describe, float_array, is_int, positive_int, same_dtype
 from ..._hyper import flag, number
 
@@ -167,6 +169,14 @@ def prepare_layer_norm(op, x, normalized_shape, gamma, beta, eps):
     axes = tuple(range(x.ndim - k, x.ndim))
     return NormCall(op, x, gamma, beta, None, None, True, False, 0.0, _eps(op, eps),
                     tuple(x.shape), axes)
+
+
+def prepare_rms_norm(op, x, normalized_shape, gamma, eps):
+    """RMS norm: layer norm's axes and checks (no beta); ``eps=None`` is the machine epsilon
+    of ``x``'s dtype, as in PyTorch."""
+    x = float_array(op, "x", x)
+    eps = float(np.finfo(x.dtype).eps) if eps is None else eps
+    return prepare_layer_norm(op, x, normalized_shape, gamma, None, eps)
 
 
 def prepare_group_norm(op, x, num_groups, gamma, beta, eps):

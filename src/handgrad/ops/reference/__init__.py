@@ -20,6 +20,7 @@ from .pooling_extra import *  # noqa: F403
 from .rearrange import *  # noqa: F403
 from .recurrent import *  # noqa: F403
 from .resample import *  # noqa: F403
+from .rms_norm import *  # noqa: F403
 from .second_order import *  # noqa: F403
 from .unfold import *  # noqa: F403
 from .variational import *  # noqa: F403
