@@ -137,6 +137,11 @@ CASES = {
         lambda: [L.Conv2D(4, 3, stride=2, padding=1, bias=False), L.BatchNorm(), L.ReLU(),
                  L.AvgPool2D(2), L.Flatten(), L.BatchNorm(), L.Dropout(0.5), L.Dense(3)],
         (8, 7, 3), _cf, _same),
+    "channel_dropout_between_convs": (
+        lambda: nn.Sequential(nn.Conv2d(3, 4, 1), nn.Dropout2d(0.5), nn.Conv2d(4, 2, 1),
+                              nn.AlphaDropout(0.2), nn.FeatureAlphaDropout(0.3)),
+        lambda: [L.Conv2D(4, 1), L.Dropout2D(0.5), L.Conv2D(2, 1), L.AlphaDropout(0.2),
+                 L.FeatureAlphaDropout(0.3)], (5, 4, 3), _cf, _cl),
     "conv_transpose1d": (
         lambda: nn.Sequential(nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
                                                  output_padding=1, groups=2),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from handgrad import layers as L
+from handgrad.layers.dropout import ChannelDropout
 from handgrad.model import Sequential
 from handgrad.testing import (
     INTEGER_INPUT_CASES,
@@ -270,7 +271,7 @@ def test_eval_mode_is_deterministic_and_keeps_no_cache(name, seed):
     np.testing.assert_array_equal(y1, y2)
     with pytest.raises(RuntimeError, match="backward"):
         layer.backward(random_like(y1, seed))
-    if name == "Dropout":
+    if isinstance(layer, L.Dropout):  # every random layer (layers/dropout.py too)
         np.testing.assert_array_equal(y1, x)
     elif not layer.named_buffers():
         # Layers with running statistics (buffers) legitimately differ between modes;
@@ -366,6 +367,15 @@ def test_float32_default_keeps_float32(name, seed):
         assert_close(y[kept], x[kept].astype(np.float64) / (1 - layer.rate), dtype=np.float32,
                      what="forward")
         assert_close(dx, np.where(kept, dy.astype(np.float64) / (1 - layer.rate), 0.0),
+                     dtype=np.float32, what="dx")
+        return
+    if isinstance(layer, L.Dropout):  # the other random layers: the float64 op, given the
+        kept = dx != 0  # mask read from dx (dy has no zeros; whole channels: one position)
+        if isinstance(layer, ChannelDropout):
+            kept = kept[(slice(None), *[slice(0, 1)] * (kept.ndim - 2))]
+        y64, cache = type(layer).forward_op(x.astype(np.float64), layer.rate, keep=kept)
+        assert_close(y, y64, dtype=np.float32, what="forward")
+        assert_close(dx, type(layer).backward_op(dy.astype(np.float64), cache),
                      dtype=np.float32, what="dx")
         return
     # the float32 results are the float64 results (same values, rounded to float32) to

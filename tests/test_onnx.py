@@ -162,6 +162,9 @@ CASES = {
                                    L.RReLU(), L.Softmin()], (4, 5, 2)),
     "rms_norm": (lambda: [L.RMSNorm(), L.RMSNorm(axes=2, eps=1e-3),
                           L.RMSNorm(elementwise_affine=False)], (4, 6)),
+    "channel_alpha_dropout_identity": (lambda: [L.Conv2D(3, 1), L.Dropout2D(0.5),
+                                                L.AlphaDropout(0.2), L.FeatureAlphaDropout(0.3)],
+                                       (4, 5, 2)),
     "dropout_identity": (lambda: [L.Dropout(0.5), L.Identity()], (4,)),
     # nearest as Gathers (a Resize would divide by the float32 1/3 and floor o / 0.333...
     # one below torch); align_corners from the sizes (a scale factor is not its scale)

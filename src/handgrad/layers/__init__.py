@@ -10,6 +10,7 @@ from .attention import MultiHeadAttention
 from .base import Layer
 from .conv import Conv1D, Conv2D, ConvND, ConvTranspose1D, ConvTranspose2D, Deconv2D
 from .core import Dense, Dropout, Flatten, Reshape
+from .dropout import AlphaDropout, Dropout1D, Dropout2D, Dropout3D, FeatureAlphaDropout
 from .embedding import Embedding
 from .gated_activations import GLU, PReLU, RReLU
 from .normalization import (

@@ -147,6 +147,8 @@ class Dropout(Layer):
 
     needs_communicator = True
     draws_random = True
+    forward_op = staticmethod(ops.dropout)
+    backward_op = staticmethod(ops.dropout_backward)
 
     def __init__(self, rate, *, seed=None, name=None):
         super().__init__(name=name, seed=seed)
@@ -158,7 +160,7 @@ class Dropout(Layer):
 
     def _forward(self, x, training):
         rows = None if self.communicator is None or not training else self.communicator.rows
-        return ops.dropout(x, self.rate, self.rng, training=training, rows=rows)
+        return type(self).forward_op(x, self.rate, self.rng, training=training, rows=rows)
 
     def _backward(self, dy, cache):
-        return ops.dropout_backward(dy, cache), {}
+        return type(self).backward_op(dy, cache), {}

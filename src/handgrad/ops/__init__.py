@@ -21,6 +21,7 @@ from .clip_activations import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .curve_activations import *  # noqa: F403
 from .dropout import *  # noqa: F403
+from .dropout_variants import *  # noqa: F403
 from .embedding import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
 from .linear import *  # noqa: F403

@@ -98,6 +98,21 @@ LAYER_CASES = {
 }
 
 
+def _dropout(cls, shape):
+    return _simple(lambda rng: cls(float(rng.uniform(0.1, 0.6)), seed=int(rng.integers(1000))),
+                   shape)
+
+
+# The other random layers (layers/dropout.py): whole channels, alpha dropout.
+LAYER_CASES.update({
+    "Dropout1D": _dropout(L.Dropout1D, (5, 4)),
+    "Dropout2D": _dropout(L.Dropout2D, (3, 2, 4)),
+    "Dropout3D": _dropout(L.Dropout3D, (2, 2, 2, 3)),
+    "AlphaDropout": _dropout(L.AlphaDropout, (5, 4)),
+    "FeatureAlphaDropout": _dropout(L.FeatureAlphaDropout, (3, 2, 4)),
+})
+
+
 
 def _activation(decl):
     """An activation layer with one of its op's declared samples of hyper-parameters."""
