@@ -37,6 +37,8 @@ TWINS = {
     "BatchNorm-2d": (lambda: L.BatchNorm(), lambda: nn.BatchNorm2d(3), (3, 4, 3), True),
     "BatchNorm-2d-plain": (lambda: L.BatchNorm(affine=False),
                            lambda: nn.BatchNorm2d(2, affine=False), (3, 4, 2), True),
+    "BatchNorm-cumulative": (lambda: L.BatchNorm(momentum=None),
+                             lambda: nn.BatchNorm1d(4, momentum=None), (5, 4), True),
     "BatchNorm-untracked": (lambda: L.BatchNorm(track_running_stats=False),
                             lambda: nn.BatchNorm1d(3, track_running_stats=False), (5, 3), True),
     "LayerNorm-shape": (lambda: L.LayerNorm((4, 5)), lambda: nn.LayerNorm((4, 5)), (2, 4, 5),
@@ -103,7 +105,8 @@ def run_handgrad(key, data, dtype):
         out[f"y{step}"] = layer.forward(data[f"x{step}"])
         out[f"dx{step}"] = layer.backward(data[f"dy{step}"])
         out.update({f"d{name}{step}": g.copy() for name, g in layer.gradients.items()})
-    out.update({name: value.copy() for name, value in layer.buffers.items()})
+    out.update({name: value.copy() for name, value in layer.buffers.items()
+                if name != "num_batches_tracked"})  # the counter: test_cumulative_average
     out["eval"] = layer.forward(data["x_eval"], training=False)
     return out
 
@@ -357,7 +360,7 @@ def test_layer_rejects_an_incompatible_input(make, shape, error, pattern):
     (lambda: L.InstanceNorm(8), ValueError, r"InstanceNorm1d\(8\).*write InstanceNorm\(\)"),
     (lambda: L.GroupNorm(2, 16), ValueError, r"GroupNorm: received eps=16.*PyTorch's "
      r"GroupNorm\(2, 16\).*write GroupNorm\(2\)"),
-    (lambda: L.BatchNorm(momentum=None), TypeError, "BatchNorm: 'momentum' must be"),
+    (lambda: L.BatchNorm(momentum="0.1"), TypeError, "BatchNorm: 'momentum' must be"),
     (lambda: L.BatchNorm(eps=-1), ValueError, "'eps' must be"),
     (lambda: L.BatchNorm(affine=1), TypeError, "'affine' must be a bool"),
     (lambda: L.InstanceNorm(track_running_stats="no"), TypeError, "'track_running_stats'"),
@@ -379,3 +382,45 @@ def test_output_shape_and_copy_keep_state():
     assert layer.output_shape((4, 5, 6)) == (4, 5, 6)
     twin = copy.deepcopy(layer)
     assert twin.get_config() == layer.get_config()
+
+
+def test_cumulative_average_counts_batches_and_moves_with_torch():
+    """momentum=None: the n-th batch has weight 1 / n (here 2 batches: the running mean is
+    their means' average); the counter is torch's num_batches_tracked, both ways."""
+    rng = np.random.default_rng(0)
+    layer = L.BatchNorm(momentum=None).build((3,), dtype=np.float64)
+    xs = [rng.standard_normal((6, 3)) + k for k in range(2)]
+    for x in xs:
+        layer.forward(x)
+    assert int(layer.buffers["num_batches_tracked"]) == 2
+    assert_close(layer.buffers["running_mean"], (xs[0].mean(0) + xs[1].mean(0)) / 2)
+    layer.forward(xs[0], training=False)  # evaluation counts nothing
+    assert int(layer.buffers["num_batches_tracked"]) == 2
+    model = Sequential([layer], input_shape=(3,))
+    state = {k.split(".", 1)[1]: v for k, v in io.to_torch_state_dict(model, numpy=True).items()}
+    assert int(state["num_batches_tracked"]) == 2
+    module = nn.BatchNorm1d(3, momentum=None).double()
+    module.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    fresh = Sequential([L.BatchNorm(momentum=None)], input_shape=(3,), dtype="float64")
+    io.from_torch(module, fresh)  # the counter is imported: the next batch weighs 1 / 3
+    x = xs[1] * 2
+    module(torch.tensor(x))
+    fresh.forward(x)
+    assert int(fresh.layers[0].buffers["num_batches_tracked"]) == 3
+    assert_close(fresh.layers[0].buffers["running_mean"], module.running_mean.numpy())
+    assert_close(fresh.layers[0].buffers["running_var"], module.running_var.numpy())
+
+
+def test_momentum_none_only_for_batch_norm():
+    with pytest.raises(TypeError, match="InstanceNorm: 'momentum' must be a finite real"):
+        L.InstanceNorm(momentum=None)
+
+
+def test_cumulative_counter_is_saved_and_loaded(tmp_path):
+    model = Sequential([L.BatchNorm(momentum=None)], input_shape=(3,), seed=0)
+    for _ in range(3):
+        model.forward(np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32))
+    io.save(model, tmp_path / "bn.safetensors")
+    loaded = io.load(tmp_path / "bn.safetensors")
+    assert loaded.layers[0].momentum is None
+    assert int(loaded.layers[0].buffers["num_batches_tracked"]) == 3

@@ -53,8 +53,8 @@ def to_torch_state_dict(model, *, numpy=False):
     tensors = {}
     for leaf in weight_leaves("to_torch_state_dict", model):
         for rule in leaf.rules:
-            tensors[leaf.prefix + rule.name] = np.ascontiguousarray(
-                rule.to_torch(leaf.arrays(rule.keys))).copy()
+            tensors[leaf.prefix + rule.name] = np.array(  # a copy; a 0-d counter stays 0-d
+                rule.to_torch(leaf.arrays(rule.keys)), order="C")
         if leaf.counter:
             tensors[leaf.prefix + COUNTER] = np.zeros((), np.int64)
     if numpy:

@@ -25,7 +25,9 @@ Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
     BatchNorm, InstanceNorm,      gamma, beta (C,)           weight, bias
       GroupNorm, LayerNorm        running_mean, running_var  running_mean, running_var;
                                                              num_batches_tracked: ignored on
-                                                             import, 0 on export
+                                                             import, 0 on export (BatchNorm
+                                                             with momentum=None: its counter,
+                                                             both ways)
     RMSNorm (RMSNorm)             gamma                      weight (as LayerNorm's)
     Embedding                     W (V, D)                   weight (V, D)
     TiedDense (Linear whose       the Embedding's W (V, D),  weight (V, D) = W (may be left
@@ -101,8 +103,9 @@ class Rule:
             a = a.reshape(*channels_first, *a.shape[1:])
             a = np.moveaxis(a, 0, len(self.flat_shape) - 1).reshape(-1, *a.shape[len(
                 self.flat_shape):])
-        splits = np.cumsum([shape[-1] for shape in shapes])[:-1]
-        return np.split(a, splits, axis=-1) if len(shapes) > 1 else [a]
+        if len(shapes) == 1:
+            return [a]
+        return np.split(a, np.cumsum([shape[-1] for shape in shapes])[:-1], axis=-1)
 
 
 @dataclass

@@ -144,6 +144,8 @@ def norm_params(layer, layout):
     entries = [TorchParam(torch, (hg,), features=True) for torch, hg in (
         ("weight", "gamma"), ("bias", "beta"), ("running_mean", "running_mean"),
         ("running_var", "running_var")) if hg in layer.parameters or hg in layer.buffers]
+    if COUNTER in layer.buffers:  # momentum=None: the counter weighs the batches
+        return entries + [TorchParam(COUNTER, (COUNTER,))]
     return entries + ([TorchParam(COUNTER)] if "running_mean" in layer.buffers else [])
 
 

@@ -110,6 +110,9 @@ class Normalization(Layer):
 class RunningNormalization(Normalization):
     """Batch and instance norm: per-channel affine and optional running statistics."""
 
+    #: whether ``momentum=None`` (a cumulative average, torch's BatchNorm) is accepted
+    cumulative_average = False
+
     def __init__(self, momentum, eps, affine, track_running_stats, **kwargs):
         owner = type(self).__name__
         torch_name = f"{owner}{'2d' if owner == 'BatchNorm' else '1d'}"
@@ -117,10 +120,11 @@ class RunningNormalization(Normalization):
                      f"{owner}()")
         affine = flag(owner, "affine", affine)
         super().__init__(eps, affine, affine, **kwargs)
-        self.momentum = number(owner, "momentum", momentum, low=0.0, high=1.0)
+        self.momentum = None if momentum is None and self.cumulative_average else \
+            number(owner, "momentum", momentum, low=0.0, high=1.0)
         self.affine = affine
         self.track_running_stats = flag(owner, "track_running_stats", track_running_stats)
-        if self.track_running_stats and self.momentum > 0.5:
+        if self.track_running_stats and self.momentum is not None and self.momentum > 0.5:
             warnings.warn(
                 f"{owner}: momentum={self.momentum:g} is PyTorch's momentum, the weight of the "
                 f"new batch: running = (1 - momentum) * running + momentum * batch, so the "
@@ -136,6 +140,19 @@ class RunningNormalization(Normalization):
         super()._build(input_shape, rng)
         if self.track_running_stats:
             self._add_running_stats(input_shape[-1])
+            if self.momentum is None:  # torch's counter: the cumulative average's weights
+                self.buffers["num_batches_tracked"] = np.zeros((), np.int64)
+
+    def _update_weight(self, updates):
+        """The weight of this batch in the running statistics: ``momentum``, or with
+        ``momentum=None`` 1 / n for the n-th batch that ``updates`` them (the counter moves
+        then), as torch's cumulative moving average."""
+        counter = self.buffers.get("num_batches_tracked")
+        if counter is None:
+            return self.momentum
+        if updates:
+            counter += 1
+        return 1.0 / max(int(counter), 1)
 
     def _statistics_args(self, training):
         """(gamma, beta, running_mean, running_var, use the statistics of x): a frozen
@@ -153,7 +170,9 @@ class BatchNorm(RunningNormalization):
     are updated (unbiased variance). Evaluation, and training while frozen
     (``trainable=False``, as in Keras): the running statistics, left unchanged. With
     ``track_running_stats=False`` the batch statistics are used in every mode.
-    ``momentum`` is PyTorch's (see the module docstring); ``BatchNorm(16)``, PyTorch's
+    ``momentum`` is PyTorch's (see the module docstring); ``momentum=None`` is torch's
+    cumulative average: the n-th training batch has weight 1 / n, counted by the buffer
+    ``num_batches_tracked`` (torch's, imported and exported). ``BatchNorm(16)``, PyTorch's
     ``num_features``, is refused: the channels come from the data.
 
     In data-parallel training :mod:`handgrad.distributed` registers a ``communicator``
@@ -167,6 +186,7 @@ class BatchNorm(RunningNormalization):
 
     backward_op = staticmethod(ops.batch_norm_backward)
     needs_communicator = True
+    cumulative_average = True
 
     def __init__(self, momentum=0.1, eps=1e-5, affine=True, track_running_stats=True, **kwargs):
         super().__init__(momentum, eps, affine, track_running_stats, **kwargs)
@@ -175,8 +195,9 @@ class BatchNorm(RunningNormalization):
         gamma, beta, mean, var, batch_stats = self._statistics_args(training)
         shared = None if self.communicator is None or not (training and batch_stats) else \
             self.communicator.allreduce
+        momentum = self._update_weight(batch_stats and mean is not None)
         return ops.batch_norm(x, gamma, beta, mean, var, training=batch_stats,
-                              momentum=self.momentum, eps=self.eps, allreduce=shared)
+                              momentum=momentum, eps=self.eps, allreduce=shared)
 
 
 @register
