@@ -81,3 +81,13 @@ def test_keras_style_convolutions_do_not_warn():
         L.Conv2D(3, 3, 2).build((20, 20, 3))     # a small kernel
         L.Conv2D(16, 16, 3).build((40, 40, 3))   # out_channels differ from the data's
         L.Conv1D(3, 7).build((40, 3))
+
+
+def test_identity_takes_and_ignores_torch_arguments():
+    """torch's nn.Identity(54, unused_argument1=0.1) is a placeholder: any arguments."""
+    layer = L.Identity(54, unused_argument1=0.1, name="keep")
+    assert layer.get_config() == L.Identity(name="keep").get_config()
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    np.testing.assert_array_equal(layer.forward(x), x)
+    with pytest.raises(TypeError, match="'name' must be a string"):
+        L.Identity(54, name=3)

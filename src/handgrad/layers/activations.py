@@ -80,6 +80,17 @@ class Activation(Layer):
         return (*self.gradgrad_op(q, dy, cache), {})
 
 
+def _ignore_arguments(self, *args, name=None, trainable=True, dtype=None, seed=None,
+                      **unused):
+    """torch's ``nn.Identity(*args, **kwargs)``: any other arguments are accepted and
+    ignored (a placeholder keeps its replaced layer's call)."""
+    Activation.__init__(self, name=name, trainable=trainable, dtype=dtype, seed=seed)
+
+
+#: members that a generated class has beside its kernels, by layer name
+_EXTRA = {"Identity": {"__init__": _ignore_arguments}}
+
+
 def _activation(decl):
     """A registered :class:`Activation` subclass for one declared op (its kernels, and
     its hyper-parameters with their defaults from the forward's signature)."""
@@ -87,7 +98,8 @@ def _activation(decl):
     namespace = {"forward_op": staticmethod(decl.forward),
                  "backward_op": staticmethod(decl.backward), "gradgrad_op": gradgrad,
                  "defaults": decl.hyper, "declaration": decl, "__module__": __name__,
-                 "__doc__": decl.forward.__doc__.split(". ")[0].strip() + "."}
+                 "__doc__": decl.forward.__doc__.split(". ")[0].strip() + ".",
+                 **_EXTRA.get(decl.layer, {})}
     return register(type(decl.layer, (Activation,), namespace))
 
 
