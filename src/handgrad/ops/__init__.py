@@ -20,6 +20,7 @@ from .attention import *  # noqa: F403
 from .clip_activations import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .curve_activations import *  # noqa: F403
+from .distance import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .dropout_variants import *  # noqa: F403
 from .embedding import *  # noqa: F403
