@@ -257,3 +257,17 @@ def test_torch_mismatches_and_graphs_without_a_twin_are_named():
         to_torch_state_dict(hg.Model([a, b], [d(flat), d(b)]))
     with pytest.raises(ValueError, match="merges features flattened from channels-last maps"):
         to_torch_state_dict(hg.Model([a, b], L.Dense(2)(L.Concatenate()([flat, b]))))
+
+
+def test_cosine_similarity_and_pairwise_distance_export():
+    a, b = hg.Input((4, 5), name="a"), hg.Input((4, 5), name="b")
+    h = L.Conv1D(5, 1, name="c")(a)
+    outputs = [L.CosineSimilarity(name="cos")([h, b]),
+               L.CosineSimilarity(1, eps=1e-3, name="cos1")([a, b]),
+               L.PairwiseDistance(name="dist")([h, b]),
+               L.PairwiseDistance(3.0, keepdim=True, name="dist3")([a, b])]
+    model = hg.Model([a, b], outputs, seed=0, dtype="float64")
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((2, 4, 5)), rng.standard_normal((2, 4, 5))]
+    assert_matches(run_onnx(export_onnx(model, None), {"a": xs[0], "b": xs[1]}), model, xs,
+                   np.float64)

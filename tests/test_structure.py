@@ -33,6 +33,16 @@ MERGES = {
                     [(2, 3, 4), (2, 1, 4), (2, 2, 4)]),
     "concatenate-last": (L.Concatenate, lambda ts: torch.cat(ts, dim=-1),
                          [(2, 3, 4), (2, 3, 1), (2, 3, 2)]),
+    "cosine_similarity": (L.CosineSimilarity, lambda ts: F.cosine_similarity(*ts, dim=-1),
+                          [(3, 4, 5)] * 2),
+    "cosine_similarity-axis1": (lambda: L.CosineSimilarity(1, eps=1e-3),
+                                lambda ts: F.cosine_similarity(*ts, dim=1, eps=1e-3),
+                                [(3, 4, 5)] * 2),
+    "pairwise_distance": (L.PairwiseDistance, lambda ts: F.pairwise_distance(*ts),
+                          [(3, 4, 5)] * 2),
+    "pairwise_distance-p1-keepdim": (lambda: L.PairwiseDistance(1.0, keepdim=True),
+                                     lambda ts: F.pairwise_distance(*ts, p=1.0, keepdim=True),
+                                     [(3, 5)] * 2),
 }
 
 
@@ -354,3 +364,16 @@ def test_wavenet_block_bad_inputs():
     with pytest.raises(ValueError, match=r"'dskip' must have the skip output's shape"
                                          r" \(1, 5, 4\)"):
         layer.backward(np.zeros((1, 5, 2), dtype=np.float32), np.zeros((1, 5, 2), np.float32))
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda x: L.CosineSimilarity().forward([x, x, x]), ValueError, "takes exactly 2 inputs"),
+    (lambda x: L.PairwiseDistance().forward([x, x[:, :2]]), ValueError,
+     r"both inputs must have one shape.*\(2, 2, 4\)"),
+    (lambda x: L.CosineSimilarity(0).forward([x, x]), ValueError, "non-batch axis"),
+    (lambda x: L.CosineSimilarity(axis=1.0), TypeError, "'axis' must be an int"),
+    (lambda x: L.PairwiseDistance(0.5), ValueError, "'p' must be"),
+])
+def test_vector_comparisons_refuse_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call(randn(0, 2, 3, 4))
