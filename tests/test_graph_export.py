@@ -259,13 +259,14 @@ def test_torch_mismatches_and_graphs_without_a_twin_are_named():
         to_torch_state_dict(hg.Model([a, b], L.Dense(2)(L.Concatenate()([flat, b]))))
 
 
-def test_cosine_similarity_and_pairwise_distance_export():
+def test_cosine_similarity_pairwise_distance_and_bilinear_export():
     a, b = hg.Input((4, 5), name="a"), hg.Input((4, 5), name="b")
     h = L.Conv1D(5, 1, name="c")(a)
     outputs = [L.CosineSimilarity(name="cos")([h, b]),
                L.CosineSimilarity(1, eps=1e-3, name="cos1")([a, b]),
                L.PairwiseDistance(name="dist")([h, b]),
-               L.PairwiseDistance(3.0, keepdim=True, name="dist3")([a, b])]
+               L.PairwiseDistance(3.0, keepdim=True, name="dist3")([a, b]),
+               L.Bilinear(3, name="bil")([h, b]), L.Bilinear(2, bias=False)([a, b])]
     model = hg.Model([a, b], outputs, seed=0, dtype="float64")
     rng = np.random.default_rng(3)
     xs = [rng.standard_normal((2, 4, 5)), rng.standard_normal((2, 4, 5))]

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+import handgrad as hg
 from handgrad import io
 from handgrad import layers as L
 from handgrad.model import Sequential
@@ -377,3 +378,66 @@ def test_wavenet_block_bad_inputs():
 def test_vector_comparisons_refuse_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call(randn(0, 2, 3, 4))
+
+
+def test_bilinear_matches_torch_with_its_weights_and_gradients():
+    """Bilinear on (N, L, I) and (N, L, J): y, dx1, dx2, dW, db against nn.Bilinear whose
+    weight (O, I, J) is W (I, J, O) moved; float64."""
+    layer = L.Bilinear(3, dtype="float64")
+    x1, x2 = randn(0, 2, 5, 4), randn(1, 2, 5, 2)
+    y = layer.forward([x1, x2])
+    dy = randn(2, *y.shape)
+    dx1, dx2 = layer.backward(dy)
+    module = torch.nn.Bilinear(4, 2, 3).double()
+    with torch.no_grad():
+        module.weight.copy_(torch.tensor(layer.parameters["W"].transpose(2, 0, 1)))
+        module.bias.copy_(torch.tensor(layer.parameters["b"]))
+    t1, t2 = torch.tensor(x1, requires_grad=True), torch.tensor(x2, requires_grad=True)
+    out = module(t1, t2)
+    out.backward(torch.tensor(dy))
+    theirs = {"y": out.detach().numpy(), "dx1": t1.grad.numpy(), "dx2": t2.grad.numpy(),
+              "W": module.weight.grad.numpy().transpose(1, 2, 0), "b": module.bias.grad.numpy()}
+    ours = {"y": y, "dx1": dx1, "dx2": dx2, **layer.gradients}
+    wide = [x1, x2, dy, *layer.parameters.values()]
+
+    def run():
+        twin = L.Bilinear(3, dtype="float64").build([(5, 4), (5, 2)])
+        for key, value in layer.parameters.items():
+            twin.parameters[key][...] = value
+        out = twin.forward([x1, x2])
+        d1, d2 = twin.backward(dy)
+        return {"y": out, "dx1": d1, "dx2": d2, **twin.gradients}
+
+    assert_outputs_close(ours, theirs, condition_bounds(run, wide), np.float64)
+    assert layer.output_shape([(5, 4), (5, 2)]) == (5, 3)
+
+
+def test_bilinear_gradcheck_config_and_torch_import():
+    a, b = hg.Input((4,), name="a"), hg.Input((2,), name="b")
+    model = hg.Model([a, b], L.Bilinear(3, bias=False, name="bil")([a, b]), seed=0,
+                     dtype="float64")
+    layer = model.get_layer("bil")
+    xs = [randn(3, 5, 4), randn(4, 5, 2)]
+    dy = randn(5, 5, 3)
+    layer.forward(xs)
+    dxs = layer.backward(dy)
+    for i, (x, dx) in enumerate(zip(xs, dxs)):
+        loss = lambda: float(np.sum(layer.forward(xs, training=False) * dy))  # noqa: E731
+        assert_gradient_close(dx, *numeric_gradient(loss, x, with_error=True), what=f"dx{i}")
+    loss = lambda: float(np.sum(layer.forward(xs, training=False) * dy))  # noqa: E731
+    assert_gradient_close(layer.gradients["W"], *numeric_gradient(
+        loss, layer.parameters["W"], with_error=True), what="dW")
+    clone = L.Bilinear.from_config(json.loads(json.dumps(layer.get_config())))
+    assert clone.get_config() == layer.get_config() and "b" not in layer.parameters
+
+    class Twin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bil = torch.nn.Bilinear(4, 2, 3, bias=False).double()
+
+    twin = Twin()
+    io.from_torch(twin, model)
+    expected = twin.bil(torch.tensor(xs[0]), torch.tensor(xs[1])).detach().numpy()
+    np.testing.assert_allclose(model.predict(xs), expected, rtol=1e-12, atol=1e-12)
+    state = io.to_torch_state_dict(model, numpy=True)
+    np.testing.assert_array_equal(state["bil.weight"], twin.bil.weight.detach().numpy())

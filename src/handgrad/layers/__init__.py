@@ -77,7 +77,7 @@ from .rearrange import (
 from .recurrent import GRU, LSTM, RNN, BiLSTM, Recurrent
 from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
-from .similarity import CosineSimilarity, PairMerge, PairwiseDistance
+from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied
 from .unpool import MaxUnpool, MaxUnpool1D, MaxUnpool2D

@@ -1,13 +1,21 @@
-"""Layers on two inputs of one shape that compare vectors: PyTorch's CosineSimilarity and
-PairwiseDistance (kernels in :mod:`handgrad.ops.distance`). They are merge layers:
-``forward([x1, x2])``, ``backward(dy) -> [dx1, dx2]``, used in a graph ``Model``."""
+"""Layers on two inputs: PyTorch's CosineSimilarity and PairwiseDistance, which compare
+vectors (kernels in :mod:`handgrad.ops.distance`), and Bilinear (:mod:`handgrad.ops.bilinear`).
+They are merge layers: ``forward([x1, x2])``, ``backward(dy) -> [dx1, dx2]``, used in a
+graph ``Model``."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import ops
-from .._checks import describe, is_int
+from .._checks import describe, is_int, positive_int
 from .._hyper import flag, number
+from . import declarations as twins
+from .base import Layer, check_dtype
 from .registry import register
+from .spelling import torch_spelling
 from .structure import Merge, _name
 
 
@@ -117,3 +125,71 @@ class PairwiseDistance(PairMerge):
 
     def _merge(self, xp, arrays):
         return ops.pairwise_distance(*arrays, p=self.p, eps=self.eps, keepdim=self.keepdim)
+
+
+def _bilinear_form(layer, g, values, out_shapes):
+    """Einsum("...i,ijo,...j->...o") (+ Add b), on channels-last values."""
+    x1, x2 = (g.channels_last(v) for v in values)
+    y = g.op("Einsum", [x1.name, g.const(layer.parameters["W"], "W"), x2.name], "bilinear",
+             equation="...i,ijo,...j->...o")
+    if layer.use_bias:
+        y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "bilinear")
+    return [g.value(y, out_shapes[0], False)]
+
+
+def _bilinear_params(layer, layout):
+    """torch's weight (O, I, J) is W (I, J, O) with its last axis moved first."""
+    return [twins.TorchParam("weight", ("W",), (2, 0, 1)),
+            *([twins.TorchParam("bias", ("b",))] if layer.use_bias else [])]
+
+
+@register
+class Bilinear(Merge):
+    """y = x1^T W x2 + b on two inputs (..., I) and (..., J) with the same leading axes ->
+    (..., out_features): PyTorch's Bilinear, W (I, J, O) (torch's weight (O, I, J) with its
+    first axis last), b (O,); both initialized U(-1/sqrt(I), 1/sqrt(I)) as in torch. I and
+    J come from the data: torch's ``Bilinear(in1, in2, out)`` is ``Bilinear(out)``."""
+
+    torch_twin = twins.TorchTwin("Bilinear", _bilinear_params, twins.RESET)
+    onnx_graph_form = _bilinear_form
+    receptive_field = "pointwise"
+
+    def __init__(self, out_features, bias=True, *, name=None, dtype=None):
+        Layer.__init__(self, name=name, dtype=dtype)
+        if is_int(bias) and not isinstance(bias, bool):
+            raise TypeError(torch_spelling(
+                "Bilinear", f"received bias={bias!r} (the second argument)",
+                f"Bilinear(in1_features, {out_features!r}, {bias!r})", f"Bilinear({bias!r})"))
+        self.out_features = positive_int("Bilinear", "out_features", out_features)
+        self.use_bias = flag("Bilinear", "bias", bias)
+
+    def get_config(self):
+        return {**super().get_config(), "out_features": self.out_features, "bias": self.use_bias}
+
+    def _merged_shape(self, shapes, per_example):
+        if len(shapes) != 2:
+            raise ValueError(f"{self.label}: takes exactly 2 inputs; received {len(shapes)}")
+        if not shapes[0] or shapes[0][:-1] != shapes[1][:-1] or len(shapes[1]) != len(shapes[0]):
+            raise ValueError(f"{self.label}: the inputs must be (..., I) and (..., J) with the "
+                             f"same leading axes; {_name(0, per_example)} has shape "
+                             f"{shapes[0]} and {_name(1, per_example)} has shape {shapes[1]}")
+        return (*shapes[0][:-1], self.out_features)
+
+    def build(self, input_shape, rng=None, dtype=None):
+        super().build(input_shape)
+        self.dtype = self.dtype or check_dtype(self.label, dtype) or np.dtype(np.float32)
+        rng = np.random.default_rng(self.seed) if rng is None else rng
+        shape = (self.input_shape[0][-1], self.input_shape[1][-1], self.out_features)
+        bound = 1.0 / math.sqrt(shape[0]) if shape[0] else 0.0
+        self.parameters["W"] = rng.uniform(-bound, bound, shape).astype(self.dtype)
+        if self.use_bias:
+            self.parameters["b"] = rng.uniform(-bound, bound, shape[2:]).astype(self.dtype)
+        self.gradients = {k: np.zeros_like(v) for k, v in self.parameters.items()}
+        return self
+
+    def _merge(self, xp, arrays):
+        return ops.bilinear(*arrays, self.parameters["W"], self.parameters.get("b"))
+
+    def _backward(self, dy, cache):
+        dx1, dx2, dW, db = ops.bilinear_backward(dy, cache[2])
+        return [dx1, dx2], {"W": dW, **({} if db is None else {"b": db})}

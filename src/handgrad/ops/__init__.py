@@ -17,6 +17,7 @@ private to ``ops``.
 # The op families, one file each; each file declares its ops at its end.
 from .activations import *  # noqa: F403
 from .attention import *  # noqa: F403
+from .bilinear import *  # noqa: F403
 from .clip_activations import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .curve_activations import *  # noqa: F403

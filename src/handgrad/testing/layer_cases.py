@@ -136,8 +136,8 @@ LAYER_CASES.update({
 # Attention and structure layers. Dropout stays 0 (the contract compares training and
 # evaluation outputs); WaveNetBlock drops its skip branch (skip_channels=0), whose weights
 # get no gradient through forward/backward alone (its skip path is tested in
-# tests/test_structure.py). Add, Multiply, Concatenate, CosineSimilarity and
-# PairwiseDistance take a list of inputs, so
+# tests/test_structure.py). Add, Multiply, Concatenate, CosineSimilarity,
+# PairwiseDistance and Bilinear take a list of inputs, so
 # they are tested in tests/test_structure.py instead (MULTI_INPUT_LAYERS).
 def _attention(rng):
     # The key bias gets an exactly-zero gradient (softmax ignores a per-row shift), which
@@ -167,7 +167,7 @@ def _wavenet(rng):
 LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
                     "WaveNetBlock": _wavenet})
 MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "CosineSimilarity", "PairwiseDistance",
-                      "MaxUnpool1D", "MaxUnpool2D")  # [x, indices]: tests/test_pooling_extra.py
+                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D")  # [x, indices]: test_pooling_extra
 
 
 # Normalization layers, with and without running statistics. Every statistic covers >= 4

@@ -9,6 +9,7 @@ math, :mod:`.activations`).
 
 from .activations import *  # noqa: F403
 from .attention import *  # noqa: F403
+from .bilinear import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .distance import *  # noqa: F403
 from .embedding import *  # noqa: F403
