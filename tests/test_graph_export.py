@@ -272,3 +272,16 @@ def test_cosine_similarity_pairwise_distance_and_bilinear_export():
     xs = [rng.standard_normal((2, 4, 5)), rng.standard_normal((2, 4, 5))]
     assert_matches(run_onnx(export_onnx(model, None), {"a": xs[0], "b": xs[1]}), model, xs,
                    np.float64)
+
+
+def test_squeeze_excitation_broadcast_exports():
+    """Multiply and Add of a (1, 1, C) gate with an (H, W, C) map, in the conv section's
+    channels-first layout."""
+    image = hg.Input((5, 4, 3), name="image")
+    h = L.Conv2D(4, 3, padding="same", name="conv")(image)
+    gate = L.Sigmoid(name="gate")(L.Dense(4, name="fc")(L.GlobalAvgPool2D(keepdims=True,
+                                                                          name="pool")(h)))
+    y = L.Add(name="shift")([L.Multiply(name="scale")([h, gate]), gate])
+    model = hg.Model(image, y, seed=0)
+    x = np.random.default_rng(4).standard_normal((2, 5, 4, 3), dtype=np.float32)
+    assert_matches(run_onnx(export_onnx(model, None), {"image": x}), model, [x], np.float32)

@@ -34,6 +34,12 @@ MERGES = {
                     [(2, 3, 4), (2, 1, 4), (2, 2, 4)]),
     "concatenate-last": (L.Concatenate, lambda ts: torch.cat(ts, dim=-1),
                          [(2, 3, 4), (2, 3, 1), (2, 3, 2)]),
+    "add-broadcast": (L.Add, lambda ts: ts[0] + ts[1] + ts[2],
+                      [(2, 3, 4, 5), (2, 1, 1, 5), (2, 3, 1, 1)]),
+    "multiply-squeeze-excitation": (L.Multiply, lambda ts: ts[0] * ts[1],
+                                    [(2, 3, 4, 5), (2, 1, 1, 5)]),
+    "multiply-broadcast-first": (L.Multiply, lambda ts: ts[0] * ts[1] * ts[2],
+                                 [(2, 1, 4), (2, 3, 4), (2, 3, 1)]),
     "cosine_similarity": (L.CosineSimilarity, lambda ts: F.cosine_similarity(*ts, dim=-1),
                           [(3, 4, 5)] * 2),
     "cosine_similarity-axis1": (lambda: L.CosineSimilarity(1, eps=1e-3),
@@ -102,10 +108,18 @@ def test_merge_layers_bad_inputs():
         L.Add().forward([x])
     with pytest.raises(TypeError, match=r"Add: 'inputs' must be a list of arrays"):
         L.Add().forward(x)
-    with pytest.raises(ValueError, match=r"Multiply: every input must have the shape of "
-                                         r"inputs\[0\] \(2, 3, 4\); inputs\[1\] has shape "
-                                         r"\(2, 3, 5\)"):
+    with pytest.raises(ValueError, match=r"Multiply: the inputs' shapes must broadcast .*"
+                                         r"inputs\[1\] has shape \(2, 3, 5\), the inputs "
+                                         r"before it merge to \(2, 3, 4\)"):
         L.Multiply().forward([x, np.zeros((2, 3, 5))])
+    with pytest.raises(ValueError, match=r"Add: .*one rank.*inputs\[1\] \(per example\) "
+                                         r"has shape \(4,\)"):
+        L.Add().output_shape([(3, 4), (4,)])  # channels-last broadcasting keeps the rank
+    with pytest.raises(ValueError, match=r"Add: .*the same batch size.*\(1, 3, 4\)"):
+        L.Add().forward([x, np.zeros((1, 3, 4))])  # the batch axis does not broadcast
+    with pytest.raises(ValueError, match=r"Add: .*inputs\[2\] \(per example\) has shape "
+                                         r"\(2, 4\), the inputs before it merge to \(3, 4\)"):
+        L.Add().output_shape([(1, 4), (3, 1), (2, 4)])
     with pytest.raises(TypeError, match=r"Add: 'inputs\[1\]' has dtype float32"):
         L.Add().forward([x, x.astype(np.float32)])
     with pytest.raises(ValueError, match=r"inputs must match except along axis -1; "

@@ -5,6 +5,9 @@ of gradients, one per input, in input order::
 
     Add:          y = x_1 + ... + x_K            dx_i = dy
     Multiply:     y = x_1 * ... * x_K            dx_i = dy * prod_{j != i} x_j
+
+(Add and Multiply broadcast per-example shapes of one rank, sizes equal or 1: dx_i is
+then summed over the axes x_i was broadcast along.)
     Concatenate:  y = [x_1, ..., x_K] on axis    dx_i = the slice of dy that x_i filled
 
 Multiply's products without x_i come from prefix and suffix products (no
@@ -108,38 +111,75 @@ class Merge(Layer):
         return self._split(array_module(dy), dy, saved), {}
 
 
-def _fold(combine, arrays):
-    """A new array: the first input combined in place with each next one
-    (``combine(y, x, out=y)``: xp.add, xp.multiply)."""
-    y = arrays[0].copy()
+def _fold(xp, combine, arrays):
+    """A new array of the inputs' broadcast shape: the first input combined in place with
+    each next one (``combine(y, x, out=y)``: xp.add, xp.multiply)."""
+    shape = xp.broadcast_shapes(*(x.shape for x in arrays))
+    y = xp.array(xp.broadcast_to(arrays[0], shape))
     for x in arrays[1:]:
         combine(y, x, out=y)
     return y
 
 
+def _reduced(xp, grad, shape):
+    """``grad`` summed over the axes that ``shape`` broadcast along (size 1 there), a new
+    array of ``shape``."""
+    axes = tuple(a for a, (n, d) in enumerate(zip(shape, grad.shape)) if n == 1 and d != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad.copy()
+
+
+class BroadcastMerge(Merge):
+    """Add and Multiply: per-example shapes of one rank that broadcast (a (1, 1, C) gate
+    times an (H, W, C) map); the gradient of a broadcast input is summed over the axes it
+    was broadcast along."""
+
+    def _merged_shape(self, shapes, per_example):
+        if len(shapes) < 2:
+            raise ValueError(f"{self.label}: needs at least 2 inputs; received {len(shapes)}")
+        lead = 0 if per_example else 1  # the batch axis must agree, not broadcast
+        merged = shapes[0]
+        for i, shape in enumerate(shapes[1:], 1):
+            if len(shape) != len(merged) or shape[:lead] != merged[:lead] or any(
+                    a != b and 1 not in (a, b) for a, b in zip(shape[lead:], merged[lead:])):
+                raise ValueError(
+                    f"{self.label}: the inputs' shapes must broadcast (one rank, sizes equal "
+                    f"or 1{'' if per_example else ', the same batch size'}): "
+                    f"{_name(i, per_example)} has shape {shape}, the inputs before it "
+                    f"merge to {merged}")
+            merged = tuple(b if a == 1 else a for a, b in zip(merged, shape))
+        return merged
+
+
 @register
-class Add(Merge):
-    """y = sum of the inputs (all of one shape); backward: dy (a copy) for each input."""
+class Add(BroadcastMerge):
+    """y = sum of the inputs (shapes that broadcast); backward: dy (a copy) for each input,
+    summed over its broadcast axes."""
 
     onnx_graph_form = onnx_forms.add
 
     def _merge(self, xp, arrays):
-        return _fold(xp.add, arrays), len(arrays)
+        return _fold(xp, xp.add, arrays), [x.shape for x in arrays]
 
-    def _split(self, xp, dy, count):
-        return [dy.copy() for _ in range(count)]
+    def _split(self, xp, dy, shapes):
+        return [_reduced(xp, dy, shape) for shape in shapes]
 
 
 @register
-class Multiply(Merge):
-    """y = elementwise product of the inputs; dx_i = dy * prod_{j != i} x_j."""
+class Multiply(BroadcastMerge):
+    """y = elementwise product of the inputs (shapes that broadcast); dx_i = dy *
+    prod_{j != i} x_j, summed over x_i's broadcast axes."""
 
     onnx_graph_form = onnx_forms.multiply
 
     def _merge(self, xp, arrays):
-        return _fold(xp.multiply, arrays), arrays
+        return _fold(xp, xp.multiply, arrays), arrays
 
     def _split(self, xp, dy, arrays):
+        grads = self._products(dy, arrays)
+        return [_reduced(xp, g, x.shape) if g.shape != x.shape else g
+                for g, x in zip(grads, arrays)]
+
+    def _products(self, dy, arrays):
         # before[i] = x_0 * ... * x_{i-1} (times dy); multiplied by x_{i+1} * ... * x_{K-1}
         grads = [dy]
         for x in arrays[:-1]:
