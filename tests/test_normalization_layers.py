@@ -411,6 +411,14 @@ def test_cumulative_average_counts_batches_and_moves_with_torch():
     assert_close(fresh.layers[0].buffers["running_var"], module.running_var.numpy())
 
 
+def test_momentum_none_without_running_statistics_uses_the_batch():
+    x = np.random.default_rng(2).standard_normal((5, 3))
+    layer = L.BatchNorm(momentum=None, track_running_stats=False, dtype="float64")
+    module = nn.BatchNorm1d(3, momentum=None, track_running_stats=False).double()
+    assert_close(layer.forward(x), module(torch.tensor(x)).detach().numpy())
+    assert "num_batches_tracked" not in layer.buffers
+
+
 def test_momentum_none_only_for_batch_norm():
     with pytest.raises(TypeError, match="InstanceNorm: 'momentum' must be a finite real"):
         L.InstanceNorm(momentum=None)

@@ -148,8 +148,8 @@ class RunningNormalization(Normalization):
         ``momentum=None`` 1 / n for the n-th batch that ``updates`` them (the counter moves
         then), as torch's cumulative moving average."""
         counter = self.buffers.get("num_batches_tracked")
-        if counter is None:
-            return self.momentum
+        if counter is None:  # momentum=None without running statistics: nothing to weigh
+            return 0.0 if self.momentum is None else self.momentum
         if updates:
             counter += 1
         return 1.0 / max(int(counter), 1)
