@@ -23,7 +23,7 @@ def _repeated(xp, x, multiplier):
 
 def depthwise_forward(xp, x, w, axes, groups):
     """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y)."""
-    if engine.enabled(x, w):
+    if engine.covers(axes, x, w):
         return engine.depthwise(x, w, axes)
     multiplier = w.shape[-1] // groups
     taps_w = w.reshape(-1, w.shape[-1])
@@ -40,7 +40,7 @@ def depthwise_forward(xp, x, w, axes, groups):
 
 def depthwise_gradients(xp, x, w, dy, axes, groups):
     """(dx, dw) of a depthwise conv: one compiled pass when available."""
-    if engine.enabled(x, w, dy):
+    if engine.covers(axes, x, w, dy):
         return engine.depthwise_gradients(x.shape, w, dy, axes, x)
     return (depthwise_input_grad(xp, dy, w, axes, groups, x.shape),
             depthwise_weight_grad(xp, x, dy, axes, groups, w.shape))
@@ -48,7 +48,7 @@ def depthwise_gradients(xp, x, w, dy, axes, groups):
 
 def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`."""
-    if engine.enabled(dy, w):
+    if engine.covers(axes, dy, w):
         return engine.depthwise_gradients(x_shape, w, dy, axes)[0]
     multiplier = w.shape[-1] // groups
     rep_shape = (*x_shape[:-1], x_shape[-1] * multiplier)

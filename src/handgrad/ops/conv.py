@@ -1,6 +1,6 @@
 """Convolutions and transposed convolutions, channels-last, as GEMMs.
 
-Notation (one spatial axis shown; 2-D is the same per axis)::
+Notation (one spatial axis shown; 2-D and 3-D are the same per axis)::
 
     y[n, o, g*Og + j] = b[g*Og + j]
         + sum_{k, c} x_pad[n, o*s + k*d, g*Cg + c] * w[k, c, g*Og + j]
@@ -209,13 +209,59 @@ def conv_transpose2d_backward(dy, cache):
     return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)
 
 
+def conv3d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
+    """3-D convolution (cross-correlation, as PyTorch), channels-last.
+
+    x (N, D, H, W, C_in), w (KD, KH, KW, C_in // groups, C_out), b (C_out,) or None
+    -> y (N, D_out, H_out, W_out, C_out), per axis out = floor((in + pads - d*(k-1) - 1) / s) + 1.
+    ``padding``: int, (pd, ph, pw), three (before, after) pairs, "valid" or "same".
+    Returns ``(y, cache)`` for :func:`conv3d_backward`.
+    """
+    return _forward(prepare_conv("conv3d", 3, x, w, b, stride, padding, dilation, groups))
+
+
+def conv3d_backward(dy, cache):
+    """Gradients of :func:`conv3d`: dy (N, D_out, H_out, W_out, C_out) -> (dx, dw, db).
+
+    dx = col2im(dy @ w^T) (scatter-add over taps); dw = im2col(x)^T @ dy;
+    db = sum of dy over (N, D_out, H_out, W_out). ``db`` is None without a bias.
+    """
+    return _backward("conv3d_backward", "conv3d", dy, cache)
+
+
+def conv_transpose3d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups=1):
+    """3-D transposed convolution: the adjoint of :func:`conv3d` with the same ``w``.
+
+    x (N, D, H, W, C_in), w (KD, KH, KW, C_out // groups, C_in), b (C_out,) or None
+    -> y (N, D_out, H_out, W_out, C_out), per axis
+    out = (in - 1)*stride - pads + dilation*(k - 1) + 1 + output_padding.
+    Equals ``conv3d_backward``'s dx for dy = x.
+    """
+    call = prepare_conv_transpose(
+        "conv_transpose3d", 3, x, w, b, stride, padding, output_padding, dilation, groups
+    )
+    return _forward(call)
+
+
+def conv_transpose3d_backward(dy, cache):
+    """Gradients of :func:`conv_transpose3d`: dy (N, D_out, H_out, W_out, C_out) ->
+    (dx, dw, db): dx = conv3d(dy, w); dw = conv3d's weight gradient with the roles of
+    input and upstream gradient swapped; db = sum of dy over all but channels.
+    """
+    return _backward("conv_transpose3d_backward", "conv_transpose3d", dy, cache)
+
+
 # The declarations: kernels, torch counterpart, sample inputs (in ops/samples/conv.py).
 from .samples import conv as _s  # noqa: E402
 
 declare(conv1d, conv1d_backward, torch=_s.torch_conv, samples=_s.CONV1D)
 declare(conv2d, conv2d_backward, torch=_s.torch_conv, samples=_s.CONV2D)
+declare(conv3d, conv3d_backward, torch=_s.torch_conv, samples=_s.CONV3D)
 declare(conv_transpose1d, conv_transpose1d_backward, torch=_s.torch_conv_transpose,
         samples=_s.CONV_TRANSPOSE1D)
 declare(conv_transpose2d, conv_transpose2d_backward, torch=_s.torch_conv_transpose,
         samples=_s.CONV_TRANSPOSE2D)
+declare(conv_transpose3d, conv_transpose3d_backward, torch=_s.torch_conv_transpose,
+        samples=_s.CONV_TRANSPOSE3D)
 __all__ = exports(__name__, globals())

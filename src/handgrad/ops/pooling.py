@@ -75,7 +75,7 @@ def _fold_taps(x_pad, axes, combine):
 def _max_pool(call: PoolCall):
     """y = running maximum over the taps of the -inf-padded input (NaN propagates)."""
     x, axes = call.x, call.axes
-    if engine.enabled(x):
+    if engine.covers(axes, x):
         y, index = engine.max_pool(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
     xp = array_module(x)
@@ -156,7 +156,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     xp = array_module(x)
     divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
     cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
-    if engine.enabled(x):
+    if engine.covers(axes, x):
         return engine.avg_pool(x, axes, divisor), cache
     x_pad = pad_input(xp, x, axes, fill=0.0)
     y = _fold_taps(x_pad, axes, xp.add)
@@ -167,7 +167,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
 def _avg_pool_backward(op, forward, dy, cache):
     cache = check_cache(op, cache, forward, PoolCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
-    if engine.enabled(dy, cache.divisor):
+    if engine.covers(cache.axes, dy, cache.divisor):
         return engine.avg_pool_backward(dy, cache.axes, cache.divisor, cache.x_shape,
                                         cache.dtype)
     xp = array_module(dy)
@@ -211,6 +211,22 @@ def max_pool2d_backward(dy, cache):
     return _max_pool_backward("max_pool2d_backward", "max_pool2d", dy, cache)
 
 
+def _avg_pool_nd(op, nd, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                 divisor_override):
+    """Validate an avg_pool{nd}d call with ``divisor_override`` and run it."""
+    include = resolve_count_include_pad(op, padding, count_include_pad)
+    if divisor_override is not None and (
+        isinstance(divisor_override, bool) or not isinstance(divisor_override, int)
+        or divisor_override == 0
+    ):
+        raise ValueError(
+            f"{op}: 'divisor_override' must be None or a non-zero int; "
+            f"received {divisor_override!r}"
+        )
+    call = prepare_pool(op, nd, x, kernel_size, stride, padding, 1, ceil_mode)
+    return _avg_pool(call, include, divisor_override)
+
+
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None):
     """1-D average pooling: x (N, L, C) -> y (N, L_out, C). Returns ``(y, cache)``.
 
@@ -234,24 +250,41 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     ``count_include_pad``: None counts the padding except for ``padding="same"``.
     ``divisor_override`` (a non-zero int) replaces every window's divisor, as in PyTorch.
     """
-    op = "avg_pool2d"
-    include = resolve_count_include_pad(op, padding, count_include_pad)
-    if divisor_override is not None and (
-        isinstance(divisor_override, bool) or not isinstance(divisor_override, int)
-        or divisor_override == 0
-    ):
-        raise ValueError(
-            f"{op}: 'divisor_override' must be None or a non-zero int; "
-            f"received {divisor_override!r}"
-        )
-    call = prepare_pool(op, 2, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, include, divisor_override)
+    return _avg_pool_nd("avg_pool2d", 2, x, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override)
 
 
 def avg_pool2d_backward(dy, cache):
     """dy (N, H_out, W_out, C) -> dx (N, H, W, C): dx[i] = sum over windows o containing
     i of dy[o] / divisor[o]."""
     return _avg_pool_backward("avg_pool2d_backward", "avg_pool2d", dy, cache)
+
+
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """3-D max pooling: x (N, D, H, W, C) -> y (N, D_out, H_out, W_out, C), PyTorch's output
+    size and ties (first maximum in row-major window order). Returns ``(y, cache)``."""
+    op = "max_pool3d"
+    return _max_pool(prepare_pool(op, 3, x, kernel_size, stride, padding, dilation, ceil_mode))
+
+
+def max_pool3d_backward(dy, cache):
+    """dy (N, D_out, H_out, W_out, C) -> dx (N, D, H, W, C): each dy goes to its window's
+    first maximum; overlapping windows add up."""
+    return _max_pool_backward("max_pool3d_backward", "max_pool3d", dy, cache)
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None,
+               divisor_override=None):
+    """3-D average pooling: x (N, D, H, W, C) -> y (N, D_out, H_out, W_out, C). Returns
+    ``(y, cache)``; ``count_include_pad`` and ``divisor_override`` as :func:`avg_pool2d`."""
+    return _avg_pool_nd("avg_pool3d", 3, x, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override)
+
+
+def avg_pool3d_backward(dy, cache):
+    """dy (N, D_out, H_out, W_out, C) -> dx (N, D, H, W, C): dx[i] = sum over windows o
+    containing i of dy[o] / divisor[o]."""
+    return _avg_pool_backward("avg_pool3d_backward", "avg_pool3d", dy, cache)
 
 
 @dataclass(frozen=True)
@@ -286,8 +319,8 @@ def _global_upstream(forward, dy, cache):
 
 
 def global_avg_pool(x, keepdims=False):
-    """Mean over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C)
-    ((N, 1, C) / (N, 1, 1, C) with ``keepdims``). Returns ``(y, cache)``."""
+    """Mean over all spatial axes: x (N, L, C), (N, H, W, C) or (N, D, H, W, C) -> y (N, C)
+    ((N, 1, ..., 1, C) with ``keepdims``). Returns ``(y, cache)``."""
     xp, x, flat = _global_flat("global_avg_pool", x, keepdims)
     positions = flat.shape[1]
     # A batched ones-vector product sums the positions with BLAS (several times faster
@@ -307,7 +340,7 @@ def global_avg_pool_backward(dy, cache):
 
 
 def global_max_pool(x, keepdims=False):
-    """Max over all spatial axes: x (N, L, C) or (N, H, W, C) -> y (N, C) (or kept dims).
+    """Max over all spatial axes: x (N, L, C) ... (N, D, H, W, C) -> y (N, C) (or kept dims).
     Returns ``(y, cache)``; the cache keeps the flat index of the first maximum."""
     xp, x, flat = _global_flat("global_max_pool", x, keepdims)
     index = xp.argmax(flat, axis=1)
@@ -330,8 +363,10 @@ from .samples import pooling as _s  # noqa: E402
 
 declare(max_pool1d, max_pool1d_backward, torch=_s.torch_pool("max"), samples=_s.MAX_POOL1D)
 declare(max_pool2d, max_pool2d_backward, torch=_s.torch_pool("max"), samples=_s.MAX_POOL2D)
+declare(max_pool3d, max_pool3d_backward, torch=_s.torch_pool("max"), samples=_s.MAX_POOL3D)
 declare(avg_pool1d, avg_pool1d_backward, torch=_s.torch_pool("avg"), samples=_s.AVG_POOL1D)
 declare(avg_pool2d, avg_pool2d_backward, torch=_s.torch_pool("avg"), samples=_s.AVG_POOL2D)
+declare(avg_pool3d, avg_pool3d_backward, torch=_s.torch_pool("avg"), samples=_s.AVG_POOL3D)
 declare(global_avg_pool, global_avg_pool_backward, torch=_s.torch_global_avg_pool,
         samples=_s.GLOBAL_AVG_POOL)
 declare(global_max_pool, global_max_pool_backward, torch=_s.torch_global_max_pool,

@@ -15,12 +15,14 @@ from .windows import (
     window_axes,
 )
 
-LAYOUTS = {1: "(N, L, C)", 2: "(N, H, W, C)"}
+LAYOUTS = {1: "(N, L, C)", 2: "(N, H, W, C)", 3: "(N, D, H, W, C)"}
 WEIGHT_LAYOUTS = {
     (1, False): "(K, C_in // groups, C_out)",
     (2, False): "(KH, KW, C_in // groups, C_out)",
     (1, True): "(K, C_out // groups, C_in)",
     (2, True): "(KH, KW, C_out // groups, C_in)",
+    (3, False): "(KD, KH, KW, C_in // groups, C_out)",
+    (3, True): "(KD, KH, KW, C_out // groups, C_in)",
 }
 
 

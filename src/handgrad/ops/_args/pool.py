@@ -67,7 +67,8 @@ def resolve_count_include_pad(op, padding, count_include_pad) -> bool:
 
 
 def prepare_global_pool(op, x, keepdims):
-    """Validate a global pooling call: x (N, L, C) or (N, H, W, C), only N may be 0."""
+    """Validate a global pooling call: x (N, L, C), (N, H, W, C) or (N, D, H, W, C), only
+    N may be 0."""
     flag(op, "keepdims", keepdims)
-    layout = "(N, L, C) or (N, H, W, C)"
-    return check_not_empty(op, "x", float_array(op, "x", x, (3, 4), layout), layout)
+    layout = "(N, L, C), (N, H, W, C) or (N, D, H, W, C)"
+    return check_not_empty(op, "x", float_array(op, "x", x, (3, 4, 5), layout), layout)

@@ -7,7 +7,7 @@ loops are compiled; otherwise, or with the environment variable ``HANDGRAD_NUMBA
 the pure-NumPy code runs. Both paths compute the same thing and are tested against
 each other and against torch.
 
-A kernel in ``ops`` dispatches at its top (``if engine.enabled(x): return
+A kernel in ``ops`` dispatches at its top (``if engine.covers(axes, x): return
 engine.max_pool(x, axes)``) and then does its NumPy math; each function below is
 one such compiled path and returns exactly what the NumPy code returns.
 
@@ -18,7 +18,8 @@ number of threads may call the ops at once and none waits. col2im is compiled
 single-threaded only, since it runs between two BLAS calls whose threads it would
 fight (see ``kernels``).
 
-Every kernel is written for 2-D channels-last data; 1-D data gets a unit height.
+Every kernel is written for 2-D channels-last data; 1-D data gets a unit height, and
+3-D data runs the NumPy code (callers dispatch with ``covers(axes, ...)``).
 Geometry per axis: input size, output size, kernel, stride, dilation, padding
 before -- output ``o`` and tap ``k`` read input ``o*stride + k*dilation - pad``.
 """
@@ -44,6 +45,12 @@ _state = {"enabled": numba is not None and os.environ.get("HANDGRAD_NUMBA", "1")
 def enabled(*arrays) -> bool:
     """Whether the compiled kernels apply to these arrays."""
     return _state["enabled"] and all(type(a) is np.ndarray for a in arrays if a is not None)
+
+
+def covers(axes, *arrays) -> bool:
+    """Whether a compiled kernel applies to a window op with these ``axes``: the kernels
+    are written for 1-D and 2-D data only, so 3-D data takes the NumPy path."""
+    return len(axes) <= 2 and enabled(*arrays)
 
 
 def available() -> bool:

@@ -179,4 +179,26 @@ def conv_transpose2d_backward(dy, cache):
     return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)
 
 
+
+def conv3d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
+    """Loop twin of :func:`handgrad.ops.conv3d`."""
+    return _forward(prepare_conv("conv3d", 3, x, w, b, stride, padding, dilation, groups))
+
+
+def conv3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.conv3d_backward`."""
+    return _backward("conv3d_backward", "conv3d", dy, cache)
+
+
+def conv_transpose3d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
+                     groups=1):
+    """Loop twin of :func:`handgrad.ops.conv_transpose3d` (scatter form)."""
+    return _forward(prepare_conv_transpose(
+        "conv_transpose3d", 3, x, w, b, stride, padding, output_padding, dilation, groups))
+
+
+def conv_transpose3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.conv_transpose3d_backward`."""
+    return _backward("conv_transpose3d_backward", "conv_transpose3d", dy, cache)
+
 __all__ = exports(__name__, globals())

@@ -180,6 +180,30 @@ def avg_pool2d_backward(dy, cache):
     return _avg_pool_backward("avg_pool2d_backward", "avg_pool2d", dy, cache)
 
 
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Loop twin of :func:`handgrad.ops.max_pool3d`."""
+    return _max_pool(prepare_pool("max_pool3d", 3, x, kernel_size, stride, padding, dilation,
+                                  ceil_mode))
+
+
+def max_pool3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.max_pool3d_backward`."""
+    return _max_pool_backward("max_pool3d_backward", "max_pool3d", dy, cache)
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None,
+               divisor_override=None):
+    """Loop twin of :func:`handgrad.ops.avg_pool3d`."""
+    include = resolve_count_include_pad("avg_pool3d", padding, count_include_pad)
+    call = prepare_pool("avg_pool3d", 3, x, kernel_size, stride, padding, 1, ceil_mode)
+    return _avg_pool(call, include, divisor_override)
+
+
+def avg_pool3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.avg_pool3d_backward`."""
+    return _avg_pool_backward("avg_pool3d_backward", "avg_pool3d", dy, cache)
+
+
 def global_avg_pool(x, keepdims=False):
     """Loop twin of :func:`handgrad.ops.global_avg_pool`."""
     x = prepare_global_pool("global_avg_pool", x, keepdims)

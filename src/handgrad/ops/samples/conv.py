@@ -47,7 +47,7 @@ def _weight(w):
 
 
 def torch_conv(F, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
-    """``F.conv{1,2}d`` on channels-last x and (*K, C_in/g, C_out) w."""
+    """``F.conv{1,2,3}d`` on channels-last x and (*K, C_in/g, C_out) w."""
     nd = x.ndim - 2
     stride, dilation = _tuple(stride, nd), _tuple(dilation, nd)
     tx = channels_first(x)
@@ -62,7 +62,7 @@ def torch_conv(F, x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
 
 def torch_conv_transpose(F, x, w, b=None, *, stride=1, padding=0, output_padding=0,
                          dilation=1, groups=1):
-    """``F.conv_transpose{1,2}d`` on channels-last x and (*K, C_out/g, C_in) w; per-side
+    """``F.conv_transpose{1,2,3}d`` on channels-last x and (*K, C_out/g, C_in) w; per-side
     padding crops the full output."""
     nd = x.ndim - 2
     fn = getattr(F, f"conv_transpose{nd}d")
@@ -114,4 +114,20 @@ CONV_TRANSPOSE1D = (
     Sample(((2, 5, 2), (3, 2, 2), (2,)),
            {"stride": 3, "dilation": 2, "output_padding": 2, "padding": 2}),
     Sample(((1, 4, 4), (3, 1, 4), None), {"groups": 2, "padding": ((0, 2),)}),
+)
+# x (N, D, H, W, C), w (KD, KH, KW, C // groups, C_out)
+CONV3D = (
+    Sample(((2, 4, 5, 4, 3), (3, 3, 2, 3, 4), (4,)), {"padding": 1}),
+    Sample(((2, 5, 4, 6, 2), (2, 3, 3, 2, 3), (3,)), {"stride": (2, 1, 2), "padding": "same"}),
+    Sample(((1, 5, 5, 5, 4), (2, 2, 3, 2, 4), None),
+           {"groups": 2, "dilation": (2, 1, 1), "padding": ((1, 0), (0, 1), (2, 1))}),
+    Sample(((2, 4, 4, 3, 3), (3, 2, 2, 1, 6), (6,)), {"groups": 3, "stride": 2, "padding": 1}),
+)
+# x (N, D, H, W, C_in), w (KD, KH, KW, C_out // groups, C_in)
+CONV_TRANSPOSE3D = (
+    Sample(((2, 3, 2, 3, 3), (3, 2, 3, 2, 3), (2,)), {"stride": 2, "padding": 1}),
+    Sample(((1, 2, 3, 2, 4), (2, 3, 2, 3, 4), (6,)),
+           {"groups": 2, "stride": (2, 1, 3), "output_padding": (1, 0, 2), "dilation": (1, 2, 1)}),
+    Sample(((2, 2, 2, 2, 2), (3, 3, 3, 2, 2), None),
+           {"stride": 2, "padding": ((1, 0), (0, 2), (1, 1))}),
 )

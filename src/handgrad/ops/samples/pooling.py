@@ -9,7 +9,7 @@ from .conv import native_padding
 
 
 def torch_pool(kind):
-    """The counterpart of ``<kind>_pool{1,2}d``: ``F.<kind>_pool{1,2}d`` on moved channels
+    """The counterpart of ``<kind>_pool{1,2,3}d``: ``F.<kind>_pool{1,2,3}d`` on moved channels
     (an average counts the padding unless told, as PyTorch does for numeric padding)."""
 
     def counterpart(F, x, kernel_size, stride=None, padding=0, **kwargs):
@@ -30,7 +30,7 @@ def torch_global_avg_pool(F, x, keepdims=False):
 
 
 def torch_global_max_pool(F, x, keepdims=False):
-    """``F.adaptive_max_pool{1,2}d`` to one position (its gradient goes to one maximum)."""
+    """``F.adaptive_max_pool{1,2,3}d`` to one position (its gradient goes to one maximum)."""
     y = channels_last(getattr(F, f"adaptive_max_pool{x.ndim - 2}d")(channels_first(x), 1))
     return y if keepdims else y.reshape(y.shape[0], y.shape[-1])
 
@@ -70,6 +70,25 @@ AVG_POOL1D = (
                           "count_include_pad": False}),
     Sample(((2, 8, 2),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
 )
-GLOBAL_AVG_POOL = (Sample(((2, 5, 6, 3),)), Sample(((2, 7, 3),), {"keepdims": True}))
+MAX_POOL3D = (
+    Sample(((2, 4, 4, 6, 3),), {"kernel_size": 2}),
+    Sample(((2, 5, 6, 5, 2),), {"kernel_size": 3, "stride": (2, 1, 2), "padding": 1,
+                                "ceil_mode": True}, negative=True),
+    Sample(((1, 6, 5, 7, 2),), {"kernel_size": (2, 3, 2), "stride": 2, "padding": (1, 1, 0),
+                                "dilation": (2, 1, 3)}, negative=True),
+    Sample(((2, 4, 5, 5, 2),), {"kernel_size": 3, "stride": 1, "padding": 1}, ties=True),
+)
+AVG_POOL3D = (
+    Sample(((2, 4, 4, 6, 3),), {"kernel_size": 2}),
+    Sample(((2, 5, 6, 5, 2),), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+                                "count_include_pad": False}),
+    Sample(((2, 5, 5, 4, 2),), {"kernel_size": (3, 2, 3), "stride": (2, 1, 2),
+                                "padding": (1, 1, 0), "ceil_mode": True}),
+    Sample(((1, 5, 4, 5, 2),), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                "divisor_override": 5}),
+)
+GLOBAL_AVG_POOL = (Sample(((2, 5, 6, 3),)), Sample(((2, 7, 3),), {"keepdims": True}),
+                   Sample(((2, 3, 4, 2, 3),), {"keepdims": True}))
 GLOBAL_MAX_POOL = (Sample(((2, 5, 6, 3),)),
-                   Sample(((2, 7, 3),), {"keepdims": True}, ties=True))
+                   Sample(((2, 7, 3),), {"keepdims": True}, ties=True),
+                   Sample(((2, 3, 4, 2, 3),)))
