@@ -160,6 +160,20 @@ CASES = {
                               nn.Flatten(), nn.PReLU(15), nn.Linear(15, 4)),
         lambda: [L.Conv1D(6, 1), L.PReLU(6), L.GLU(), L.PReLU(), L.Flatten(), L.PReLU(15),
                  L.Dense(4)], (5, 4), _cf, _same),
+    "conv3d_pools_flatten": (
+        lambda: nn.Sequential(nn.Conv3d(2, 4, (3, 2, 3), stride=(1, 2, 1), padding=1,
+                                        groups=2), nn.ReLU(), nn.MaxPool3d(2),
+                              nn.AvgPool3d(1), nn.Flatten(), nn.Linear(32, 3)),
+        lambda: [L.Conv3D(4, (3, 2, 3), stride=(1, 2, 1), padding=1, groups=2), L.ReLU(),
+                 L.MaxPool3D(2), L.AvgPool3D(1), L.Flatten(), L.Dense(3)],
+        (4, 6, 5, 2), _cf, _same),
+    "conv_transpose3d": (
+        lambda: nn.Sequential(nn.ConvTranspose3d(4, 2, (2, 3, 2), stride=(2, 1, 2),
+                                                 padding=(0, 1, 1), output_padding=(1, 0, 1),
+                                                 dilation=(1, 2, 1), groups=2)),
+        lambda: [L.ConvTranspose3D(2, (2, 3, 2), stride=(2, 1, 2), padding=(0, 1, 1),
+                                   output_padding=(1, 0, 1), dilation=(1, 2, 1), groups=2)],
+        (3, 4, 3, 4), _cf, _cl),
     "layer_norm": (lambda: nn.Sequential(nn.Linear(5, 6), nn.LayerNorm(6),
                                          nn.LayerNorm(6, bias=False)),
                    lambda: [L.Dense(6), L.LayerNorm(), L.LayerNorm(bias=False)], (3, 5),
@@ -201,7 +215,8 @@ CASES = {
 }
 SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
                     "padding_conv2d", "pixel_shuffle", "unfold_fold",
-                    "conv_transpose1d", "conv_transpose2d", "layer_norm", "prelu_glu",
+                    "conv_transpose1d", "conv_transpose2d", "conv3d_pools_flatten",
+                    "conv_transpose3d", "layer_norm", "prelu_glu",
                     "layer_norm_over_conv_map")
 
 

@@ -64,6 +64,16 @@ TWINS = {
                lambda: nn.Unfold((3, 2), dilation=(1, 2), padding=1, stride=(2, 1)), (7, 6, 2)),
     "Fold": (lambda: L.Fold((5, 6), (2, 3), padding=(1, 0), stride=(2, 1)),
              lambda: nn.Fold((5, 6), (2, 3), padding=(1, 0), stride=(2, 1)), (12, 12)),
+    "Conv3D-mixed": (
+        lambda: L.Conv3D(4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1),
+                         groups=2),
+        lambda: nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1),
+                          dilation=(2, 1, 1), groups=2), (4, 5, 3, 2)),
+    "ConvTranspose3D-stride-groups": (
+        lambda: L.ConvTranspose3D(4, (3, 2, 2), stride=(2, 1, 2), padding=1,
+                                  output_padding=(1, 0, 1), groups=2),
+        lambda: nn.ConvTranspose3d(2, 4, (3, 2, 2), stride=(2, 1, 2), padding=1,
+                                   output_padding=(1, 0, 1), groups=2), (3, 4, 3, 2)),
     "Dense-3d": (lambda: L.Dense(5), lambda: nn.Linear(4, 5), (3, 4)),
     "Dense-nobias": (lambda: L.Dense(3, bias=False), lambda: nn.Linear(6, 3, bias=False), (6,)),
     "MaxPool2D-ceil-padded": (
@@ -92,6 +102,15 @@ TWINS = {
         lambda: L.AvgPool2D(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
         lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
         (6, 7, 3)),
+    "MaxPool3D-ceil-dilated": (
+        lambda: L.MaxPool3D((2, 3, 2), stride=2, padding=(1, 1, 0), dilation=(1, 1, 2),
+                            ceil_mode=True),
+        lambda: nn.MaxPool3d((2, 3, 2), stride=2, padding=(1, 1, 0), dilation=(1, 1, 2),
+                             ceil_mode=True), (5, 6, 5, 2)),
+    "AvgPool3D-exclude-pad": (
+        lambda: L.AvgPool3D(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        lambda: nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        (4, 5, 6, 2)),
     "AvgPool2D-plain": (
         lambda: L.AvgPool2D(2), lambda: nn.AvgPool2d(2), (6, 5, 2)),
     "AdaptiveAvgPool2D-overlapping": (

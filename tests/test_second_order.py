@@ -203,9 +203,13 @@ LINEAR_OPS = [
     ("conv2d", (2, 5, 5, 3), (3, 3, 1, 6), {"padding": 1, "groups": 3}),  # depthwise
     ("conv_transpose1d", (2, 5, 4), (3, 3, 4), {"stride": 2, "output_padding": 1}),
     ("conv_transpose2d", (2, 4, 3, 4), (2, 3, 2, 4), {"stride": 2, "padding": 1, "groups": 2}),
+    ("conv3d", (2, 4, 5, 3, 4), (2, 3, 2, 2, 6),
+     {"stride": (1, 2, 1), "padding": "same", "groups": 2}),
+    ("conv_transpose3d", (1, 3, 2, 3, 2), (2, 2, 3, 3, 2),
+     {"stride": 2, "padding": (1, 0, 1), "output_padding": (1, 1, 0)}),
 ]
 LINEAR_IDS = ["linear", "conv1d", "conv2d", "depthwise2d", "conv_transpose1d",
-              "conv_transpose2d"]
+              "conv_transpose2d", "conv3d", "conv_transpose3d"]
 
 
 def _linear_case(op, x_shape, w_shape, kwargs, dtype, seed=0):

@@ -19,8 +19,10 @@ Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
     Dense (Linear)                W (F_in, F_out), b         weight (F_out, F_in) = W.T, bias
     Conv1D (Conv1d)               W (K, C_in/g, C_out)       weight (C_out, C_in/g, K)
     Conv2D (Conv2d)               W (KH, KW, C_in/g, C_out)  weight (C_out, C_in/g, KH, KW)
-    ConvTranspose1D/2D            W (*K, C_out/g, C_in)      weight (C_in, C_out/g, *K)
-      (ConvTranspose1d/2d)        every conv weight: the two channel axes swapped and
+    Conv3D (Conv3d)               W (KD, KH, KW, C_in/g,     weight (C_out, C_in/g, KD, KH,
+                                  C_out)                     KW)
+    ConvTranspose1D/2D/3D         W (*K, C_out/g, C_in)      weight (C_in, C_out/g, *K)
+      (ConvTranspose1d/2d/3d)     every conv weight: the two channel axes swapped and
                                   moved in front of the kernel axes; b = bias
     BatchNorm, InstanceNorm,      gamma, beta (C,)           weight, bias
       GroupNorm, LayerNorm        running_mean, running_var  running_mean, running_var;
@@ -53,7 +55,7 @@ order on). A ``LayerNorm`` over a whole (*S, C) map has its parameters moved to
 (C, *S). A ``GroupNorm`` of flattened maps and a ``LayerNorm`` over some but not
 all axes of a map compute something else than any torch twin and raise an error,
 as does ``WaveNetBlock``. ``Reshape`` output is taken as it is. Torch inputs are
-the channels-first twins of handgrad's: (N, C, L), (N, C, H, W); sequences are
+the channels-first twins of handgrad's: (N, C, L), (N, C, H, W), (N, C, D, H, W); sequences are
 batch-first in both.
 
 ``to_torch_state_dict(model)`` returns torch tensors (copies); with ``numpy=True`` it

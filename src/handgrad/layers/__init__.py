@@ -8,7 +8,16 @@ this package only gathers the public names, the family bases included (``ConvND`
 from .activations import *  # noqa: F403
 from .attention import MultiHeadAttention
 from .base import Layer
-from .conv import Conv1D, Conv2D, ConvND, ConvTranspose1D, ConvTranspose2D, Deconv2D
+from .conv import (
+    Conv1D,
+    Conv2D,
+    Conv3D,
+    ConvND,
+    ConvTranspose1D,
+    ConvTranspose2D,
+    ConvTranspose3D,
+    Deconv2D,
+)
 from .core import Dense, Dropout, Flatten, Reshape
 from .dropout import AlphaDropout, Dropout1D, Dropout2D, Dropout3D, FeatureAlphaDropout
 from .embedding import Embedding
@@ -43,13 +52,17 @@ from .padding import (
 from .pooling import (
     AvgPool1D,
     AvgPool2D,
+    AvgPool3D,
     GlobalAvgPool1D,
     GlobalAvgPool2D,
+    GlobalAvgPool3D,
     GlobalMaxPool1D,
     GlobalMaxPool2D,
+    GlobalMaxPool3D,
     GlobalPool,
     MaxPool1D,
     MaxPool2D,
+    MaxPool3D,
     Pool,
 )
 from .pooling_extra import (

@@ -78,7 +78,7 @@ class ConvND(WeightedLayer):
 
     def _build(self, input_shape, rng):
         if len(input_shape) != self.rank + 1:
-            layout = "(L, C)" if self.rank == 1 else "(H, W, C)"
+            layout = {1: "(L, C)", 2: "(H, W, C)", 3: "(D, H, W, C)"}[self.rank]
             raise ValueError(f"{self.label}: expects per-example inputs {layout}; received "
                              f"shape {tuple(input_shape)}")
         in_channels = input_shape[-1]
@@ -174,6 +174,24 @@ class Conv2D(ConvND):
 
 
 @register
+class Conv3D(ConvND):
+    """3-D convolution on (N, D, H, W, C_in) -> (N, D_out, H_out, W_out, out_channels);
+    W (KD, KH, KW, C_in // groups, out_channels)."""
+
+    torch_twin = twins.TorchTwin("Conv3d", twins.conv_params, twins.MAPS)
+
+    forward_op = staticmethod(ops.conv3d)
+    backward_op = staticmethod(ops.conv3d_backward)
+    gradgrad_op = staticmethod(ops.conv3d_gradgrad)
+    rank = 3
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         **kwargs)
+
+
+@register
 class ConvTranspose1D(ConvND):
     """1-D transposed convolution (N, L, C_in) -> (N, L_out, out_channels);
     W (K, out_channels // groups, C_in)."""
@@ -203,6 +221,26 @@ class ConvTranspose2D(ConvND):
     backward_op = staticmethod(ops.conv_transpose2d_backward)
     gradgrad_op = staticmethod(ops.conv_transpose2d_gradgrad)
     rank = 2
+    transposed = True
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 dilation=1, groups=1, bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         output_padding=output_padding, **kwargs)
+
+
+
+@register
+class ConvTranspose3D(ConvND):
+    """3-D transposed convolution (N, D, H, W, C_in) -> (N, D_out, H_out, W_out,
+    out_channels); W (KD, KH, KW, out_channels // groups, C_in)."""
+
+    torch_twin = twins.TorchTwin("ConvTranspose3d", twins.conv_params, twins.MAPS)
+
+    forward_op = staticmethod(ops.conv_transpose3d)
+    backward_op = staticmethod(ops.conv_transpose3d_backward)
+    gradgrad_op = staticmethod(ops.conv_transpose3d_gradgrad)
+    rank = 3
     transposed = True
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,

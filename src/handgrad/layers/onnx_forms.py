@@ -89,7 +89,7 @@ def conv(layer, g, v):
     return _out(layer, g, v, y)
 
 
-MAX_POOLS = (ops.max_pool1d, ops.max_pool2d)
+MAX_POOLS = (ops.max_pool1d, ops.max_pool2d, ops.max_pool3d)
 
 
 def pool(layer, g, v):

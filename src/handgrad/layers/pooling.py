@@ -16,7 +16,7 @@ class Pool(Layer):
     """The pooling family: ``forward_op`` applied with the layer's keyword arguments.
     ``common`` holds the arguments of every layer (``trainable``, ``dtype``, ``seed``)."""
 
-    torch_twin = twins.TorchTwin("MaxPool1d/2d, AvgPool1d/2d", layout=twins.MAPS)
+    torch_twin = twins.TorchTwin("MaxPool1d/2d/3d, AvgPool1d/2d/3d", layout=twins.MAPS)
     onnx_form = onnx_forms.pool
     receptive_field = "pool"
 
@@ -100,6 +100,15 @@ class MaxPool2D(MaxPoolND):
     rank = 2
 
 
+@register
+class MaxPool3D(MaxPoolND):
+    """Max pooling on (N, D, H, W, C); PyTorch semantics (ties to the first maximum)."""
+
+    forward_op = staticmethod(ops.max_pool3d)
+    backward_op = staticmethod(ops.max_pool3d_backward)
+    rank = 3
+
+
 class AvgPoolND(Pool):
     """Average pooling, rank-generic. ``count_include_pad=None``: the padding counts in the
     divisor, except with ``padding="same"`` (TensorFlow's rule: the mean of the input values
@@ -129,6 +138,15 @@ class AvgPool2D(AvgPoolND):
     rank = 2
 
 
+@register
+class AvgPool3D(AvgPoolND):
+    """Average pooling on (N, D, H, W, C). ``count_include_pad`` as :class:`AvgPoolND`."""
+
+    forward_op = staticmethod(ops.avg_pool3d)
+    backward_op = staticmethod(ops.avg_pool3d_backward)
+    rank = 3
+
+
 class GlobalPool(Pool):
     torch_twin = twins.TorchTwin("AdaptiveAvgPool/AdaptiveMaxPool", layout=twins.RESET)
     onnx_form = onnx_forms.global_pool
@@ -139,7 +157,7 @@ class GlobalPool(Pool):
 
     def _forward(self, x, training):
         if x.ndim != self.rank + 2:
-            layout = "(N, L, C)" if self.rank == 1 else "(N, H, W, C)"
+            layout = {1: "(N, L, C)", 2: "(N, H, W, C)", 3: "(N, D, H, W, C)"}[self.rank]
             raise ValueError(f"{self.label}: 'x' must be a {self.rank + 2}-D array {layout}; "
                              f"received shape {tuple(x.shape)}")
         return super()._forward(x, training)
@@ -164,6 +182,15 @@ class GlobalAvgPool2D(GlobalPool):
 
 
 @register
+class GlobalAvgPool3D(GlobalPool):
+    """Mean over D, H and W: (N, D, H, W, C) -> (N, C)."""
+
+    forward_op = staticmethod(ops.global_avg_pool)
+    backward_op = staticmethod(ops.global_avg_pool_backward)
+    rank = 3
+
+
+@register
 class GlobalMaxPool1D(GlobalPool):
     """Max over L: (N, L, C) -> (N, C)."""
 
@@ -179,3 +206,12 @@ class GlobalMaxPool2D(GlobalPool):
     forward_op = staticmethod(ops.global_max_pool)
     backward_op = staticmethod(ops.global_max_pool_backward)
     rank = 2
+
+
+@register
+class GlobalMaxPool3D(GlobalPool):
+    """Max over D, H and W: (N, D, H, W, C) -> (N, C)."""
+
+    forward_op = staticmethod(ops.global_max_pool)
+    backward_op = staticmethod(ops.global_max_pool_backward)
+    rank = 3

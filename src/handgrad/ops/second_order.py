@@ -27,7 +27,15 @@ from __future__ import annotations
 
 from .._checks import array_module
 from ._args.gradgrad import open_conv, open_linear
-from .conv import _kernels, conv1d, conv2d, conv_transpose1d, conv_transpose2d
+from .conv import (
+    _kernels,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+)
 from .declare import exports, second_order
 from .linear import _rows, linear
 
@@ -81,5 +89,20 @@ def conv_transpose2d_gradgrad(q, dy, cache):
     conv_transpose2d_backward's dw for input q and upstream dy)."""
     return _conv_gradgrad("conv_transpose2d_gradgrad", "conv_transpose2d", q, dy, cache)
 
+
+
+@second_order(conv3d)
+def conv3d_gradgrad(q, dy, cache):
+    """Second order of :func:`conv3d`: q (N, D, H, W, C_in), dy (N, D_out, H_out, W_out,
+    C_out) -> (d_dy, dw), d_dy = conv3d(q, w) without bias, dw = conv3d_backward's dw for
+    input q."""
+    return _conv_gradgrad("conv3d_gradgrad", "conv3d", q, dy, cache)
+
+
+@second_order(conv_transpose3d)
+def conv_transpose3d_gradgrad(q, dy, cache):
+    """Second order of :func:`conv_transpose3d`: (conv_transpose3d(q, w) without bias,
+    conv_transpose3d_backward's dw for input q and upstream dy)."""
+    return _conv_gradgrad("conv_transpose3d_gradgrad", "conv_transpose3d", q, dy, cache)
 
 __all__ = exports(__name__, globals())

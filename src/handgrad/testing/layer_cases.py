@@ -16,7 +16,14 @@ def _pick(rng, options):
     return options[int(rng.integers(len(options)))]
 
 
+_CONVS = {(1, False): L.Conv1D, (2, False): L.Conv2D, (3, False): L.Conv3D,
+          (1, True): L.ConvTranspose1D, (2, True): L.ConvTranspose2D,
+          (3, True): L.ConvTranspose3D}
+
+
 def _conv(rank, transposed):
+    cls = _CONVS[rank, transposed]
+
     def draw(rng):
         groups = _pick(rng, [1, 1, 2])
         kernel = tuple(int(rng.integers(1, 4)) for _ in range(rank))
@@ -27,13 +34,11 @@ def _conv(rank, transposed):
         if transposed:
             output_padding = tuple(int(rng.integers(0, max(s, d)))
                                    for s, d in zip(stride, dilation))
-            cls = L.ConvTranspose1D if rank == 1 else L.ConvTranspose2D
             layer = cls(out, kernel, stride=stride, padding=_pick(rng, [0, 1]),
                         output_padding=output_padding, dilation=dilation, groups=groups,
                         bias=bool(rng.integers(2)), dtype=F64)
         else:
             paddings = ["valid", "same", 1] + (["causal"] if rank == 1 else [])
-            cls = L.Conv1D if rank == 1 else L.Conv2D
             layer = cls(out, kernel, stride=stride, padding=_pick(rng, paddings),
                         dilation=dilation, groups=groups, bias=bool(rng.integers(2)), dtype=F64)
         return layer, (*spatial, channels)
@@ -63,12 +68,16 @@ LAYER_CASES = {
     "Conv2D": _conv(2, False),
     "ConvTranspose1D": _conv(1, True),
     "ConvTranspose2D": _conv(2, True),
+    "Conv3D": _conv(3, False),
+    "ConvTranspose3D": _conv(3, True),
     "MaxPool1D": _pool(L.MaxPool1D, 1, False),
     "MaxPool2D": _pool(L.MaxPool2D, 2, False),
     "MinPool1D": _pool(L.MinPool1D, 1, False),
     "MinPool2D": _pool(L.MinPool2D, 2, False),
     "AvgPool1D": _pool(L.AvgPool1D, 1, True),
     "AvgPool2D": _pool(L.AvgPool2D, 2, True),
+    "MaxPool3D": _pool(L.MaxPool3D, 3, False),
+    "AvgPool3D": _pool(L.AvgPool3D, 3, True),
     "GlobalAvgPool1D": _simple(lambda rng: L.GlobalAvgPool1D(), (6, 3)),
     "GlobalAvgPool2D": _simple(lambda rng: L.GlobalAvgPool2D(), (4, 5, 3)),
     "GlobalMaxPool1D": _simple(lambda rng: L.GlobalMaxPool1D(), (6, 3)),
@@ -82,6 +91,9 @@ LAYER_CASES = {
                                  (5, 4, 2)),
     "LPPool1D": _simple(lambda rng: L.LPPool1D(_pick(rng, [1, 2]), 3, 2, True), (7, 3)),
     "LPPool2D": _simple(lambda rng: L.LPPool2D(_pick(rng, [2, 4]), (2, 3), 1), (4, 5, 2)),
+    "GlobalAvgPool3D": _simple(lambda rng: L.GlobalAvgPool3D(), (3, 4, 2, 3)),
+    "GlobalMaxPool3D": _simple(lambda rng: L.GlobalMaxPool3D(keepdims=bool(rng.integers(2))),
+                               (3, 4, 2, 3)),
     "Dense": _simple(lambda rng: L.Dense(int(rng.integers(1, 5)), bias=bool(rng.integers(2)),
                                          dtype=F64), (3, 4)),
     "Flatten": _simple(lambda rng: L.Flatten(), (3, 2, 2)),

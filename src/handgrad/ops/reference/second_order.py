@@ -62,4 +62,14 @@ def conv_transpose2d_gradgrad(q, dy, cache):
     return _conv_gradgrad("conv_transpose2d_gradgrad", "conv_transpose2d", q, dy, cache)
 
 
+
+def conv3d_gradgrad(q, dy, cache):
+    """Loop twin of :func:`handgrad.ops.conv3d_gradgrad`."""
+    return _conv_gradgrad("conv3d_gradgrad", "conv3d", q, dy, cache)
+
+
+def conv_transpose3d_gradgrad(q, dy, cache):
+    """Loop twin of :func:`handgrad.ops.conv_transpose3d_gradgrad`."""
+    return _conv_gradgrad("conv_transpose3d_gradgrad", "conv_transpose3d", q, dy, cache)
+
 __all__ = exports(__name__, globals())
