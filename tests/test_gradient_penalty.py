@@ -45,6 +45,13 @@ def conv_critic(rank, dtype, seed=0):
                   L.ConvTranspose1D(3, 3, stride=2, output_padding=1), L.Softplus(),
                   L.Flatten(), L.Dense(1)]
         return Sequential(layers, seed=seed, dtype=dtype, input_shape=(6, 2))
+    if rank == 3:  # every padding_mode: the pad is linear, so q is padded alike
+        layers = [L.Conv3D(3, 3, padding=1, padding_mode="reflect"), L.Tanh(),
+                  L.Conv3D(4, 2, padding=((1, 0), (0, 1), 1), padding_mode="circular",
+                           groups=1), L.Softplus(),
+                  L.Conv3D(2, (2, 1, 2), padding=(1, 0, 1), padding_mode="replicate"),
+                  L.ConvTranspose3D(2, 2, stride=2), L.Flatten(), L.Dense(1)]
+        return Sequential(layers, seed=seed, dtype=dtype, input_shape=(3, 4, 3, 2))
     layers = [L.Conv2D(4, 3, padding=1), L.GELU(), L.Conv2D(3, 2, stride=2, groups=1),
               L.ELU(), L.Reshape((-1,)), L.Dense(4), L.Sigmoid(), L.Dense(1)]
     return Sequential(layers, seed=seed, dtype=dtype, input_shape=(5, 5, 2))
@@ -71,9 +78,14 @@ def _torch_layer(layer, params, h):
         kw = dict(stride=layer.stride, padding=layer.padding, dilation=layer.dilation,
                   groups=layer.groups)
         if name.startswith("ConvTranspose"):
-            fn = F.conv_transpose1d if nd == 1 else F.conv_transpose2d
+            fn = getattr(F, f"conv_transpose{nd}d")
             return fn(h, w, b, output_padding=layer.output_padding, **kw).movedim(1, -1)
-        return (F.conv1d if nd == 1 else F.conv2d)(h, w, b, **kw).movedim(1, -1)
+        if layer.padding_mode != "zeros":  # torch's own explicit pad, in reversed axis order
+            padding = (layer.padding,) * nd if isinstance(layer.padding, int) else layer.padding
+            pairs = [(p, p) if isinstance(p, int) else p for p in padding]
+            h = F.pad(h, [v for pair in reversed(pairs) for v in pair], mode=layer.padding_mode)
+            kw["padding"] = 0
+        return getattr(F, f"conv{nd}d")(h, w, b, **kw).movedim(1, -1)
     if name == "HardSigmoid":  # torch has no double backward of hardsigmoid
         return torch.clamp(h + 3.0, 0.0, 6.0) / 6.0  # the same function off +-3
     return layer.declaration.torch(F, h, **layer.hyper)
@@ -128,13 +140,14 @@ def test_mlp_penalty_matches_torch_double_backward(activation, dtype):
 
 @needs_torch
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("rank", [1, 2, 3])
 def test_conv_penalty_matches_torch_double_backward(rank, dtype):
     model = conv_critic(rank, dtype)
     _check_against_torch(model, _inputs(model, n=3), weight=2.5)
 
 
-@pytest.mark.parametrize("critic", ["tanh", "softplus", "gelu-tanh", "conv1d", "conv2d"])
+@pytest.mark.parametrize("critic", ["tanh", "softplus", "gelu-tanh", "conv1d", "conv2d",
+                                    "conv3d"])
 def test_penalty_gradient_matches_finite_differences(critic):
     model = (conv_critic(int(critic[-2]), np.float64) if critic.startswith("conv") else
              mlp_critic(critic, np.float64))

@@ -74,6 +74,19 @@ TWINS = {
                                   output_padding=(1, 0, 1), groups=2),
         lambda: nn.ConvTranspose3d(2, 4, (3, 2, 2), stride=(2, 1, 2), padding=1,
                                    output_padding=(1, 0, 1), groups=2), (3, 4, 3, 2)),
+    "Conv1D-circular": (
+        lambda: L.Conv1D(3, 4, stride=2, padding=3, dilation=2, padding_mode="circular"),
+        lambda: nn.Conv1d(2, 3, 4, stride=2, padding=3, dilation=2, padding_mode="circular"),
+        (7, 2)),
+    "Conv2D-reflect-same": (
+        lambda: L.Conv2D(4, (4, 3), padding="same", dilation=(1, 2), padding_mode="reflect"),
+        lambda: nn.Conv2d(2, 4, (4, 3), padding="same", dilation=(1, 2),
+                          padding_mode="reflect"), (5, 6, 2)),
+    "Conv3D-replicate": (
+        lambda: L.Conv3D(4, 3, stride=(2, 1, 1), padding=(2, 1, 0), groups=2,
+                         padding_mode="replicate"),
+        lambda: nn.Conv3d(2, 4, 3, stride=(2, 1, 1), padding=(2, 1, 0), groups=2,
+                          padding_mode="replicate"), (3, 4, 5, 2)),
     "Dense-3d": (lambda: L.Dense(5), lambda: nn.Linear(4, 5), (3, 4)),
     "Dense-nobias": (lambda: L.Dense(3, bias=False), lambda: nn.Linear(6, 3, bias=False), (6,)),
     "MaxPool2D-ceil-padded": (

@@ -21,7 +21,7 @@ def bad(cls, kwargs, exc, *fragments, owner=True, base=None):
 
 
 def conv_cases(cls):
-    rank = 1 if cls in (L.Conv1D, L.ConvTranspose1D) else 2
+    rank = cls.rank
     base = {"out_channels": 4, "kernel_size": 3}
     cases = [
         bad(cls, {"out_channels": 0}, ValueError, "'out_channels'", "received 0"),
@@ -45,6 +45,11 @@ def conv_cases(cls):
     ]
     if cls.transposed:
         cases.append(bad(cls, {"output_padding": -1}, ValueError))
+        cases.append(bad(cls, {"padding_mode": "reflect"}, ValueError, "'padding_mode'",
+                         "'zeros'", "transposed", "received 'reflect'"))
+    else:
+        cases.append(bad(cls, {"padding_mode": "mirror"}, ValueError, "'padding_mode'",
+                         "'circular'", "received 'mirror'"))
     if cls is not L.Conv1D:
         cases.append(bad(cls, {"padding": "causal"}, ValueError))
     return [pytest.param(*p.values[:1], {**base, **p.values[1]}, *p.values[2:], id=p.id)
@@ -56,6 +61,8 @@ CONSTRUCTOR_CASES = [
     *conv_cases(L.Conv2D),
     *conv_cases(L.ConvTranspose1D),
     *conv_cases(L.ConvTranspose2D),
+    *conv_cases(L.Conv3D),
+    *conv_cases(L.ConvTranspose3D),
     bad(L.Dense, {"out_features": 0}, ValueError, "'out_features'", "received 0"),
     bad(L.Dense, {"out_features": 2.5}, TypeError),
     bad(L.Dense, {"out_features": "3"}, TypeError),
@@ -133,6 +140,14 @@ FORWARD_CASES = {
     "ConvTranspose2D-output_padding": (
         lambda: L.ConvTranspose2D(2, 3, stride=2, output_padding=2), x32(1, 4, 4, 2),
         ValueError, ["'output_padding'", "2"]),
+    "Conv3D-rank": (lambda: L.Conv3D(2, 3), x32(2, 6, 6, 3), ValueError,
+                    ["Conv3D", "(D, H, W, C)", "(6, 6, 3)"]),
+    "Conv1D-reflect-too-wide": (lambda: L.Conv1D(2, 3, padding=4, padding_mode="reflect"),
+                                x32(1, 4, 2), ValueError,
+                                ["Conv1D", "padding_mode='reflect'", "size 4", "(4, 4)"]),
+    "Conv2D-circular-too-wide": (
+        lambda: L.Conv2D(2, 3, padding=(1, 5), padding_mode="circular"), x32(1, 4, 4, 2),
+        ValueError, ["Conv2D", "padding_mode='circular'", "axis 1", "size 4", "(5, 5)"]),
     "Dense-rank": (lambda: L.Dense(3), x32(4), ValueError, ["Dense", "()"]),
     "MaxPool2D-rank": (lambda: L.MaxPool2D(2), x32(1, 4, 3), ValueError,
                        ["'x'", "(1, 4, 3)"]),
@@ -140,6 +155,10 @@ FORWARD_CASES = {
                        ["'x'", "(1, 4, 4, 3)"]),
     "GlobalAvgPool2D-rank": (lambda: L.GlobalAvgPool2D(), x32(1, 4, 3), ValueError,
                              ["GlobalAvgPool2D", "(1, 4, 3)"]),
+    "MaxPool3D-rank": (lambda: L.MaxPool3D(2), x32(1, 4, 4, 3), ValueError,
+                       ["'x'", "(N, D, H, W, C)", "(1, 4, 4, 3)"]),
+    "GlobalAvgPool3D-rank": (lambda: L.GlobalAvgPool3D(), x32(1, 4, 4, 3), ValueError,
+                             ["GlobalAvgPool3D", "(N, D, H, W, C)", "(1, 4, 4, 3)"]),
     "GlobalMaxPool1D-rank": (lambda: L.GlobalMaxPool1D(), x32(1, 4, 4, 3), ValueError,
                              ["GlobalMaxPool1D", "(1, 4, 4, 3)"]),
     "Reshape-size": (lambda: L.Reshape((5,)), x32(1, 4, 3), ValueError,

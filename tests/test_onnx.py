@@ -121,6 +121,10 @@ CASES = {
                          L.AvgPool3D(2, 1, padding=1), L.GlobalMaxPool3D(keepdims=True),
                          L.Flatten()], (5, 6, 4, 2)),
     "global_avg_pool3d": (lambda: [L.Conv3D(3, 1), L.GlobalAvgPool3D()], (3, 4, 2, 2)),
+    "conv_padding_modes": (lambda: [L.Conv2D(3, 3, padding=(1, 2), padding_mode="reflect"),
+                                    L.Conv2D(4, (2, 3), stride=2, padding="same",
+                                             padding_mode="replicate"),
+                                    L.Conv2D(2, 2, padding=((1, 0), (0, 1)))], (5, 6, 2)),
     "max_pool": (lambda: [L.MaxPool2D(3, 2, padding=1, ceil_mode=True),
                           L.MaxPool2D(2, 1, dilation=2)], (7, 8, 2)),
     "max_pool1d_ceil": (lambda: [L.MaxPool1D(3, 2, padding=1, ceil_mode=True)], (8, 2)),
@@ -260,6 +264,15 @@ def test_identity_model_and_unbuilt_model_with_input_shape():
     proto = export_onnx(model, None, input_shape=(3,))
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(run_reference(proto, x), x)
+
+
+def test_circular_padding_mode_is_refused_by_name():
+    """Opset 17's Pad has no "wrap" mode: the export says so instead of a wrong model."""
+    model = Sequential([L.Conv1D(2, 3, padding=1, padding_mode="circular", name="ring")],
+                       input_shape=(5, 2), seed=0)
+    with pytest.raises(ValueError, match=r"export_onnx: Conv1D 'ring'.*padding_mode="
+                                         r"'circular'.*opset 19"):
+        export_onnx(model, None)
 
 
 def test_unsupported_layer_is_named():

@@ -16,6 +16,7 @@ from .._checks import int_tuple, positive_int
 from ..ops import parse_padding
 from . import declarations as twins
 from . import onnx_forms
+from ._padding_mode import check_padding_mode, fold_by_mode, pad_by_mode
 from .registry import register
 from .spelling import torch_spelling
 from .weighted import WeightedLayer
@@ -40,7 +41,7 @@ class ConvND(WeightedLayer):
     gradgrad_op = staticmethod(ops.conv2d_gradgrad)
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, *, output_padding=0, **kwargs):
+                 bias=True, *, output_padding=0, padding_mode="zeros", **kwargs):
         super().__init__(bias=bias, **kwargs)
         owner, n = type(self).__name__, self.rank
         self.out_channels = positive_int(owner, "out_channels", out_channels)
@@ -54,6 +55,7 @@ class ConvND(WeightedLayer):
                       (1,) * n, strings)  # validates the form only
         self.padding = padding
         self.output_padding = int_tuple(owner, "output_padding", output_padding, n, minimum=0)
+        self.padding_mode = check_padding_mode(owner, padding_mode, self.transposed)
         if self.out_channels % self.groups:
             raise ValueError(f"{owner}: 'out_channels' ({self.out_channels}) must be divisible "
                              f"by groups ({self.groups})")
@@ -67,6 +69,8 @@ class ConvND(WeightedLayer):
                       padding=padding if isinstance(padding, (str, int)) else _lists(padding))
         if self.transposed:
             config["output_padding"] = list(self.output_padding)
+        else:
+            config["padding_mode"] = self.padding_mode
         return config
 
     @classmethod
@@ -116,15 +120,34 @@ class ConvND(WeightedLayer):
         return kwargs
 
     def _forward(self, x, training):
-        return self.forward_op(x, self.parameters["W"], self.bias_array, **self._op_kwargs())
+        w, kwargs = self.parameters["W"], self._op_kwargs()
+        if self.padding_mode == "zeros":
+            return self.forward_op(x, w, self.bias_array, **kwargs)
+        # pad explicitly in the mode, then convolve unpadded; the cache keeps the pads
+        pads = ops.conv_geometry(x.shape[1:-1], w.shape[:self.rank], stride=self.stride,
+                                 padding=self.padding, dilation=self.dilation,
+                                 op=self.label).padding
+        kwargs["padding"] = 0
+        y, cache = self.forward_op(pad_by_mode(self.label, x, pads, self.padding_mode), w,
+                                   self.bias_array, **kwargs)
+        return y, (cache, pads, tuple(x.shape))
 
     def _backward(self, dy, cache):
-        dx, dw, db = self.backward_op(dy, cache)
+        if self.padding_mode == "zeros":
+            dx, dw, db = self.backward_op(dy, cache)
+        else:
+            cache, pads, x_shape = cache
+            dx, dw, db = self.backward_op(dy, cache)
+            dx = fold_by_mode(dx, x_shape, pads, self.padding_mode)
         return dx, self.weight_grads(dw, db)
 
     def _double_backward(self, q, dy, cache):
         """dx is linear in dy and W: dP/d dy = the op on q (no bias), dP/dW its weight
-        gradient at input q; no x or b term."""
+        gradient at input q; no x or b term. With a padding mode, q is padded the same
+        way first (the pad is linear)."""
+        if self.padding_mode != "zeros":
+            cache, pads, _ = cache
+            q = pad_by_mode(self.label, q, pads, self.padding_mode)
         d_dy, dw = self.gradgrad_op(q, dy, cache)
         return d_dy, None, {"W": dw}
 
@@ -140,7 +163,8 @@ def _tuples(value):
 @register
 class Conv1D(ConvND):
     """1-D convolution on (N, L, C_in) -> (N, L_out, out_channels); W (K, C_in // groups,
-    out_channels). ``padding`` may be "valid", "same", "causal", an int or pairs."""
+    out_channels). ``padding`` may be "valid", "same", "causal", an int or pairs;
+    ``padding_mode`` (torch's) "zeros", "reflect", "replicate" or "circular"."""
 
     torch_twin = twins.TorchTwin("Conv1d", twins.conv_params, twins.MAPS)
 
@@ -150,9 +174,9 @@ class Conv1D(ConvND):
     rank = 1
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, **kwargs):
+                 bias=True, padding_mode="zeros", **kwargs):
         super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         **kwargs)
+                         padding_mode=padding_mode, **kwargs)
 
 
 @register
@@ -168,9 +192,9 @@ class Conv2D(ConvND):
     rank = 2
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, **kwargs):
+                 bias=True, padding_mode="zeros", **kwargs):
         super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         **kwargs)
+                         padding_mode=padding_mode, **kwargs)
 
 
 @register
@@ -186,9 +210,9 @@ class Conv3D(ConvND):
     rank = 3
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, **kwargs):
+                 bias=True, padding_mode="zeros", **kwargs):
         super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         **kwargs)
+                         padding_mode=padding_mode, **kwargs)
 
 
 @register

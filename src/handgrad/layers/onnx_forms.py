@@ -63,6 +63,16 @@ def identity(layer, g, v):
 
 
 # ------------------------------------------------------------- convolution, pooling
+def _pad_mode(layer):
+    """ONNX Pad's mode for a convolution's ``padding_mode`` (None: "zeros", the Conv's own
+    pads). Opset 17's Pad has no "wrap" (opset 19), so "circular" is refused."""
+    mode = getattr(layer, "padding_mode", "zeros")
+    if mode == "circular":
+        raise ValueError(f"export_onnx: {layer.label} has padding_mode='circular', which "
+                         f"needs ONNX Pad mode 'wrap' (opset 19); the export writes opset 17")
+    return {"reflect": "reflect", "replicate": "edge"}.get(mode)
+
+
 def conv(layer, g, v):
     """Conv / ConvTranspose with explicit (begin, end) pads."""
     v = g.channels_first(v)
@@ -79,13 +89,19 @@ def conv(layer, g, v):
                                      padding=layer.padding, dilation=layer.dilation,
                                      op=layer.label)
         extra = {}
-    inputs = [v.name, g.const(w.transpose(conv_weight_perm(n)), "W")]
+    x, pads = v.name, [*geometry.pads_begin, *geometry.pads_end]
+    mode = _pad_mode(layer)
+    if mode is not None:  # the padding_mode's Pad node (the user's pads), an unpadded Conv
+        befores, afters = zip(*geometry.padding)
+        x = g.op("Pad", [x, g.ints([0, 0, *befores, 0, 0, *afters], "pads")], "pad",
+                 mode=mode)
+        pads = [0] * (2 * n)
+    inputs = [x, g.const(w.transpose(conv_weight_perm(n)), "W")]
     if layer.use_bias:
         inputs.append(g.const(layer.parameters["b"], "b"))
     y = g.op("ConvTranspose" if layer.transposed else "Conv", inputs, "conv",
              kernel_shape=list(kernel), strides=list(layer.stride),
-             dilations=list(layer.dilation), group=layer.groups,
-             pads=[*geometry.pads_begin, *geometry.pads_end], **extra)
+             dilations=list(layer.dilation), group=layer.groups, pads=pads, **extra)
     return _out(layer, g, v, y)
 
 

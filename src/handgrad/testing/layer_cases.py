@@ -40,7 +40,8 @@ def _conv(rank, transposed):
         else:
             paddings = ["valid", "same", 1] + (["causal"] if rank == 1 else [])
             layer = cls(out, kernel, stride=stride, padding=_pick(rng, paddings),
-                        dilation=dilation, groups=groups, bias=bool(rng.integers(2)), dtype=F64)
+                        dilation=dilation, groups=groups, bias=bool(rng.integers(2)), dtype=F64,
+                        padding_mode=_pick(rng, ["zeros", "reflect", "replicate", "circular"]))
         return layer, (*spatial, channels)
 
     return draw
