@@ -109,6 +109,10 @@ def test_filters_bad_inputs():
         plot.filters("model")
     with pytest.raises(ValueError, match="filters: 'max_filters' must be an int >= 1"):
         plot.filters(cnn_2d(), max_filters=0)
+    volume = Sequential([L.Conv3D(2, 3)], input_shape=(4, 4, 4, 1))
+    with pytest.raises(ValueError, match=r"filters: draws 1-D and 2-D kernels; Conv3D .* "
+                                         r"3-D kernels, W \(3, 3, 3, 1, 2\)"):
+        plot.filters(volume)
 
 
 def test_feature_maps_2d_show_the_input_and_every_conv_output(tmp_path):
@@ -160,6 +164,10 @@ def test_feature_maps_bad_inputs():
                           np.zeros((4, 2), np.float32))
     with pytest.raises(ValueError, match="feature_maps: 'max_channels' must be an int >= 1"):
         plot.feature_maps(model, np.zeros((6, 6, 2), np.float32), max_channels=0)
+    volume = Sequential([L.Conv3D(2, 3)], input_shape=(4, 4, 4, 1))
+    with pytest.raises(ValueError, match=r"feature_maps: draws 1-D and 2-D maps; input is a "
+                                         r"3-D map of shape \(4, 4, 4, 1\)"):
+        plot.feature_maps(volume, np.zeros((4, 4, 4, 1), np.float32))
 
 
 def test_gradient_norms_from_a_logger(tmp_path):

@@ -90,6 +90,9 @@ def filters(model, max_filters=64):
         raise ValueError(f"{op}: 'model' must be a built convolution layer or a built model "
                          f"holding one; received {describe(model)}")
     conv = convs[0]
+    if conv.rank > 2:
+        raise ValueError(f"{op}: draws 1-D and 2-D kernels; {conv.label} has 3-D kernels, W "
+                         f"{tuple(conv.parameters['W'].shape)}")
     weight = np.asarray(conv.parameters["W"], dtype=np.float64)
     if conv.transposed:
         weight = np.swapaxes(weight, -1, -2)
@@ -195,6 +198,9 @@ def _panel(label, fmap, max_channels):
     """(title, image, kind) of one feature map: (L, C) -> channels by position, drawn as
     "lines" (C <= 4) or an "auto" image; (H, W, C) -> an "equal" mosaic of the first
     channels, 8 per row, each scaled to [0, 1]."""
+    if fmap.ndim > 3:
+        raise ValueError(f"feature_maps: draws 1-D and 2-D maps; {label} is a 3-D map of "
+                         f"shape {fmap.shape}")
     if fmap.ndim == 2:
         title = f"{label}: {fmap.shape[1]} channels x {fmap.shape[0]} positions"
         return title, fmap.T, "lines" if fmap.shape[1] <= 4 else "auto"
