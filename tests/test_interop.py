@@ -174,6 +174,15 @@ CASES = {
         lambda: [L.ConvTranspose3D(2, (2, 3, 2), stride=(2, 1, 2), padding=(0, 1, 1),
                                    output_padding=(1, 0, 1), dilation=(1, 2, 1), groups=2)],
         (3, 4, 3, 4), _cf, _cl),
+    "conv_padding_modes": (
+        lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"),
+                              nn.Conv2d(3, 4, (3, 2), padding=(2, 1), padding_mode="circular"),
+                              nn.Conv2d(4, 2, 2, stride=2, padding=1,
+                                        padding_mode="replicate")),
+        lambda: [L.Conv2D(3, 3, padding=1, padding_mode="reflect"),
+                 L.Conv2D(4, (3, 2), padding=(2, 1), padding_mode="circular"),
+                 L.Conv2D(2, 2, stride=2, padding=1, padding_mode="replicate")],
+        (5, 4, 2), _cf, _cl),
     "layer_norm": (lambda: nn.Sequential(nn.Linear(5, 6), nn.LayerNorm(6),
                                          nn.LayerNorm(6, bias=False)),
                    lambda: [L.Dense(6), L.LayerNorm(), L.LayerNorm(bias=False)], (3, 5),
@@ -216,7 +225,7 @@ CASES = {
 SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
                     "padding_conv2d", "pixel_shuffle", "unfold_fold",
                     "conv_transpose1d", "conv_transpose2d", "conv3d_pools_flatten",
-                    "conv_transpose3d", "layer_norm", "prelu_glu",
+                    "conv_transpose3d", "conv_padding_modes", "layer_norm", "prelu_glu",
                     "layer_norm_over_conv_map")
 
 
