@@ -152,6 +152,26 @@ class ConvND(WeightedLayer):
         return d_dy, None, {"W": dw}
 
 
+class Conv(ConvND):
+    """The convolutions (torch's argument order); ``padding_mode`` as torch's Conv."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode=padding_mode, **kwargs)
+
+
+class ConvTranspose(ConvND):
+    """The transposed convolutions (``output_padding`` after ``padding``)."""
+
+    transposed = True
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 dilation=1, groups=1, bias=True, **kwargs):
+        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         output_padding=output_padding, **kwargs)
+
+
 def _lists(value):
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
@@ -161,7 +181,7 @@ def _tuples(value):
 
 
 @register
-class Conv1D(ConvND):
+class Conv1D(Conv):
     """1-D convolution on (N, L, C_in) -> (N, L_out, out_channels); W (K, C_in // groups,
     out_channels). ``padding`` may be "valid", "same", "causal", an int or pairs;
     ``padding_mode`` (torch's) "zeros", "reflect", "replicate" or "circular"."""
@@ -173,14 +193,9 @@ class Conv1D(ConvND):
     gradgrad_op = staticmethod(ops.conv1d_gradgrad)
     rank = 1
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", **kwargs):
-        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode=padding_mode, **kwargs)
-
 
 @register
-class Conv2D(ConvND):
+class Conv2D(Conv):
     """2-D convolution on (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
     W (KH, KW, C_in // groups, out_channels)."""
 
@@ -191,14 +206,9 @@ class Conv2D(ConvND):
     gradgrad_op = staticmethod(ops.conv2d_gradgrad)
     rank = 2
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", **kwargs):
-        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode=padding_mode, **kwargs)
-
 
 @register
-class Conv3D(ConvND):
+class Conv3D(Conv):
     """3-D convolution on (N, D, H, W, C_in) -> (N, D_out, H_out, W_out, out_channels);
     W (KD, KH, KW, C_in // groups, out_channels)."""
 
@@ -209,14 +219,9 @@ class Conv3D(ConvND):
     gradgrad_op = staticmethod(ops.conv3d_gradgrad)
     rank = 3
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", **kwargs):
-        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode=padding_mode, **kwargs)
-
 
 @register
-class ConvTranspose1D(ConvND):
+class ConvTranspose1D(ConvTranspose):
     """1-D transposed convolution (N, L, C_in) -> (N, L_out, out_channels);
     W (K, out_channels // groups, C_in)."""
 
@@ -226,16 +231,10 @@ class ConvTranspose1D(ConvND):
     backward_op = staticmethod(ops.conv_transpose1d_backward)
     gradgrad_op = staticmethod(ops.conv_transpose1d_gradgrad)
     rank = 1
-    transposed = True
-
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 dilation=1, groups=1, bias=True, **kwargs):
-        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         output_padding=output_padding, **kwargs)
 
 
 @register
-class ConvTranspose2D(ConvND):
+class ConvTranspose2D(ConvTranspose):
     """2-D transposed convolution (N, H, W, C_in) -> (N, H_out, W_out, out_channels);
     W (KH, KW, out_channels // groups, C_in)."""
 
@@ -245,17 +244,10 @@ class ConvTranspose2D(ConvND):
     backward_op = staticmethod(ops.conv_transpose2d_backward)
     gradgrad_op = staticmethod(ops.conv_transpose2d_gradgrad)
     rank = 2
-    transposed = True
-
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 dilation=1, groups=1, bias=True, **kwargs):
-        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         output_padding=output_padding, **kwargs)
-
 
 
 @register
-class ConvTranspose3D(ConvND):
+class ConvTranspose3D(ConvTranspose):
     """3-D transposed convolution (N, D, H, W, C_in) -> (N, D_out, H_out, W_out,
     out_channels); W (KD, KH, KW, out_channels // groups, C_in)."""
 
@@ -265,12 +257,6 @@ class ConvTranspose3D(ConvND):
     backward_op = staticmethod(ops.conv_transpose3d_backward)
     gradgrad_op = staticmethod(ops.conv_transpose3d_gradgrad)
     rank = 3
-    transposed = True
-
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
-                 dilation=1, groups=1, bias=True, **kwargs):
-        super().__init__(out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         output_padding=output_padding, **kwargs)
 
 
 Deconv2D = ConvTranspose2D
