@@ -35,6 +35,8 @@ def _ties_and_nans(shape, seed):
                                   "ceil_mode": True}),
     ("max_pool2d", (2, 6, 6, 2), {"kernel_size": 2}),
     ("max_pool1d", (2, 11, 3), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2}),
+    ("max_pool3d", (2, 5, 6, 7, 3), {"kernel_size": (3, 2, 2), "stride": (2, 1, 2),
+                                     "padding": 1, "dilation": (1, 2, 1), "ceil_mode": True}),
     ("adaptive_max_pool2d", (2, 7, 5, 3), {"output_size": (3, 4)}),
     ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 4}),
 ])

@@ -260,11 +260,14 @@ def avg_pool2d_backward(dy, cache):
     return _avg_pool_backward("avg_pool2d_backward", "avg_pool2d", dy, cache)
 
 
-def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """3-D max pooling: x (N, D, H, W, C) -> y (N, D_out, H_out, W_out, C), PyTorch's output
-    size and ties (first maximum in row-major window order). Returns ``(y, cache)``."""
+    size and ties (first maximum in row-major window order). Returns ``(y, cache)``, or
+    ``(y, indices, cache)`` with ``return_indices`` (int64, flat (d * H + h) * W + w)."""
     op = "max_pool3d"
-    return _max_pool(prepare_pool(op, 3, x, kernel_size, stride, padding, dilation, ceil_mode))
+    call = prepare_pool(op, 3, x, kernel_size, stride, padding, dilation, ceil_mode)
+    return _with_indices(call, return_indices)
 
 
 def max_pool3d_backward(dy, cache):

@@ -180,10 +180,12 @@ def avg_pool2d_backward(dy, cache):
     return _avg_pool_backward("avg_pool2d_backward", "avg_pool2d", dy, cache)
 
 
-def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
     """Loop twin of :func:`handgrad.ops.max_pool3d`."""
-    return _max_pool(prepare_pool("max_pool3d", 3, x, kernel_size, stride, padding, dilation,
-                                  ceil_mode))
+    y, cache = _max_pool(prepare_pool("max_pool3d", 3, x, kernel_size, stride, padding,
+                                      dilation, ceil_mode))
+    return _with_indices("max_pool3d", y, cache, return_indices)
 
 
 def max_pool3d_backward(dy, cache):
