@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from .._checks import array_module
 from .._hyper import number
+from ._args.derived import mask_kernels
 from ._args.elementwise import make_cache, open_cache
 from ._args.gradgrad import gradgrad_result, open_elementwise
 from .activations import _input
@@ -35,28 +36,18 @@ MASKS = {
 for arrays and for the loop twins' scalars alike."""
 
 
-def _masked_backward(op, dy, cache):
-    """dx = dy where the op's mask holds, else 0."""
-    dy, cache = open_cache(f"{op}_backward", op, dy, cache)
-    return array_module(dy).where(MASKS[op](cache.saved, *cache.params), dy, 0.0)
-
-
-def _masked_gradgrad(op, q, dy, cache):
-    """(q where the mask holds else 0, 0): the op is linear on each piece."""
-    q, dy, cache = open_elementwise(f"{op}_gradgrad", op, q, dy, cache)
-    return gradgrad_result(array_module(q).where(MASKS[op](cache.saved, *cache.params), q, 0.0),
-                           q, dy)
+# ----------------------------- first and second order of the piecewise-linear ones
+relu6_backward, relu6_gradgrad = mask_kernels(MASKS, "relu6", "0 < x < 6")
+hardtanh_backward, hardtanh_gradgrad = mask_kernels(MASKS, "hardtanh", "min_val < x < max_val")
+softshrink_backward, softshrink_gradgrad = mask_kernels(MASKS, "softshrink", "|x| > lambd")
+hardshrink_backward, hardshrink_gradgrad = mask_kernels(MASKS, "hardshrink", "|x| > lambd")
+threshold_backward, threshold_gradgrad = mask_kernels(MASKS, "threshold", "x > threshold")
 
 
 def relu6(x):
     """y = min(max(x, 0), 6). The cache holds ``x``."""
     xp, x = _input("relu6", x)
     return xp.clip(x, 0.0, 6.0), make_cache("relu6", x, x)
-
-
-def relu6_backward(dy, cache):
-    """dx = dy strictly inside (0, 6), else 0 (PyTorch: 0 at both bounds)."""
-    return _masked_backward("relu6", dy, cache)
 
 
 def hardtanh(x, min_val=-1.0, max_val=1.0):
@@ -67,11 +58,6 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
     if lo > hi:
         raise ValueError(f"{op}: 'max_val' must be >= 'min_val' ({lo!r}); received {hi!r}")
     return xp.clip(x, lo, hi), make_cache(op, x, x, (lo, hi))
-
-
-def hardtanh_backward(dy, cache):
-    """dx = dy strictly inside (min_val, max_val), else 0."""
-    return _masked_backward("hardtanh", dy, cache)
 
 
 def hardswish(x):
@@ -99,11 +85,6 @@ def softshrink(x, lambd=0.5):
     return y, make_cache(op, x, x, (lambd,))
 
 
-def softshrink_backward(dy, cache):
-    """dx = dy where |x| > lambd, else 0."""
-    return _masked_backward("softshrink", dy, cache)
-
-
 def hardshrink(x, lambd=0.5):
     """y = x where |x| > lambd, else 0. The cache holds ``x``."""
     op = "hardshrink"
@@ -113,22 +94,12 @@ def hardshrink(x, lambd=0.5):
     return y, make_cache(op, x, x, (lambd,))
 
 
-def hardshrink_backward(dy, cache):
-    """dx = dy where |x| > lambd, else 0."""
-    return _masked_backward("hardshrink", dy, cache)
-
-
 def threshold(x, threshold=0.0, value=0.0):
     """y = x where x > threshold, else value (PyTorch's Threshold). The cache holds ``x``."""
     op = "threshold"
     xp, x = _input(op, x)
     limit, value = number(op, "threshold", threshold), number(op, "value", value)
     return xp.where(x > limit, x, value), make_cache(op, x, x, (limit, value))
-
-
-def threshold_backward(dy, cache):
-    """dx = dy where x > threshold, else 0."""
-    return _masked_backward("threshold", dy, cache)
 
 
 def affine(x, slope=1.0, intercept=0.0):
@@ -146,37 +117,12 @@ def affine_backward(dy, cache):
 
 
 # ---------------------------------------------------------------- second order
-def relu6_gradgrad(q, dy, cache):
-    """Second order of :func:`relu6`: (q inside (0, 6), else 0; 0)."""
-    return _masked_gradgrad("relu6", q, dy, cache)
-
-
-def hardtanh_gradgrad(q, dy, cache):
-    """Second order of :func:`hardtanh`: (q inside (min_val, max_val), else 0; 0)."""
-    return _masked_gradgrad("hardtanh", q, dy, cache)
-
-
 def hardswish_gradgrad(q, dy, cache):
     """Second order of :func:`hardswish`: f' as the backward, f'' = 1/3 on (-3, 3), else 0."""
     q, dy, cache = open_elementwise("hardswish_gradgrad", "hardswish", q, dy, cache)
     xp, x = array_module(q), cache.saved
     second = ((x > -3.0) & (x < 3.0)).astype(x.dtype) / 3.0
     return gradgrad_result(q * _hardswish_slope(xp, x), q, dy, second)
-
-
-def softshrink_gradgrad(q, dy, cache):
-    """Second order of :func:`softshrink`: (q where |x| > lambd, else 0; 0)."""
-    return _masked_gradgrad("softshrink", q, dy, cache)
-
-
-def hardshrink_gradgrad(q, dy, cache):
-    """Second order of :func:`hardshrink`: (q where |x| > lambd, else 0; 0)."""
-    return _masked_gradgrad("hardshrink", q, dy, cache)
-
-
-def threshold_gradgrad(q, dy, cache):
-    """Second order of :func:`threshold`: (q where x > threshold, else 0; 0)."""
-    return _masked_gradgrad("threshold", q, dy, cache)
 
 
 def affine_gradgrad(q, dy, cache):

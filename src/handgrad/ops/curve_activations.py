@@ -23,11 +23,10 @@ import math
 
 import numpy as np
 
-from .._checks import array_module
 from .._hyper import number
 from . import special
-from ._args.elementwise import make_cache, open_cache
-from ._args.gradgrad import gradgrad_result, open_elementwise
+from ._args.derived import slope_kernels
+from ._args.elementwise import make_cache
 from .activations import _input
 from .declare import declare, exports
 from .smooth_activations import _logistic
@@ -41,58 +40,48 @@ def _forward(op, x, value, saves="x", params=()):
     return y, make_cache(op, x, x if saves == "x" else y, params)
 
 
-def _slopes(op, dy, cache):
-    """``(f', f'')`` arrays of an op at its cache, checked against ``dy``."""
-    dy, cache = open_cache(f"{op}_backward", op, dy, cache)
-    return dy, SLOPES[op](array_module(dy), cache.saved, *cache.params)
-
-
-def _backward(op, dy, cache):
-    dy, (first, _) = _slopes(op, dy, cache)
-    return dy * first
-
-
-def _gradgrad(op, q, dy, cache):
-    q, dy, cache = open_elementwise(f"{op}_gradgrad", op, q, dy, cache)
-    first, second = SLOPES[op](array_module(q), cache.saved, *cache.params)
-    return gradgrad_result(q * first, q, dy, second)
-
-
 def _silu_slopes(xp, x):
+    """f' = s (1 + x (1 - s)), f'' = s (1 - s) (2 + x (1 - 2 s)), s = sigmoid(x)."""
     s = special.sigmoid(xp, x)
     return s * (1.0 + x * (1.0 - s)), s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s))
 
 
 def _mish_slopes(xp, x):
+    """f' = t + x s (1 - t^2), f'' = (1 - t^2) (2 s + x s (1 - s) - 2 x t s^2),
+    t = tanh(softplus(x)), s = sigmoid(x)."""
     s, t = special.sigmoid(xp, x), xp.tanh(special.softplus(xp, x))
     sech2 = 1.0 - t * t
     return t + x * s * sech2, sech2 * (2.0 * s + x * s * (1.0 - s) - 2.0 * x * t * s * s)
 
 
 def _celu_slopes(xp, x, alpha):
+    """f' = 1 (x > 0, and 1 at x = 0 as PyTorch) or e^(x/alpha); f'' = e^(x/alpha) / alpha
+    for x < 0, else 0."""
     curve = xp.exp(xp.minimum(x, 0.0) / alpha)
     return xp.where(x > 0, 1.0, curve), xp.where(x < 0, curve / alpha, 0.0)
 
 
 def _log_sigmoid_slopes(xp, x):
+    """f' = sigmoid(-x) (= 1 - s), f'' = -s (1 - s), s = sigmoid(x)."""
     s, r = special.sigmoid(xp, x), special.sigmoid(xp, -x)  # r = 1 - s, without rounding
     return r, -s * r
 
 
 def _softsign_slopes(xp, x):
+    """f' = 1 / (1 + |x|)^2, f'' = -2 sign(x) / (1 + |x|)^3."""
     d = 1.0 / (1.0 + xp.abs(x))
     return d * d, -2.0 * xp.sign(x) * d * d * d
 
 
 def _tanhshrink_slopes(xp, x):
+    """f' = tanh(x)^2, f'' = 2 tanh(x) (1 - tanh(x)^2)."""
     t = xp.tanh(x)
     return t * t, 2.0 * t * (1.0 - t * t)
 
 
-SLOPES = {"silu": _silu_slopes, "mish": _mish_slopes, "celu": _celu_slopes,
-          "log_sigmoid": _log_sigmoid_slopes, "softsign": _softsign_slopes,
-          "tanhshrink": _tanhshrink_slopes, "exponential": lambda xp, y: (y, y)}
-"""Op name -> ``slopes(xp, saved, *params) -> (f', f'')`` as arrays."""
+def _exponential_slopes(xp, y):
+    """f' = f'' = y."""
+    return y, y
 
 
 def silu(x):
@@ -100,19 +89,9 @@ def silu(x):
     return _forward("silu", x, lambda xp, x: x * special.sigmoid(xp, x))
 
 
-def silu_backward(dy, cache):
-    """dx = dy * s (1 + x (1 - s)), s = sigmoid(x)."""
-    return _backward("silu", dy, cache)
-
-
 def mish(x):
     """y = x * tanh(softplus(x)) (Misra 2019). The cache holds ``x``."""
     return _forward("mish", x, lambda xp, x: x * xp.tanh(special.softplus(xp, x)))
-
-
-def mish_backward(dy, cache):
-    """dx = dy * (t + x s (1 - t^2)), t = tanh(softplus(x)), s = sigmoid(x)."""
-    return _backward("mish", dy, cache)
 
 
 def celu(x, alpha=1.0):
@@ -124,19 +103,9 @@ def celu(x, alpha=1.0):
         x > 0, x, alpha * xp.expm1(xp.minimum(x, 0.0) / alpha)), params=(alpha,))
 
 
-def celu_backward(dy, cache):
-    """dx = dy where x > 0, else dy * exp(x / alpha) (1 at x = 0, as PyTorch)."""
-    return _backward("celu", dy, cache)
-
-
 def log_sigmoid(x):
     """y = log(sigmoid(x)) = -softplus(-x), finite for any finite x. The cache holds ``x``."""
     return _forward("log_sigmoid", x, lambda xp, x: -special.softplus(xp, -x))
-
-
-def log_sigmoid_backward(dy, cache):
-    """dx = dy * sigmoid(-x) (= 1 - sigmoid(x))."""
-    return _backward("log_sigmoid", dy, cache)
 
 
 def softsign(x):
@@ -144,19 +113,9 @@ def softsign(x):
     return _forward("softsign", x, lambda xp, x: x / (1.0 + xp.abs(x)))
 
 
-def softsign_backward(dy, cache):
-    """dx = dy / (1 + |x|)^2."""
-    return _backward("softsign", dy, cache)
-
-
 def tanhshrink(x):
     """y = x - tanh(x). The cache holds ``x``."""
     return _forward("tanhshrink", x, lambda xp, x: x - xp.tanh(x))
-
-
-def tanhshrink_backward(dy, cache):
-    """dx = dy * tanh(x)^2."""
-    return _backward("tanhshrink", dy, cache)
 
 
 def _exp(xp, x):
@@ -170,45 +129,14 @@ def exponential(x):
     return _forward("exponential", x, _exp, saves="y")
 
 
-def exponential_backward(dy, cache):
-    """dx = dy * y."""
-    return _backward("exponential", dy, cache)
-
-
-# ---------------------------------------------------------------- second order
-def silu_gradgrad(q, dy, cache):
-    """Second order of :func:`silu`: f'' = s (1 - s) (2 + x (1 - 2 s))."""
-    return _gradgrad("silu", q, dy, cache)
-
-
-def mish_gradgrad(q, dy, cache):
-    """Second order of :func:`mish`: f'' = (1 - t^2) (2 s + x s (1 - s) - 2 x t s^2)."""
-    return _gradgrad("mish", q, dy, cache)
-
-
-def celu_gradgrad(q, dy, cache):
-    """Second order of :func:`celu`: f'' = exp(x / alpha) / alpha for x < 0, else 0."""
-    return _gradgrad("celu", q, dy, cache)
-
-
-def log_sigmoid_gradgrad(q, dy, cache):
-    """Second order of :func:`log_sigmoid`: f'' = -s (1 - s)."""
-    return _gradgrad("log_sigmoid", q, dy, cache)
-
-
-def softsign_gradgrad(q, dy, cache):
-    """Second order of :func:`softsign`: f'' = -2 sign(x) / (1 + |x|)^3."""
-    return _gradgrad("softsign", q, dy, cache)
-
-
-def tanhshrink_gradgrad(q, dy, cache):
-    """Second order of :func:`tanhshrink`: f'' = 2 tanh(x) (1 - tanh(x)^2)."""
-    return _gradgrad("tanhshrink", q, dy, cache)
-
-
-def exponential_gradgrad(q, dy, cache):
-    """Second order of :func:`exponential`: f' = f'' = y."""
-    return _gradgrad("exponential", q, dy, cache)
+# ------------------------------------------- first and second order, from the slopes
+silu_backward, silu_gradgrad = slope_kernels("silu", _silu_slopes)
+mish_backward, mish_gradgrad = slope_kernels("mish", _mish_slopes)
+celu_backward, celu_gradgrad = slope_kernels("celu", _celu_slopes)
+log_sigmoid_backward, log_sigmoid_gradgrad = slope_kernels("log_sigmoid", _log_sigmoid_slopes)
+softsign_backward, softsign_gradgrad = slope_kernels("softsign", _softsign_slopes)
+tanhshrink_backward, tanhshrink_gradgrad = slope_kernels("tanhshrink", _tanhshrink_slopes)
+exponential_backward, exponential_gradgrad = slope_kernels("exponential", _exponential_slopes)
 
 
 # ------------------------------------------------ scalar math of the loop twins
