@@ -170,10 +170,8 @@ def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
     L_out = (L - 1)*stride - pads + dilation*(K - 1) + 1 + output_padding.
     Equals ``conv1d_backward``'s dx for dy = x.
     """
-    call = prepare_conv_transpose(
-        "conv_transpose1d", 1, x, w, b, stride, padding, output_padding, dilation, groups
-    )
-    return _forward(call)
+    return _forward(prepare_conv_transpose("conv_transpose1d", 1, x, w, b, stride, padding,
+                                           output_padding, dilation, groups))
 
 
 def conv_transpose1d_backward(dy, cache):
@@ -194,10 +192,8 @@ def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
     out = (in - 1)*stride - pads + dilation*(k - 1) + 1 + output_padding.
     Equals ``conv2d_backward``'s dx for dy = x.
     """
-    call = prepare_conv_transpose(
-        "conv_transpose2d", 2, x, w, b, stride, padding, output_padding, dilation, groups
-    )
-    return _forward(call)
+    return _forward(prepare_conv_transpose("conv_transpose2d", 2, x, w, b, stride, padding,
+                                           output_padding, dilation, groups))
 
 
 def conv_transpose2d_backward(dy, cache):
@@ -238,10 +234,8 @@ def conv_transpose3d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
     out = (in - 1)*stride - pads + dilation*(k - 1) + 1 + output_padding.
     Equals ``conv3d_backward``'s dx for dy = x.
     """
-    call = prepare_conv_transpose(
-        "conv_transpose3d", 3, x, w, b, stride, padding, output_padding, dilation, groups
-    )
-    return _forward(call)
+    return _forward(prepare_conv_transpose("conv_transpose3d", 3, x, w, b, stride, padding,
+                                           output_padding, dilation, groups))
 
 
 def conv_transpose3d_backward(dy, cache):
