@@ -129,12 +129,27 @@ def _avg_pool_backward(op, forward, dy, cache):
     return dx
 
 
+def _max_pool_twin(op, rank, x, kernel_size, stride, padding, dilation, ceil_mode,
+                   return_indices):
+    """The body of the max_pool{1,2,3}d twins: checked arguments, loop maxima, indices."""
+    y, cache = _max_pool(prepare_pool(op, rank, x, kernel_size, stride, padding, dilation,
+                                      ceil_mode))
+    return _with_indices(op, y, cache, return_indices)
+
+
+def _avg_pool_twin(op, rank, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                   divisor_override):
+    """The body of the avg_pool{1,2,3}d twins: checked arguments, loop means."""
+    include = resolve_count_include_pad(op, padding, count_include_pad)
+    call = prepare_pool(op, rank, x, kernel_size, stride, padding, 1, ceil_mode)
+    return _avg_pool(call, include, divisor_override)
+
+
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Loop twin of :func:`handgrad.ops.max_pool1d`."""
-    y, cache = _max_pool(prepare_pool("max_pool1d", 1, x, kernel_size, stride, padding,
-                                      dilation, ceil_mode))
-    return _with_indices("max_pool1d", y, cache, return_indices)
+    return _max_pool_twin("max_pool1d", 1, x, kernel_size, stride, padding, dilation,
+                          ceil_mode, return_indices)
 
 
 def max_pool1d_backward(dy, cache):
@@ -145,9 +160,8 @@ def max_pool1d_backward(dy, cache):
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Loop twin of :func:`handgrad.ops.max_pool2d`."""
-    y, cache = _max_pool(prepare_pool("max_pool2d", 2, x, kernel_size, stride, padding,
-                                      dilation, ceil_mode))
-    return _with_indices("max_pool2d", y, cache, return_indices)
+    return _max_pool_twin("max_pool2d", 2, x, kernel_size, stride, padding, dilation,
+                          ceil_mode, return_indices)
 
 
 def max_pool2d_backward(dy, cache):
@@ -157,9 +171,8 @@ def max_pool2d_backward(dy, cache):
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None):
     """Loop twin of :func:`handgrad.ops.avg_pool1d`."""
-    include = resolve_count_include_pad("avg_pool1d", padding, count_include_pad)
-    call = prepare_pool("avg_pool1d", 1, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, include, None)
+    return _avg_pool_twin("avg_pool1d", 1, x, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, None)
 
 
 def avg_pool1d_backward(dy, cache):
@@ -170,9 +183,8 @@ def avg_pool1d_backward(dy, cache):
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None,
                divisor_override=None):
     """Loop twin of :func:`handgrad.ops.avg_pool2d`."""
-    include = resolve_count_include_pad("avg_pool2d", padding, count_include_pad)
-    call = prepare_pool("avg_pool2d", 2, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, include, divisor_override)
+    return _avg_pool_twin("avg_pool2d", 2, x, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override)
 
 
 def avg_pool2d_backward(dy, cache):
@@ -183,9 +195,8 @@ def avg_pool2d_backward(dy, cache):
 def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Loop twin of :func:`handgrad.ops.max_pool3d`."""
-    y, cache = _max_pool(prepare_pool("max_pool3d", 3, x, kernel_size, stride, padding,
-                                      dilation, ceil_mode))
-    return _with_indices("max_pool3d", y, cache, return_indices)
+    return _max_pool_twin("max_pool3d", 3, x, kernel_size, stride, padding, dilation,
+                          ceil_mode, return_indices)
 
 
 def max_pool3d_backward(dy, cache):
@@ -196,9 +207,8 @@ def max_pool3d_backward(dy, cache):
 def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=None,
                divisor_override=None):
     """Loop twin of :func:`handgrad.ops.avg_pool3d`."""
-    include = resolve_count_include_pad("avg_pool3d", padding, count_include_pad)
-    call = prepare_pool("avg_pool3d", 3, x, kernel_size, stride, padding, 1, ceil_mode)
-    return _avg_pool(call, include, divisor_override)
+    return _avg_pool_twin("avg_pool3d", 3, x, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override)
 
 
 def avg_pool3d_backward(dy, cache):
