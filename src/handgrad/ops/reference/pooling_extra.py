@@ -61,6 +61,12 @@ def _adaptive(call, kind, return_indices=False):
     return (y, indices, cache) if return_indices else (y, cache)
 
 
+def _adaptive_max(op, rank, x, output_size, return_indices):
+    """The body of the adaptive_max_pool{1,2}d twins: checked arguments, loop maxima."""
+    call = prepare_adaptive(op, rank, x, output_size)
+    return _adaptive(call, "max", check_return_indices(op, return_indices))
+
+
 def _adaptive_backward(op, forward, dy, cache, kind):
     cache, dy = _open(op, forward, dy, cache)
     dx = np.zeros(cache.x_shape, dtype=cache.dtype)
@@ -101,9 +107,7 @@ def adaptive_avg_pool2d_backward(dy, cache):
 
 def adaptive_max_pool1d(x, output_size, return_indices=False):
     """Loop twin of :func:`handgrad.ops.adaptive_max_pool1d`."""
-    op = "adaptive_max_pool1d"
-    return _adaptive(prepare_adaptive(op, 1, x, output_size), "max",
-                     check_return_indices(op, return_indices))
+    return _adaptive_max("adaptive_max_pool1d", 1, x, output_size, return_indices)
 
 
 def adaptive_max_pool1d_backward(dy, cache):
@@ -114,9 +118,7 @@ def adaptive_max_pool1d_backward(dy, cache):
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):
     """Loop twin of :func:`handgrad.ops.adaptive_max_pool2d`."""
-    op = "adaptive_max_pool2d"
-    return _adaptive(prepare_adaptive(op, 2, x, output_size), "max",
-                     check_return_indices(op, return_indices))
+    return _adaptive_max("adaptive_max_pool2d", 2, x, output_size, return_indices)
 
 
 def adaptive_max_pool2d_backward(dy, cache):
