@@ -15,6 +15,7 @@ from .distance import *  # noqa: F403
 from .embedding import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
 from .lp_pooling import *  # noqa: F403
+from .lrn import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .padding import *  # noqa: F403
 from .pooling import *  # noqa: F403
