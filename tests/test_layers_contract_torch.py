@@ -134,6 +134,11 @@ TWINS = {
     "LPPool2D-ceil": (
         lambda: L.LPPool2D(2, 3, 2, ceil_mode=True),
         lambda: nn.LPPool2d(2, 3, 2, ceil_mode=True), (6, 7, 2)),
+    "LocalResponseNorm-even": (
+        lambda: L.LocalResponseNorm(4, 0.5, 1.2, 2.0),
+        lambda: nn.LocalResponseNorm(4, 0.5, 1.2, 2.0), (3, 4, 6)),
+    "LocalResponseNorm-defaults": (
+        lambda: L.LocalResponseNorm(3), lambda: nn.LocalResponseNorm(3), (5, 4)),
 }
 TORCH_DTYPE = {np.float64: torch.float64, np.float32: torch.float32}
 

@@ -22,6 +22,7 @@ from .core import Dense, Dropout, Flatten, Reshape
 from .dropout import AlphaDropout, Dropout1D, Dropout2D, Dropout3D, FeatureAlphaDropout
 from .embedding import Embedding
 from .gated_activations import GLU, PReLU, RReLU
+from .lrn import LocalResponseNorm
 from .normalization import (
     BatchNorm,
     GroupNorm,

@@ -92,6 +92,8 @@ LAYER_CASES = {
                                  (5, 4, 2)),
     "LPPool1D": _simple(lambda rng: L.LPPool1D(_pick(rng, [1, 2]), 3, 2, True), (7, 3)),
     "LPPool2D": _simple(lambda rng: L.LPPool2D(_pick(rng, [2, 4]), (2, 3), 1), (4, 5, 2)),
+    "LocalResponseNorm": _simple(lambda rng: L.LocalResponseNorm(_pick(rng, [2, 3, 4]), 0.7,
+                                                                 0.9, 1.5), (4, 3, 5)),
     "GlobalAvgPool3D": _simple(lambda rng: L.GlobalAvgPool3D(), (3, 4, 2, 3)),
     "GlobalMaxPool3D": _simple(lambda rng: L.GlobalMaxPool3D(keepdims=bool(rng.integers(2))),
                                (3, 4, 2, 3)),
