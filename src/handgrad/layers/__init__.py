@@ -89,6 +89,7 @@ from .rearrange import (
     Unfold,
 )
 from .recurrent import GRU, LSTM, RNN, BiLSTM, Recurrent
+from .recurrent_cells import GRUCell, LSTMCell, RecurrentCell, RNNCell
 from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
 from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
