@@ -211,6 +211,8 @@ CASES = {
                                 batch_first=True), call=_rnn),
             lambda: [L.RNN(3, nonlinearity="relu", bidirectional=True, bias=False)], (6, 4),
             _same, _same),
+    "cells": (lambda: nn.Sequential(nn.GRUCell(4, 3), nn.RNNCell(3, 2, nonlinearity="relu")),
+              lambda: [L.GRUCell(3), L.RNNCell(2, nonlinearity="relu")], (4,), _same, _same),
     "attention_packed": (
         lambda: Head(nn.MultiheadAttention(8, 2, batch_first=True), call=_self_attention),
         lambda: [L.MultiHeadAttention(8, 2)], (5, 8), _same, _same),
@@ -222,7 +224,7 @@ CASES = {
                                                L.ReLU()]), L.Conv2D(4, 1, bias=False)),
         L.GlobalAvgPool2D(), L.Dense(2)], (5, 6, 3), _cf, _same),
 }
-SEQUENTIAL_TWINS = ("dense", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
+SEQUENTIAL_TWINS = ("dense", "cells", "nested_sequential", "conv1d_flatten", "conv2d_batch_norm",
                     "padding_conv2d", "pixel_shuffle", "unfold_fold",
                     "conv_transpose1d", "conv_transpose2d", "conv3d_pools_flatten",
                     "conv_transpose3d", "conv_padding_modes", "layer_norm", "prelu_glu",

@@ -226,6 +226,12 @@ def test_config_round_trip_through_json(name, seed):
 
 
 # ------------------------------------------------------------------ 4. frozen
+def stays_zero(layer, key):
+    """A gradient that is exactly zero on every input: a cell's W_hh from the zero state
+    that ``forward(x)`` starts from (h W_hh = 0)."""
+    return isinstance(layer, L.RecurrentCell) and key == "W_hh"
+
+
 @table
 def test_frozen_layer_returns_dx_and_accumulates_nothing(name, seed):
     layer, shape = make(name, seed)
@@ -256,7 +262,8 @@ def test_frozen_layer_returns_dx_and_accumulates_nothing(name, seed):
         np.testing.assert_array_equal(frozen.backward(dy), layer.backward(dy))
     for key, grad in frozen.named_gradients().items():
         assert np.all(grad == 0), f"frozen gradient {key} changed"
-        assert np.any(layer.named_gradients()[key] != 0), f"trainable gradient {key} stayed zero"
+        if not stays_zero(layer, key):
+            assert np.any(layer.named_gradients()[key] != 0), f"trainable gradient {key} zero"
     assert frozen.named_parameters(trainable_only=True) == {}
     assert set(frozen.named_parameters()) == set(layer.named_parameters())
 
@@ -325,7 +332,8 @@ def test_two_forwards_then_two_backwards_accumulate(name, seed):
     np.testing.assert_array_equal(dx2, e2)
     for key, total in accumulated.items():
         np.testing.assert_array_equal(total, g1[key] + g2[key])
-        assert np.any(g1[key] != total), f"{key}: second forward's gradient missing"
+        if not stays_zero(layer, key):
+            assert np.any(g1[key] != total), f"{key}: second forward's gradient missing"
 
 
 # --------------------------------------------------------------- 7. cache misuse

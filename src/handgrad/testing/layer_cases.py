@@ -248,6 +248,19 @@ LAYER_CASES.update({name: _recurrent(getattr(L, name))
                     for name in ("RNN", "LSTM", "GRU", "BiLSTM")})
 
 
+def _cell(cls):
+    def draw(rng):
+        kwargs = {"bias": _flag(rng), "dtype": F64}
+        if cls is L.RNNCell:
+            kwargs["nonlinearity"] = _pick(rng, ["tanh", "relu"])
+        return cls(int(rng.integers(2, 4)), **kwargs), (int(rng.integers(2, 5)),)
+
+    return draw
+
+
+LAYER_CASES.update({name: _cell(getattr(L, name)) for name in ("RNNCell", "LSTMCell", "GRUCell")})
+
+
 # Padding layers: padding up to the axis size (circular) or below it (reflect), as an int
 # or in torch's last-axis-first order; ConstantPad draws a value.
 def _padding(cls):
