@@ -139,13 +139,12 @@ class RecurrentCell(Layer):
         return self.backward_with_state(dy)[0]
 
     def backward_with_state(self, dy, d_cell=None):
-        """``(dx, d_state)``: ``dy`` dL/dh' (or the pair of an LSTM cell with
-        ``return_state``), ``d_cell`` dL/dc' (LSTM); d_state mirrors the forward's
-        ``state``."""
-        if self.return_state:
-            if not (isinstance(dy, (tuple, list)) and len(dy) == 2):
-                raise TypeError(f"{self.label}: with return_state=True 'dy' must be a pair "
-                                f"(dh, dc) (either may be None); received {type(dy).__name__}")
+        """``(dx, d_state)``: ``dy`` dL/dh' (LSTM: also a pair (dh', dc')), ``d_cell``
+        dL/dc' (LSTM; None: zero); d_state mirrors the forward's ``state``."""
+        if self.n_states == 2 and isinstance(dy, (tuple, list)):
+            if len(dy) != 2 or d_cell is not None:
+                raise TypeError(f"{self.label}: 'dy' must be dh' (N, H) (with 'd_cell') or a "
+                                f"pair (dh', dc'); received a {type(dy).__name__} of {len(dy)}")
             dy, d_cell = dy
         return super().backward((dy, d_cell))
 
