@@ -198,6 +198,36 @@ def adaptive_max_pool2d_backward(dy, cache):
                                   cache)
 
 
+def adaptive_avg_pool3d(x, output_size):
+    """x (N, D, H, W, C) -> y (N, D_out, H_out, W_out, C): the mean of each adaptive bin;
+    ``output_size`` an int or a triple (None keeps that axis). Returns ``(y, cache)``."""
+    return _adaptive_avg(prepare_adaptive("adaptive_avg_pool3d", 3, x, output_size))
+
+
+def adaptive_avg_pool3d_backward(dy, cache):
+    """dy (N, D_out, H_out, W_out, C) -> dx (N, D, H, W, C): each dy spread evenly over
+    its bin."""
+    return _adaptive_avg_backward("adaptive_avg_pool3d_backward", "adaptive_avg_pool3d", dy,
+                                  cache)
+
+
+def adaptive_max_pool3d(x, output_size, return_indices=False):
+    """x (N, D, H, W, C) -> y (N, D_out, H_out, W_out, C): the first maximum (row-major)
+    of each adaptive bin. Returns ``(y, cache)``, or ``(y, indices, cache)`` with
+    ``return_indices`` (indices int64 (N, D_out, H_out, W_out, C), flat (d * H + h) * W +
+    w)."""
+    op = "adaptive_max_pool3d"
+    return _adaptive_max(prepare_adaptive(op, 3, x, output_size),
+                         check_return_indices(op, return_indices))
+
+
+def adaptive_max_pool3d_backward(dy, cache):
+    """dy (N, D_out, H_out, W_out, C) -> dx (N, D, H, W, C): each dy goes to its bin's
+    maximum."""
+    return _adaptive_max_backward("adaptive_max_pool3d_backward", "adaptive_max_pool3d", dy,
+                                  cache)
+
+
 # ----------------------------------------------------------------------- unpool
 def _unpool(call):
     x, index = call.x, call.indices
@@ -239,6 +269,19 @@ def max_unpool2d(x, indices, kernel_size, stride=None, padding=0, output_size=No
 def max_unpool2d_backward(dy, cache):
     """dy (N, H_out, W_out, C) -> dx (N, H, W, C): dx = dy read at ``indices``."""
     return _unpool_backward("max_unpool2d_backward", "max_unpool2d", dy, cache)
+
+
+def max_unpool3d(x, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """x (N, D, H, W, C), indices int (N, D, H, W, C), flat (d * H_out + h) * W_out + w ->
+    y (N, D_out, H_out, W_out, C): x placed at ``indices``, zeros elsewhere. Returns
+    ``(y, cache)``."""
+    return _unpool(prepare_unpool("max_unpool3d", 3, x, indices, kernel_size, stride, padding,
+                                  output_size))
+
+
+def max_unpool3d_backward(dy, cache):
+    """dy (N, D_out, H_out, W_out, C) -> dx (N, D, H, W, C): dx = dy read at ``indices``."""
+    return _unpool_backward("max_unpool3d_backward", "max_unpool3d", dy, cache)
 
 
 # ------------------------------------------------------------------- min pooling
@@ -297,8 +340,13 @@ declare(adaptive_max_pool1d, adaptive_max_pool1d_backward, torch=_s.torch_adapti
         samples=_s.ADAPTIVE_1D + _s.ADAPTIVE_MAX_EXTRA_1D)
 declare(adaptive_max_pool2d, adaptive_max_pool2d_backward, torch=_s.torch_adaptive("max"),
         samples=_s.ADAPTIVE_2D + _s.ADAPTIVE_MAX_EXTRA_2D)
+declare(adaptive_avg_pool3d, adaptive_avg_pool3d_backward, torch=_s.torch_adaptive("avg"),
+        samples=_s.ADAPTIVE_3D)
+declare(adaptive_max_pool3d, adaptive_max_pool3d_backward, torch=_s.torch_adaptive("max"),
+        samples=_s.ADAPTIVE_3D + _s.ADAPTIVE_MAX_EXTRA_3D)
 declare(max_unpool1d, max_unpool1d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_1D)
 declare(max_unpool2d, max_unpool2d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_2D)
+declare(max_unpool3d, max_unpool3d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_3D)
 declare(min_pool1d, min_pool1d_backward, torch=_s.torch_min_pool, samples=_s.MIN_POOL1D)
 declare(min_pool2d, min_pool2d_backward, torch=_s.torch_min_pool, samples=_s.MIN_POOL2D)
 __all__ = exports(__name__, globals())

@@ -127,6 +127,30 @@ def adaptive_max_pool2d_backward(dy, cache):
                               cache, "max")
 
 
+def adaptive_avg_pool3d(x, output_size):
+    """Loop twin of :func:`handgrad.ops.adaptive_avg_pool3d`."""
+    return _adaptive(prepare_adaptive("adaptive_avg_pool3d", 3, x, output_size), "avg")
+
+
+def adaptive_avg_pool3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.adaptive_avg_pool3d_backward`."""
+    return _adaptive_backward("adaptive_avg_pool3d_backward", "adaptive_avg_pool3d", dy,
+                              cache, "avg")
+
+
+def adaptive_max_pool3d(x, output_size, return_indices=False):
+    """Loop twin of :func:`handgrad.ops.adaptive_max_pool3d`."""
+    op = "adaptive_max_pool3d"
+    return _adaptive(prepare_adaptive(op, 3, x, output_size), "max",
+                     check_return_indices(op, return_indices))
+
+
+def adaptive_max_pool3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.adaptive_max_pool3d_backward`."""
+    return _adaptive_backward("adaptive_max_pool3d_backward", "adaptive_max_pool3d", dy,
+                              cache, "max")
+
+
 def _unpool(call):
     x, indices = np.asarray(call.x), np.asarray(call.indices)
     y = np.zeros((x.shape[0], *call.out_shape, x.shape[-1]), dtype=x.dtype)
@@ -166,6 +190,17 @@ def max_unpool2d(x, indices, kernel_size, stride=None, padding=0, output_size=No
 def max_unpool2d_backward(dy, cache):
     """Loop twin of :func:`handgrad.ops.max_unpool2d_backward`."""
     return _unpool_backward("max_unpool2d_backward", "max_unpool2d", dy, cache)
+
+
+def max_unpool3d(x, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Loop twin of :func:`handgrad.ops.max_unpool3d`."""
+    return _unpool(prepare_unpool("max_unpool3d", 3, x, indices, kernel_size, stride, padding,
+                                  output_size))
+
+
+def max_unpool3d_backward(dy, cache):
+    """Loop twin of :func:`handgrad.ops.max_unpool3d_backward`."""
+    return _unpool_backward("max_unpool3d_backward", "max_unpool3d", dy, cache)
 
 
 def _min_pool(call, return_indices):

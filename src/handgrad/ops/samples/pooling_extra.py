@@ -11,7 +11,7 @@ from . import channels_first, channels_last
 
 
 def torch_adaptive(kind):
-    """The counterpart of ``adaptive_<kind>_pool{1,2}d`` on moved channels (the values
+    """The counterpart of ``adaptive_<kind>_pool{1,2,3}d`` on moved channels (the values
     only: the indices are checked in the tests)."""
 
     def counterpart(F, x, output_size, return_indices=False):
@@ -23,7 +23,7 @@ def torch_adaptive(kind):
 
 
 def torch_unpool(F, x, indices, kernel_size, stride=None, padding=0, output_size=None):
-    """``F.max_unpool{1,2}d`` on moved channels."""
+    """``F.max_unpool{1,2,3}d`` on moved channels."""
     fn = getattr(F, f"max_unpool{x.ndim - 2}d")
     return channels_last(fn(channels_first(x), channels_first(indices), kernel_size, stride,
                             padding, output_size))
@@ -66,9 +66,17 @@ ADAPTIVE_2D = (
     Sample(((1, 3, 4, 2),), {"output_size": (5, 6)}),
     Sample(((2, 6, 5, 2),), {"output_size": (4, 3)}, ties=True),
 )
+ADAPTIVE_3D = (
+    Sample(((2, 5, 6, 7, 2),), {"output_size": (2, 3, 4)}),  # overlapping bins
+    Sample(((1, 4, 3, 5, 2),), {"output_size": (None, 2, 1)}),
+    Sample(((1, 2, 3, 2, 2),), {"output_size": (3, 4, 2)}),  # more outputs than inputs
+    Sample(((2, 4, 6, 5, 2),), {"output_size": (2, 4, 3)}, ties=True),
+)
 ADAPTIVE_MAX_EXTRA_1D = (Sample(((2, 7, 2),), {"output_size": 3, "return_indices": True}),)
 ADAPTIVE_MAX_EXTRA_2D = (
     Sample(((2, 7, 5, 2),), {"output_size": (3, 2), "return_indices": True}),)
+ADAPTIVE_MAX_EXTRA_3D = (
+    Sample(((1, 5, 4, 3, 2),), {"output_size": (2, 3, 2), "return_indices": True}),)
 UNPOOL_1D = (
     Sample(((2, 4, 3), Fixed(distinct_indices((2, 4, 3), (8,)))), {"kernel_size": 2}),
     Sample(((2, 4, 2), Fixed(distinct_indices((2, 4, 2), (8,), 1))),
@@ -78,6 +86,13 @@ UNPOOL_2D = (
     Sample(((2, 3, 4, 2), Fixed(distinct_indices((2, 3, 4, 2), (6, 8)))), {"kernel_size": 2}),
     Sample(((1, 3, 3, 2), Fixed(distinct_indices((1, 3, 3, 2), (5, 6), 2))),
            {"kernel_size": 3, "stride": 2, "padding": 1, "output_size": (5, 6)}),
+)
+UNPOOL_3D = (
+    Sample(((2, 2, 3, 2, 2), Fixed(distinct_indices((2, 2, 3, 2, 2), (4, 6, 4)))),
+           {"kernel_size": 2}),
+    Sample(((1, 2, 3, 3, 2), Fixed(distinct_indices((1, 2, 3, 3, 2), (3, 5, 6), 3))),
+           {"kernel_size": (2, 3, 3), "stride": (1, 2, 2), "padding": (0, 1, 1),
+            "output_size": (3, 5, 6)}),
 )
 LP_POOL1D = (
     Sample(((2, 9, 3),), {"norm_type": 2, "kernel_size": 3}),
