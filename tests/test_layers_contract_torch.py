@@ -131,6 +131,12 @@ TWINS = {
         (7, 5, 2)),
     "AdaptiveMaxPool1D-upsampling": (
         lambda: L.AdaptiveMaxPool1D(9), lambda: nn.AdaptiveMaxPool1d(9), (5, 3)),
+    "AdaptiveAvgPool3D-overlapping": (
+        lambda: L.AdaptiveAvgPool3D((2, None, 3)), lambda: nn.AdaptiveAvgPool3d((2, None, 3)),
+        (5, 4, 7, 2)),
+    "AdaptiveMaxPool3D-upsampling": (
+        lambda: L.AdaptiveMaxPool3D((4, 2, 3)), lambda: nn.AdaptiveMaxPool3d((4, 2, 3)),
+        (3, 5, 2, 2)),
     "LPPool2D-ceil": (
         lambda: L.LPPool2D(2, 3, 2, ceil_mode=True),
         lambda: nn.LPPool2d(2, 3, 2, ceil_mode=True), (6, 7, 2)),

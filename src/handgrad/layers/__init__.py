@@ -69,8 +69,10 @@ from .pooling import (
 from .pooling_extra import (
     AdaptiveAvgPool1D,
     AdaptiveAvgPool2D,
+    AdaptiveAvgPool3D,
     AdaptiveMaxPool1D,
     AdaptiveMaxPool2D,
+    AdaptiveMaxPool3D,
     AdaptivePool,
     LPPool,
     LPPool1D,
@@ -95,6 +97,6 @@ from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
 from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied
-from .unpool import MaxUnpool, MaxUnpool1D, MaxUnpool2D
+from .unpool import MaxUnpool, MaxUnpool1D, MaxUnpool2D, MaxUnpool3D
 from .wavenet import WaveNetBlock
 from .weighted import WeightedLayer

@@ -15,8 +15,7 @@ def adaptive_onnx_form(layer, g, v):
     v = g.channels_first(v)
     spatial = tuple(v.shape[:-1])
     sizes = ops.adaptive_output_sizes(layer.label, layer.kwargs["output_size"], spatial)
-    kind = "Max" if layer.forward_op in (ops.adaptive_max_pool1d, ops.adaptive_max_pool2d) \
-        else "Average"
+    kind = "Max" if isinstance(layer, AdaptiveMaxPool) else "Average"
     if all(o == 1 for o in sizes):
         y = g.op(f"Global{kind}Pool", [v.name], "adaptive_pool")
     elif all(s % o == 0 for s, o in zip(spatial, sizes)):
@@ -35,7 +34,7 @@ class AdaptivePool(Pool):
     """Adaptive pooling to ``output_size`` (an int, or a tuple with None keeping that
     axis's input size), PyTorch's bins ``[floor(o*L/out), ceil((o+1)*L/out))``."""
 
-    torch_twin = twins.TorchTwin("AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d",
+    torch_twin = twins.TorchTwin("AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d",
                                  layout=twins.MAPS)
     onnx_form = adaptive_onnx_form
     receptive_field = "n/a"  # the bins depend on the input's size
@@ -60,6 +59,15 @@ class AdaptiveAvgPool2D(AdaptivePool):
     forward_op = staticmethod(ops.adaptive_avg_pool2d)
     backward_op = staticmethod(ops.adaptive_avg_pool2d_backward)
     rank = 2
+
+
+@register
+class AdaptiveAvgPool3D(AdaptivePool):
+    """The mean of each adaptive bin: (N, D, H, W, C) -> (N, *output_size, C)."""
+
+    forward_op = staticmethod(ops.adaptive_avg_pool3d)
+    backward_op = staticmethod(ops.adaptive_avg_pool3d_backward)
+    rank = 3
 
 
 class AdaptiveMaxPool(AdaptivePool):
@@ -89,6 +97,16 @@ class AdaptiveMaxPool2D(AdaptiveMaxPool):
     forward_op = staticmethod(ops.adaptive_max_pool2d)
     backward_op = staticmethod(ops.adaptive_max_pool2d_backward)
     rank = 2
+
+
+@register
+class AdaptiveMaxPool3D(AdaptiveMaxPool):
+    """The first maximum (row-major) of each adaptive bin: (N, D, H, W, C) ->
+    (N, *output_size, C)."""
+
+    forward_op = staticmethod(ops.adaptive_max_pool3d)
+    backward_op = staticmethod(ops.adaptive_max_pool3d_backward)
+    rank = 3
 
 
 def lp_onnx_form(layer, g, v):

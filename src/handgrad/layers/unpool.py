@@ -1,5 +1,5 @@
 """Max unpooling layers: a max pooling's values put back at its indices (PyTorch's
-MaxUnpool1d/2d on channels-last maps). They take two inputs, ``[x, indices]``, so they
+MaxUnpool1d/2d/3d on channels-last maps). They take two inputs, ``[x, indices]``, so they
 live in a graph ``Model`` after a ``MaxPool`` made with ``return_indices=True``."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class MaxUnpool(Layer):
     each (n, c) output plane), zeros elsewhere. S_out = (S - 1) * stride - 2 * padding +
     kernel_size, or ``output_size`` (within one stride of it)."""
 
-    torch_twin = twins.TorchTwin("MaxUnpool1d/2d", layout=twins.MAPS)
+    torch_twin = twins.TorchTwin("MaxUnpool1d/2d/3d", layout=twins.MAPS)
     onnx_form = None  # ONNX's MaxUnpool indexes the whole tensor, not each (n, c) plane
     receptive_field = "n/a"
     forward_op = staticmethod(ops.max_unpool2d)
@@ -116,3 +116,13 @@ class MaxUnpool2D(MaxUnpool):
     forward_op = staticmethod(ops.max_unpool2d)
     backward_op = staticmethod(ops.max_unpool2d_backward)
     rank = 2
+
+
+@register
+class MaxUnpool3D(MaxUnpool):
+    """Max unpooling on (N, D, H, W, C) with indices from
+    ``MaxPool3D(return_indices=True)``."""
+
+    forward_op = staticmethod(ops.max_unpool3d)
+    backward_op = staticmethod(ops.max_unpool3d_backward)
+    rank = 3

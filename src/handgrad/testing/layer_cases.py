@@ -90,6 +90,10 @@ LAYER_CASES = {
     "AdaptiveMaxPool1D": _simple(lambda rng: L.AdaptiveMaxPool1D(_pick(rng, [2, 3])), (7, 3)),
     "AdaptiveMaxPool2D": _simple(lambda rng: L.AdaptiveMaxPool2D(_pick(rng, [(3, 2), 1])),
                                  (5, 4, 2)),
+    "AdaptiveAvgPool3D": _simple(
+        lambda rng: L.AdaptiveAvgPool3D(_pick(rng, [(2, 3, 2), (None, 1, 2)])), (3, 5, 4, 2)),
+    "AdaptiveMaxPool3D": _simple(lambda rng: L.AdaptiveMaxPool3D(_pick(rng, [(2, 2, 3), 1])),
+                                 (3, 5, 4, 2)),
     "LPPool1D": _simple(lambda rng: L.LPPool1D(_pick(rng, [1, 2]), 3, 2, True), (7, 3)),
     "LPPool2D": _simple(lambda rng: L.LPPool2D(_pick(rng, [2, 4]), (2, 3), 1), (4, 5, 2)),
     "LocalResponseNorm": _simple(lambda rng: L.LocalResponseNorm(_pick(rng, [2, 3, 4]), 0.7,
@@ -181,8 +185,9 @@ def _wavenet(rng):
 
 LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
                     "WaveNetBlock": _wavenet})
+# MaxUnpool takes [x, indices]: tested in test_pooling_extra.
 MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "CosineSimilarity", "PairwiseDistance",
-                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D")  # [x, indices]: test_pooling_extra
+                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D")
 
 
 # Normalization layers, with and without running statistics. Every statistic covers >= 4
