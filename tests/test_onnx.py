@@ -163,6 +163,8 @@ CASES = {
                      L.LocalResponseNorm(2)], (4, 3, 6)),
     "lrn1d": (lambda: [L.Dense(5), L.LocalResponseNorm(6, 1.2, 0.7, 0.5)], (4, 3)),
     "adaptive_1d": (lambda: [L.AdaptiveAvgPool1D(4), L.AdaptiveMaxPool1D(2)], (8, 3)),
+    "adaptive_3d": (lambda: [L.AdaptiveMaxPool3D((2, None, 3)), L.AdaptiveAvgPool3D((1, 2, 1)),
+                             L.AdaptiveMaxPool3D(1)], (4, 4, 6, 2)),
     "flatten": (lambda: [L.Conv2D(3, 2), L.ReLU(), L.Flatten(), L.Dense(2)], (4, 5, 2)),
     "reshape_softmax": (lambda: [L.Dense(6), L.Reshape((3, -1)), L.Softmax(axis=1),
                                  L.LogSoftmax()], (4,)),

@@ -10,14 +10,15 @@ from .registry import register
 
 
 def adaptive_onnx_form(layer, g, v):
-    """GlobalAveragePool/GlobalMaxPool for an output of one position, AveragePool/MaxPool
+    """ReduceMean/ReduceMax for an output of one position, AveragePool/MaxPool
     when every axis divides evenly (uniform bins); otherwise no exact ONNX form."""
     v = g.channels_first(v)
     spatial = tuple(v.shape[:-1])
     sizes = ops.adaptive_output_sizes(layer.label, layer.kwargs["output_size"], spatial)
     kind = "Max" if isinstance(layer, AdaptiveMaxPool) else "Average"
-    if all(o == 1 for o in sizes):
-        y = g.op(f"Global{kind}Pool", [v.name], "adaptive_pool")
+    if all(o == 1 for o in sizes):  # not GlobalMaxPool: onnx's evaluator mis-shapes 3-D
+        op = "ReduceMax" if kind == "Max" else "ReduceMean"
+        y = g.op(op, [v.name], "adaptive_pool", axes=list(range(2, v.rank)), keepdims=1)
     elif all(s % o == 0 for s, o in zip(spatial, sizes)):
         kernel = [s // o for s, o in zip(spatial, sizes)]
         y = g.op(f"{kind}Pool", [v.name], "adaptive_pool", kernel_shape=kernel, strides=kernel)
