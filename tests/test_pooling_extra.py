@@ -39,6 +39,8 @@ def _ties_and_nans(shape, seed):
                                      "padding": 1, "dilation": (1, 2, 1), "ceil_mode": True}),
     ("adaptive_max_pool2d", (2, 7, 5, 3), {"output_size": (3, 4)}),
     ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 4}),
+    ("adaptive_max_pool3d", (2, 5, 7, 6, 2), {"output_size": (3, 2, 4)}),
+    ("adaptive_max_pool3d", (1, 3, 2, 4, 3), {"output_size": (4, None, 3)}),
 ])
 @pytest.mark.parametrize("nan", [False, True])
 def test_indices_are_torchs(op, shape, kwargs, nan):
@@ -85,6 +87,46 @@ def test_graph_pool_unpool_matches_torch(dtype):
         assert_close(ours, _last(theirs), dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_graph_pool_unpool_3d_matches_torch(dtype):
+    inp = hg.Input((5, 6, 7, 2))
+    pooled, indices = L.MaxPool3D((2, 3, 2), (2, 2, 1), padding=(1, 1, 0),
+                                  return_indices=True)(inp)
+    restored = L.MaxUnpool3D((2, 3, 2), (2, 2, 1), padding=(1, 1, 0),
+                             output_size=(5, 6, 7))([pooled, indices])
+    small, where = L.AdaptiveMaxPool3D((2, 4, 3), return_indices=True)(restored)
+    mean = L.AdaptiveAvgPool3D((3, None, 2))(restored)
+    model = hg.Model(inp, [restored, small, mean, where], seed=0, dtype=dtype)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 5, 6, 7, 2)).astype(dtype)
+    out, out_small, out_mean, out_where = model.forward(x)
+    grads = [rng.standard_normal(a.shape).astype(dtype) for a in (out, out_small, out_mean)]
+    dx = model.backward([*grads, None])
+
+    t = _first(x).requires_grad_()
+    p, i = F.max_pool3d(t, (2, 3, 2), (2, 2, 1), (1, 1, 0), return_indices=True)
+    r = F.max_unpool3d(p, i, (2, 3, 2), (2, 2, 1), (1, 1, 0), output_size=(5, 6, 7))
+    s, s_where = F.adaptive_max_pool3d(r, (2, 4, 3), return_indices=True)
+    m = F.adaptive_avg_pool3d(r, (3, None, 2))
+    sum((a * _first(g)).sum() for a, g in zip((r, s, m), grads)).backward()
+    assert np.array_equal(out_where, _last(s_where))
+    for ours, theirs in ((out, r), (out_small, s), (out_mean, m), (dx, t.grad)):
+        assert ours.dtype == dtype
+        assert_close(ours, _last(theirs), dtype=dtype)
+
+
+@pytest.mark.parametrize("module", [ops, reference])
+def test_unpool_3d_indices_are_flat_depth_row_column(module):
+    x = np.random.default_rng(9).standard_normal((1, 2, 2, 2, 1))
+    flat = np.arange(8).reshape(1, 2, 2, 2, 1) * 4 + 1  # distinct positions of a 3x4x3 plane
+    y, cache = module.max_unpool3d(x, flat, 2, (1, 2, 1))
+    twin = F.max_unpool3d(_first(x), _first(flat), 2, (1, 2, 1))
+    assert y.shape == (1, 3, 4, 3, 1)
+    assert np.array_equal(y, _last(twin))
+    assert np.array_equal(y.reshape(-1)[flat.reshape(-1)], x.reshape(-1))
+    assert np.array_equal(module.max_unpool3d_backward(y, cache), x)
+
+
 def test_graph_with_indices_and_adaptive_layers_saves_and_loads(tmp_path):
     inp = hg.Input((8, 3))
     pooled, indices = L.MaxPool1D(2, return_indices=True, name="pool")(inp)
@@ -110,6 +152,11 @@ def test_max_pool_layer_returns_values_and_indices_outside_a_graph():
     (lambda x: ops.adaptive_avg_pool2d(x, 0), ValueError, r"'output_size' must be .* 0"),
     (lambda x: ops.adaptive_avg_pool2d(x, (2, 3, 4)), ValueError, r"tuple of 2 .*\(2, 3, 4\)"),
     (lambda x: ops.adaptive_max_pool2d(x, 2, return_indices=1), TypeError, "'return_indices'"),
+    (lambda x: ops.adaptive_max_pool3d(x[..., None, :], (2, 3)), ValueError,
+     r"tuple of 3 .*\(2, 3\)"),
+    (lambda x: ops.adaptive_avg_pool3d(x, 2), ValueError, r"adaptive_avg_pool3d.*x"),
+    (lambda x: ops.max_unpool3d(x[..., None, :], np.zeros((1, 4, 5, 2, 2), np.int64), 2),
+     TypeError, r"x's shape \(1, 4, 5, 1, 2\)"),
     (lambda x: ops.max_pool2d(x, 2, return_indices="yes"), TypeError, "'return_indices'"),
     (lambda x: ops.max_unpool2d(x, x, 2), TypeError, "'indices' must be an integer array"),
     (lambda x: ops.max_unpool2d(x, np.zeros((1, 4, 4, 2), np.int64), 2), TypeError,
