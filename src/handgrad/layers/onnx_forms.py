@@ -238,6 +238,9 @@ def embedding(layer, g, v):
     if not v.ids:
         raise ValueError(f"export_onnx: {layer.label} must be the model's first layer (its "
                          f"input is the graph's int64 ids)")
+    if layer.max_norm is not None:
+        raise ValueError(f"export_onnx: {layer.label} has max_norm={layer.max_norm}; ONNX's "
+                         f"Gather cannot renormalize the table's rows")
     return _out(layer, g, v, g.op("Gather", [g.const(layer.parameters["W"], "W"), v.name],
                                   "embedding", axis=0), False)
 

@@ -20,6 +20,7 @@ times more arithmetic, and is only competitive for tiny vocabularies.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,47 @@ def check_padding_idx(op, padding_idx, num_embeddings):
         raise ValueError(f"{op}: 'padding_idx' must be in [{-num_embeddings}, {num_embeddings}) "
                          f"(num_embeddings = {num_embeddings}); received {padding_idx}")
     return int(padding_idx) % num_embeddings
+
+
+def check_max_norm(op, max_norm, norm_type):
+    """``(max_norm, norm_type)`` as floats: max_norm None or a finite number > 0, norm_type a
+    number > 0 (``inf`` allowed)."""
+    for name, value in (("max_norm", max_norm), ("norm_type", norm_type)):
+        if value is None and name == "max_norm":
+            continue
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{op}: '{name}' must be a positive number"
+                            f"{' or None' if name == 'max_norm' else ''}; received "
+                            f"{describe(value)}")
+        if not value > 0 or (name == "max_norm" and not np.isfinite(value)):
+            raise ValueError(f"{op}: '{name}' must be a {'finite ' * (name == 'max_norm')}"
+                             f"number > 0; received {value!r}")
+    return (None if max_norm is None else float(max_norm)), float(norm_type)
+
+
+def embedding_renorm_(weight, ids, max_norm, norm_type=2.0):
+    """Rescale IN PLACE the rows of ``weight`` (V, D) named by ``ids`` whose ``norm_type``
+    norm exceeds ``max_norm`` (torch's ``embedding_renorm_``)::
+
+        n = ||weight[v]||_p;  weight[v] *= max_norm / (n + 1e-7)   if n > max_norm
+
+    Each distinct id is rescaled once. Not differentiated: the lookup that follows sees
+    the rescaled table as constant. Returns ``weight``.
+    """
+    op = "embedding_renorm_"
+    max_norm, norm_type = check_max_norm(op, max_norm, norm_type)
+    if max_norm is None:
+        raise TypeError(f"{op}: 'max_norm' must be a positive number; received None")
+    weight = float_array(op, "weight", weight, 2, "(num_embeddings, embedding_dim)")
+    ids = check_ids(op, ids, weight.shape[0])
+    xp = array_module(weight)
+    rows = xp.unique(ids.reshape(-1))
+    norms = xp.linalg.norm(weight[rows], ord=norm_type, axis=1)
+    big = norms > max_norm
+    rows = rows[big]
+    scale = (max_norm / (norms[big] + 1e-7)).astype(weight.dtype)
+    weight[rows] *= scale[:, None]
+    return weight
 
 
 def prepare_embedding(op, ids, weight, padding_idx):
