@@ -19,15 +19,21 @@ output at t = length - 1, the backward one's at t = 0), i.e. torch's h_n
 concatenation. The final states are kept in ``final_state`` (an LSTM's is a pair
 (h_n, c_n)); :meth:`~Recurrent.forward_with_state` returns them with the output.
 ``backward(dy, d_final_state=None)`` returns dL/dx; :meth:`~Recurrent.backward_with_state`
-also returns the gradient of the initial state. torch's inter-layer ``dropout`` and
-``proj_size`` are not implemented.
+also returns the gradient of the initial state. ``dropout``: as torch's, in training
+each layer's output sequence but the last layer's goes through ``ops.dropout`` with
+that probability (identity in evaluation); the masks come from the layer's Generator
+``rng`` (``Layer.draws_random``) and, in data-parallel training, are drawn for the
+global batch (``needs_communicator``, as ``Dropout``). torch's ``proj_size`` is not
+implemented.
 """
 
 from __future__ import annotations
 
+import warnings
+
 from .. import initializers, ops
 from .._checks import array_module, choice, float_array, positive_int, upstream_grad
-from .._hyper import flag
+from .._hyper import flag, number
 from ..ops import RECURRENT_GATES, check_lengths
 from . import declarations as twins
 from . import onnx_forms
@@ -48,12 +54,19 @@ class Recurrent(Layer):
     cell = ""
 
     def __init__(self, hidden_size, num_layers=1, *, bidirectional=False, bias=True,
-                 return_sequences=True, nonlinearity="tanh", name=None, trainable=True,
-                 dtype=None, seed=None):
-        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
+                 return_sequences=True, nonlinearity="tanh", dropout=0.0, name=None,
+                 trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
+        self.dropout = number(owner, "dropout", dropout, low=0.0, high=1.0, high_open=True)
+        # only a layer with dropout draws random numbers or needs the global batch
+        self.draws_random = self.needs_communicator = self.dropout > 0
+        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         self.hidden_size = positive_int(owner, "hidden_size", hidden_size)
         self.num_layers = positive_int(owner, "num_layers", num_layers)
+        if self.dropout > 0 and self.num_layers == 1:
+            warnings.warn(f"{owner}: dropout={self.dropout} acts between stacked layers "
+                          f"(on every layer's output but the last), so with num_layers=1 "
+                          f"it does nothing", UserWarning, stacklevel=3)
         self.bidirectional = flag(owner, "bidirectional", bidirectional)
         self.use_bias = flag(owner, "bias", bias)
         self.return_sequences = flag(owner, "return_sequences", return_sequences)
@@ -71,7 +84,8 @@ class Recurrent(Layer):
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_layers": self.num_layers, "bidirectional": self.bidirectional,
-                "bias": self.use_bias, "return_sequences": self.return_sequences}
+                "bias": self.use_bias, "return_sequences": self.return_sequences,
+                "dropout": self.dropout}
 
     def parameter_suffix(self, layer, direction):
         """The suffix of the parameter names of stacked layer ``layer`` and ``direction``
@@ -145,17 +159,25 @@ class Recurrent(Layer):
             raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
                             f"{self.dtype} parameters; cast the input or build the "
                             f"layer/model with dtype='{x.dtype}'")
-        y, finals, cache = self._run(x, initial_state, lengths)
+        y, finals, cache = self._run(x, initial_state, lengths, training)
         if grad:
             self._caches.append(cache)
         self.final_state = self._pack(finals)
         return (y, *finals)
 
     def _forward(self, x, training):
-        y, _, cache = self._run(x, None, None)
+        y, _, cache = self._run(x, None, None, training)
         return y, cache
 
-    def _run(self, x, initial_state, lengths):
+    def _drop(self, inputs, training):
+        """``ops.dropout`` between stacked layers: ``(y, cache)`` (identity without
+        dropout or outside training)."""
+        if not (training and self.dropout > 0):
+            return inputs, None
+        rows = None if self.communicator is None else self.communicator.rows
+        return ops.dropout(inputs, self.dropout, self.rng, training=True, rows=rows)
+
+    def _run(self, x, initial_state, lengths, training):
         batch, steps, features = x.shape
         if features != self.input_shape[-1]:
             raise ValueError(f"{self.label}: 'x' must have F = {self.input_shape[-1]} features "
@@ -166,8 +188,11 @@ class Recurrent(Layer):
         forward_op = _OPS[self.cell][0]
         extra = {"nonlinearity": self.nonlinearity} if self.cell == "rnn" else {}
         p, caches, finals = self.parameters, [], [[] for _ in initial]
-        inputs = x
+        inputs, drops = x, []
         for layer in range(self.num_layers):
+            if layer:
+                inputs, drop = self._drop(inputs, training)
+                drops.append(drop)
             outputs = []
             for direction in range(self.directions):
                 s = self.parameter_suffix(layer, direction)
@@ -185,7 +210,7 @@ class Recurrent(Layer):
         finals = [xp.stack(stack) for stack in finals]
         out = inputs if self.return_sequences else _concat(list(finals[0][-self.directions:]))
         given = [s0 is not None for s0 in initial]
-        return out, finals, (caches, out.shape, given)
+        return out, finals, (caches, drops, out.shape, given)
 
     def backward(self, dy, d_final_state=None):
         """dL/dx for the latest forward; ``d_final_state`` is the gradient of
@@ -199,7 +224,7 @@ class Recurrent(Layer):
 
     def _backward(self, dy_and_state, cache):
         dy, d_final = dy_and_state
-        caches, out_shape, given = cache
+        caches, drops, out_shape, given = cache
         dtype, batch, hidden, D = self.dtype, out_shape[0], self.hidden_size, self.directions
         dy = upstream_grad(self.label, dy, out_shape, dtype)
         d_final = self._states("d_final_state", d_final, batch, dtype)
@@ -228,7 +253,8 @@ class Recurrent(Layer):
                 if self.use_bias:
                     grads[f"b_ih{s}"], grads[f"b_hh{s}"] = db_ih, db_hh
                 d_inputs = dx if d_inputs is None else d_inputs + dx
-            dy = d_inputs
+            dy = d_inputs if not layer or drops[layer - 1] is None \
+                else ops.dropout_backward(d_inputs, drops[layer - 1])
         xp = array_module(dy)
         d_initial = [xp.stack(store) if used else None for store, used in zip(d_initial, given)]
         return (dy, self._pack(d_initial) if any(given) else None), grads
