@@ -160,8 +160,10 @@ def mha_bounds(query, key, value, in_weight, in_bias, out_weight, out_bias, dy, 
 
     def run():
         y, cache = ops.multi_head_attention(*args, **kwargs)
-        dq, dk, dv, dw_in, db_in, dw_out, db_out = ops.multi_head_attention_backward(dy, cache)
-        names = {"y": y, "query": dq, "key": dk, "value": dv, "W_out": dw_out, "b_out": db_out}
+        dq, dk, dv, dw_in, db_in, dw_out, db_out, *dbias_kv = (
+            ops.multi_head_attention_backward(dy, cache))
+        names = {"y": y, "query": dq, "key": dk, "value": dv, "W_out": dw_out, "b_out": db_out,
+                 **dict(zip(("bias_k", "bias_v"), dbias_kv))}
         if packed:
             names.update(W_in=dw_in, b_in=db_in)
         else:

@@ -55,7 +55,8 @@ class MultiHeadAttention(Layer):
     receptive_field = "whole"
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 packed=True, causal=False, *, name=None, trainable=True, dtype=None,
+                 packed=True, causal=False, add_bias_kv=False, add_zero_attn=False, *,
+                 name=None, trainable=True, dtype=None,
                  seed=None):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         owner = type(self).__name__
@@ -70,6 +71,8 @@ class MultiHeadAttention(Layer):
         self.vdim = _optional_dim(owner, "vdim", vdim)
         self.packed = flag(owner, "packed", packed)
         self.causal = flag(owner, "causal", causal)
+        self.add_bias_kv = flag(owner, "add_bias_kv", add_bias_kv)
+        self.add_zero_attn = flag(owner, "add_zero_attn", add_zero_attn)
         if self.packed and (self.key_dim != self.embed_dim or self.value_dim != self.embed_dim):
             raise ValueError(f"{owner}: packed=True needs kdim == vdim == embed_dim "
                              f"({self.embed_dim}); received kdim={kdim}, vdim={vdim} (use "
@@ -89,7 +92,8 @@ class MultiHeadAttention(Layer):
         return {**super().get_config(), "embed_dim": self.embed_dim,
                 "num_heads": self.num_heads, "dropout": self.dropout, "bias": self.use_bias,
                 "kdim": self.kdim, "vdim": self.vdim, "packed": self.packed,
-                "causal": self.causal}
+                "causal": self.causal, "add_bias_kv": self.add_bias_kv,
+                "add_zero_attn": self.add_zero_attn}
 
     # ------------------------------------------------------------------ build
     def _build(self, input_shape, rng):
@@ -107,6 +111,9 @@ class MultiHeadAttention(Layer):
             for key in (("b_in",) if self.packed else ("b_q", "b_k", "b_v")):
                 self.add_parameter(key, (3 * e if key == "b_in" else e,), "zeros", rng)
             self.add_parameter("b_out", (e,), "zeros", rng)
+        if self.add_bias_kv:  # torch: xavier_normal_ on (1, 1, E)
+            for key in ("bias_k", "bias_v"):
+                self.add_parameter(key, (1, 1, e), "glorot_normal", rng)
 
     def _in_weights(self):
         p = self.parameters
@@ -143,14 +150,16 @@ class MultiHeadAttention(Layer):
             self.parameters.get("b_out"), num_heads=self.num_heads,
             key_padding_mask=key_padding_mask, attn_mask=attn_mask,
             causal=self.causal if causal is None else causal,
-            dropout=self.dropout if training else 0.0, rng=self.rng)
+            dropout=self.dropout if training else 0.0, rng=self.rng,
+            bias_k=self.parameters.get("bias_k"), bias_v=self.parameters.get("bias_v"),
+            add_zero_attn=self.add_zero_attn)
 
     def _forward(self, x, training):
         return self._attend(x, training, None, None, None, None, None)
 
     def _backward(self, dy, cache):
-        dquery, dkey, dvalue, din_w, din_b, dw_out, db_out = ops.multi_head_attention_backward(
-            dy, cache)
+        dquery, dkey, dvalue, din_w, din_b, dw_out, db_out, *dbias_kv = (
+            ops.multi_head_attention_backward(dy, cache))
         self.key_value_grads = (dkey, dvalue)
         if self.packed:
             grads = {"W_in": din_w}
@@ -163,6 +172,7 @@ class MultiHeadAttention(Layer):
         grads["W_out"] = dw_out
         if db_out is not None:
             grads["b_out"] = db_out
+        grads.update(zip(("bias_k", "bias_v"), dbias_kv))
         return dquery, grads
 
     def backward_all(self, dy):

@@ -206,4 +206,6 @@ def attention_params(layer, layout):
     entries.append(TorchParam("out_proj.weight", ("W_out",), t))
     if layer.use_bias:
         entries.append(TorchParam("out_proj.bias", ("b_out",)))
+    if layer.add_bias_kv:
+        entries += [TorchParam("bias_k", ("bias_k",)), TorchParam("bias_v", ("bias_v",))]
     return entries

@@ -288,6 +288,10 @@ def recurrent(layer, g, v):
 def _attend(layer, g, v, out_shape, key=None, value=None):
     """Attention of the query ``v`` to ``key`` and ``value`` (None: self-attention, or
     ``value = key``): heads split by Reshape/Transpose, softmax(q k^T / sqrt(d)) v."""
+    for option in ("add_bias_kv", "add_zero_attn"):
+        if getattr(layer, option):
+            raise ValueError(f"export_onnx: {layer.label} has {option}=True, which the "
+                             f"attention export does not express; build it without")
     v = g.channels_last(v)
     key = v if key is None else g.channels_last(key)
     value = key if value is None else g.channels_last(value)

