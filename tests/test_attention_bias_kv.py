@@ -103,3 +103,76 @@ def test_config_round_trip():
 def test_bad_flag():
     with pytest.raises((TypeError, ValueError), match="add_zero_attn"):
         L.MultiHeadAttention(8, 2, add_zero_attn="yes")
+
+
+def test_torch_import_and_export_of_bias_kv():
+    from handgrad.io import from_torch, to_torch_state_dict
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, add_bias_kv=True,
+                                      add_zero_attn=True, dtype=torch.float64)
+    layer = L.MultiHeadAttention(8, 2, add_bias_kv=True, add_zero_attn=True,
+                                 dtype=np.float64).build((5, 8))
+    from_torch(mha, layer)
+    assert_close(layer.parameters["bias_k"], mha.bias_k.detach().numpy(), dtype=np.float64)
+    q = np.random.default_rng(0).standard_normal((2, 5, 8))
+    tq = torch.tensor(q)
+    with torch.no_grad():
+        expected = mha(tq, tq, tq, need_weights=False)[0].numpy()
+    assert_close(layer.forward(q, training=False), expected, dtype=np.float64, terms=64)
+    state = to_torch_state_dict(layer)
+    assert set(state) == set(mha.state_dict())
+    mha.load_state_dict(state, strict=True)
+
+
+def test_save_load_keeps_bias_kv(tmp_path):
+    from handgrad.io import load, save
+    from handgrad.model import Sequential
+    model = Sequential([L.MultiHeadAttention(8, 2, add_bias_kv=True, add_zero_attn=True)],
+                       input_shape=(5, 8), seed=0)
+    save(model, tmp_path / "m")
+    back = load(tmp_path / "m")
+    layer = back.layers[0]
+    assert layer.add_bias_kv and layer.add_zero_attn
+    np.testing.assert_array_equal(layer.parameters["bias_v"],
+                                  model.layers[0].parameters["bias_v"])
+    x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
+    np.testing.assert_array_equal(back.predict(x), model.predict(x))
+
+
+@pytest.mark.parametrize("option", ["add_bias_kv", "add_zero_attn"])
+def test_onnx_refuses_by_name(option, tmp_path):
+    from handgrad.io import export_onnx
+    from handgrad.model import Sequential
+    model = Sequential([L.MultiHeadAttention(8, 2, **{option: True})], input_shape=(5, 8),
+                       seed=0)
+    with pytest.raises(ValueError, match=option):
+        export_onnx(model, tmp_path / "m.onnx")
+
+
+def test_op_bad_bias_kv():
+    from handgrad import ops
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 4))
+    w, b = rng.standard_normal((4, 12)), np.zeros(12)
+    w_out = rng.standard_normal((4, 4))
+    args = (q, None, None, w, b, w_out, None)
+    with pytest.raises(ValueError, match="bias_v"):
+        ops.multi_head_attention(*args, num_heads=2, bias_k=np.zeros((1, 1, 4)))
+    with pytest.raises(ValueError, match=r"bias_k.*\(1, 1, 4\)"):
+        ops.multi_head_attention(*args, num_heads=2, bias_k=np.zeros((4,)),
+                                 bias_v=np.zeros((1, 1, 4)))
+    with pytest.raises(ValueError, match="causal"):
+        ops.multi_head_attention(*args, num_heads=2, add_zero_attn=True, causal=True,
+                                 attn_mask=np.zeros((3, 3), bool))
+
+
+def test_causal_pads_like_an_explicit_mask():
+    """causal=True with extra columns: the new columns stay visible to every query (torch
+    pads the causal attn_mask with zeros)."""
+    mha, layer = make_pair(np.float64, True, True)
+    q = np.random.default_rng(2).standard_normal((2, 5, 8))
+    tq = torch.tensor(q)
+    mask = np.triu(np.ones((5, 5), bool), 1)
+    with torch.no_grad():
+        expected = mha(tq, tq, tq, need_weights=False, attn_mask=torch.tensor(mask))[0]
+    assert_close(layer.forward(q, training=False, causal=True), expected.numpy(),
+                 dtype=np.float64, terms=64)
