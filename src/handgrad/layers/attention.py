@@ -15,7 +15,7 @@ Initialization follows torch: Glorot-uniform input projections (the packed one a
 
 from __future__ import annotations
 
-from .. import ops
+from .. import initializers, ops
 from .._checks import float_array, positive_int
 from .._hyper import flag, number
 from . import declarations as twins
@@ -23,6 +23,11 @@ from . import onnx_forms
 from .base import Layer
 from .caching import keeps_cache
 from .registry import register
+
+
+def _torch_bias_kv_init(shape, dtype, rng):
+    """torch's xavier_normal_ on (1, 1, E): fan_in = fan_out = E, so N(0, 1 / E)."""
+    return initializers.lecun_normal(shape[-1:], dtype=dtype, rng=rng).reshape(shape)
 
 
 def _optional_dim(owner, name, value):
@@ -111,9 +116,9 @@ class MultiHeadAttention(Layer):
             for key in (("b_in",) if self.packed else ("b_q", "b_k", "b_v")):
                 self.add_parameter(key, (3 * e if key == "b_in" else e,), "zeros", rng)
             self.add_parameter("b_out", (e,), "zeros", rng)
-        if self.add_bias_kv:  # torch: xavier_normal_ on (1, 1, E)
+        if self.add_bias_kv:
             for key in ("bias_k", "bias_v"):
-                self.add_parameter(key, (1, 1, e), "glorot_normal", rng)
+                self.add_parameter(key, (1, 1, e), _torch_bias_kv_init, rng)
 
     def _in_weights(self):
         p = self.parameters
