@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from .. import ops
 from .._checks import positive_int
-from ..ops import check_ids, check_padding_idx
-from ..ops.embedding import check_max_norm, embedding_renorm_
+from ..ops import check_ids, check_max_norm, check_padding_idx, embedding_renorm_
 from . import declarations as twins
 from . import onnx_forms
 from .base import Layer
@@ -33,7 +32,7 @@ class Embedding(Layer):
     row (an int in [-num_embeddings, num_embeddings) or None) set to zero; that row never
     receives a gradient (PyTorch's ``nn.Embedding``). With ``max_norm`` (a number > 0), each
     forward first rescales IN PLACE the looked-up rows whose ``norm_type``-norm exceeds it to
-    that norm (:func:`~handgrad.ops.embedding.embedding_renorm_`; not differentiated).
+    that norm (:func:`~handgrad.ops.embedding_renorm_`; not differentiated).
     """
 
     torch_twin = twins.TorchTwin("Embedding", twins.embedding_params, twins.RESET)

@@ -25,6 +25,9 @@ Validators (``op`` first, as the kernels call them):
 - ``check_ids(op, ids, num_embeddings)``: integer ids in [0, num_embeddings).
 - ``check_padding_idx(op, padding_idx, num_embeddings)``: None or an int in [-V, V),
   returned in [0, V).
+- ``check_max_norm(op, max_norm, norm_type)`` and ``embedding_renorm_(weight, ids,
+  max_norm, norm_type)``: an Embedding's ``max_norm`` checked, and the looked-up rows
+  renormalized in place (as torch's ``embedding_renorm_``).
 - ``adaptive_output_sizes(op, output_size, input_size)``: an adaptive pooling's output
   sizes (None keeps an axis); ``adaptive_bins(size_in, size_out)``: PyTorch's
   ``(start, end)`` bins of one axis.
@@ -45,7 +48,7 @@ from ._args.recurrent import GATES as RECURRENT_GATES
 from ._args.recurrent import check_lengths
 from ._args.unpool import unpool_output_shape
 from ._args.windows import WindowAxis, WindowGeometry, parse_padding
-from .embedding import check_ids, check_padding_idx
+from .embedding import check_ids, check_max_norm, check_padding_idx, embedding_renorm_
 
 __all__ = [
     "RECURRENT_GATES",
@@ -55,10 +58,12 @@ __all__ = [
     "adaptive_output_sizes",
     "check_ids",
     "check_lengths",
+    "check_max_norm",
     "check_normalized_shape",
     "check_padding_idx",
     "conv_geometry",
     "conv_transpose_geometry",
+    "embedding_renorm_",
     "parse_padding",
     "pool_geometry",
     "resolve_count_include_pad",
