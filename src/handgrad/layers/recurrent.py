@@ -114,27 +114,8 @@ class Recurrent(Layer):
         """An initial state or a final-state gradient as a list of n_states arrays (or
         None) of shape (num_layers * D, N, H)."""
         shape = (self.num_layers * self.directions, batch, self.hidden_size)
-        if self.n_states == 2:
-            if value is None:
-                return [None, None]
-            if not (isinstance(value, (tuple, list)) and len(value) == 2):
-                raise TypeError(f"{self.label}: '{name}' must be a pair (h, c) of arrays "
-                                f"{shape} (either may be None); received {type(value).__name__}")
-            values = list(value)
-        else:
-            values = [value]
-        for i, v in enumerate(values):
-            if v is None:
-                continue
-            v = float_array(self.label, name, v, 3, "(num_layers * D, N, H)")
-            if tuple(v.shape) != shape:
-                raise ValueError(f"{self.label}: '{name}' must have shape (num_layers * D, N, "
-                                 f"H) = {shape}; received shape {tuple(v.shape)}")
-            if v.dtype != dtype:
-                raise TypeError(f"{self.label}: '{name}' must have dtype {dtype}; received "
-                                f"{v.dtype}")
-            values[i] = v
-        return values
+        return check_states(self.label, name, value, self.n_states, shape,
+                            "(num_layers * D, N, H)", dtype)
 
     def _pack(self, values):
         return tuple(values) if self.n_states == 2 else values[0]
@@ -262,6 +243,32 @@ class Recurrent(Layer):
 
 def _concat(arrays):
     return array_module(arrays[0]).concatenate(arrays, axis=-1)
+
+
+def check_states(owner, name, value, n_states, shape, layout, dtype):
+    """A recurrent state (or its gradient) as a list of ``n_states`` arrays of ``shape``
+    and ``dtype``, or None entries: ``value`` is one array (RNN, GRU) or a pair (h, c)
+    (LSTM), either part of which may be None."""
+    if n_states == 2:
+        if value is None:
+            return [None, None]
+        if not (isinstance(value, (tuple, list)) and len(value) == 2):
+            raise TypeError(f"{owner}: '{name}' must be a pair (h, c) of arrays {shape} "
+                            f"(either may be None); received {type(value).__name__}")
+        values = list(value)
+    else:
+        values = [value]
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        v = float_array(owner, name, v, len(shape), layout)
+        if tuple(v.shape) != shape:
+            raise ValueError(f"{owner}: '{name}' must have shape {layout} = {shape}; "
+                             f"received shape {tuple(v.shape)}")
+        if v.dtype != dtype:
+            raise TypeError(f"{owner}: '{name}' must have dtype {dtype}; received {v.dtype}")
+        values[i] = v
+    return values
 
 
 @register

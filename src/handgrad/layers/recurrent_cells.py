@@ -31,6 +31,7 @@ from ..ops import RECURRENT_GATES
 from . import declarations as twins
 from .base import Layer
 from .caching import keeps_cache
+from .recurrent import check_states
 from .registry import register
 
 
@@ -74,28 +75,8 @@ class RecurrentCell(Layer):
 
     def _states(self, name, value, batch):
         """A state or a state gradient as a list of n_states arrays (N, H) or None."""
-        shape = (batch, self.hidden_size)
-        if self.n_states == 2:
-            if value is None:
-                return [None, None]
-            if not (isinstance(value, (tuple, list)) and len(value) == 2):
-                raise TypeError(f"{self.label}: '{name}' must be a pair (h, c) of arrays "
-                                f"{shape} (either may be None); received {type(value).__name__}")
-            values = list(value)
-        else:
-            values = [value]
-        for i, v in enumerate(values):
-            if v is None:
-                continue
-            v = float_array(self.label, name, v, 2, "(N, H)")
-            if tuple(v.shape) != shape:
-                raise ValueError(f"{self.label}: '{name}' must have shape (N, H) = {shape}; "
-                                 f"received shape {tuple(v.shape)}")
-            if v.dtype != self.dtype:
-                raise TypeError(f"{self.label}: '{name}' must have dtype {self.dtype}; "
-                                f"received {v.dtype}")
-            values[i] = v
-        return values
+        return check_states(self.label, name, value, self.n_states,
+                            (batch, self.hidden_size), "(N, H)", self.dtype)
 
     # ------------------------------------------------------- forward/backward
     def forward(self, x, training=True, state=None, grad=None):
