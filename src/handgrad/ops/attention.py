@@ -231,9 +231,9 @@ class MHACache(Cache):
     bias_kv: bool = False
 
 
-def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_bias, *,
-                         num_heads, key_padding_mask=None, attn_mask=None, causal=False,
-                         dropout=0.0, rng=None, bias_k=None, bias_v=None,
+def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_bias,
+                         bias_k=None, bias_v=None, *, num_heads, key_padding_mask=None,
+                         attn_mask=None, causal=False, dropout=0.0, rng=None,
                          add_zero_attn=False):
     """Multi-head attention, batch-first, with torch ``nn.MultiheadAttention``'s semantics.
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..._checks import upstream_grad
 from .._args.attention import dropout_generator, mha_masking, prepare_attention, prepare_projections
+from .._args.attention_extra import bias_kv_extra
 from .._args.cache import Cache, check_cache
 from ..declare import exports
 
@@ -147,15 +148,53 @@ class LoopMHACache(Cache):
     self_attention: bool
     packed: bool
     heads: int
+    tk: int  # the keys before the appended bias_k / zero positions
+    bias_kv: bool
 
 
-def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_bias, *,
-                         num_heads, key_padding_mask=None, attn_mask=None, causal=False,
-                         dropout=0.0, rng=None):
-    """Loop twin of :func:`handgrad.ops.multi_head_attention`."""
+def _appended(k, v, bias_k, bias_v, zero):
+    """K, V (N, H, Tk, D) with bias_k/bias_v (1, 1, E) appended as one more position
+    (head h gets features h*D ... (h+1)*D - 1), then a zero one when ``zero``."""
+    n, h, tk, d = k.shape
+    count = int(bias_k is not None) + int(zero)
+    k2 = np.zeros((n, h, tk + count, d), dtype=k.dtype)
+    v2 = np.zeros_like(k2)
+    for b in range(n):
+        for head in range(h):
+            for j in range(tk):
+                k2[b, head, j], v2[b, head, j] = k[b, head, j], v[b, head, j]
+            if bias_k is not None:  # (the zero position stays as allocated)
+                k2[b, head, tk] = bias_k[0, 0, head * d:(head + 1) * d]
+                v2[b, head, tk] = bias_v[0, 0, head * d:(head + 1) * d]
+    return k2, v2
+
+
+def _appended_backward(dk, dv, tk, bias_kv):
+    """(dK, dV over the first Tk keys, (dbias_k, dbias_v) or ()): the bias position's
+    gradient summed over the batch, head h into features h*D ... (h+1)*D - 1."""
+    n, h, _, d = dk.shape
+    if not bias_kv:
+        return dk[:, :, :tk], dv[:, :, :tk], ()
+    extras = []
+    for grad in (dk, dv):
+        total = np.zeros((1, 1, h * d), dtype=grad.dtype)
+        for b in range(n):
+            for head in range(h):
+                total[0, 0, head * d:(head + 1) * d] += grad[b, head, tk]
+        extras.append(total)
+    return dk[:, :, :tk], dv[:, :, :tk], tuple(extras)
+
+
+def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_bias,
+                         bias_k=None, bias_v=None, *, num_heads, key_padding_mask=None,
+                         attn_mask=None, causal=False, dropout=0.0, rng=None,
+                         add_zero_attn=False):
+    """Loop twin of :func:`handgrad.ops.multi_head_attention`: the masks are written
+    for the Tk given keys, then the appended bias_k and zero positions get 0 (visible)."""
     op = "multi_head_attention"
     query, key, value, in_weight, in_bias, out_weight, out_bias, shapes = prepare_projections(
         op, query, key, value, in_weight, in_bias, out_weight, out_bias, num_heads)
+    extra = bias_kv_extra(op, np, bias_k, bias_v, add_zero_attn, shapes, query.dtype)
     masking = mha_masking(op, np, key_padding_mask, attn_mask, causal, shapes, query.dtype)
     rate, generator = dropout_generator(op, dropout, rng)
     e, h = shapes.embed, shapes.heads
@@ -167,12 +206,16 @@ def multi_head_attention(query, key, value, in_weight, in_bias, out_weight, out_
         weights, biases = in_weight, in_bias or (None,) * 3
     inputs = (query,) * 3 if shapes.self_attention else (query, key, value)
     q, k, v = (_heads(_dense(x, w, b), h) for x, w, b in zip(inputs, weights, biases))
-    bias = masking.combined_bias((shapes.batch, h, shapes.tq, shapes.tk), query.dtype)
+    k, v = _appended(k, v, bias_k, bias_v, extra.zero)
+    scores = (shapes.batch, h, shapes.tq, shapes.tk)
+    bias = masking.combined_bias(scores, query.dtype)
+    bias = np.concatenate([bias, np.zeros((*scores[:3], extra.count), query.dtype)], axis=3)
     out, attention = _attention_loops(q, k, v, bias, 1.0 / np.sqrt(e // h), rate, generator)
     merged = _unheads(out)
     y = _dense(merged, out_weight, out_bias)
     return y, LoopMHACache(op, inputs, weights, biases, out_weight, out_bias, merged, attention,
-                           shapes.self_attention, shapes.packed, h)
+                           shapes.self_attention, shapes.packed, h, shapes.tk,
+                           bias_k is not None)
 
 
 def multi_head_attention_backward(dy, cache):
@@ -183,6 +226,7 @@ def multi_head_attention_backward(dy, cache):
     dmerged, dout_weight, dout_bias = _dense_backward(dy, cache.merged, cache.out_weight,
                                                       cache.out_bias is not None)
     dq, dk, dv = _attention_loops_backward(_heads(dmerged, cache.heads), cache.attention)
+    dk, dv, dbias_kv = _appended_backward(dk, dv, cache.tk, cache.bias_kv)
     has_bias = cache.biases[0] is not None
     dxs, dws, dbs = [], [], []
     for grad, x, w in zip((dq, dk, dv), cache.inputs, cache.weights):
@@ -195,10 +239,8 @@ def multi_head_attention_backward(dy, cache):
         din_bias = np.concatenate(dbs) if has_bias else None
     else:
         din_weight, din_bias = tuple(dws), (tuple(dbs) if has_bias else None)
-    if cache.self_attention:
-        return dxs[0] + dxs[1] + dxs[2], None, None, din_weight, din_bias, dout_weight, \
-            dout_bias
-    return dxs[0], dxs[1], dxs[2], din_weight, din_bias, dout_weight, dout_bias
+    dquery, dkey, dvalue = dxs if not cache.self_attention else (sum(dxs), None, None)
+    return (dquery, dkey, dvalue, din_weight, din_bias, dout_weight, dout_bias) + dbias_kv
 
 
 __all__ = exports(__name__, globals())
