@@ -20,6 +20,7 @@ from .._checks import float_array, positive_int
 from .._hyper import flag, number
 from . import declarations as twins
 from . import onnx_forms
+from .attention_inputs import graph_masks, mask_inputs_arg
 from .base import Layer
 from .caching import keeps_cache
 from .registry import register
@@ -51,6 +52,12 @@ class MultiHeadAttention(Layer):
     value gradients are in ``key_value_grads`` = (dkey, dvalue) (None for
     self-attention, whose dL/dquery already holds all three shares).
     :meth:`backward_all` returns (dquery, dkey, dvalue) at once.
+
+    In a graph it is called on ``query``, ``[query, key_value]`` or ``[query, key,
+    value]``, then the masks that ``mask_inputs`` names, in its order (e.g.
+    ``mask_inputs=("key_padding_mask",)``: ``mha([x, pad])`` is self-attention with a
+    padding mask); the masks get no gradient. Per-example mask shapes: key_padding_mask
+    (Tk,), attn_mask (Tq, Tk) or (H, Tq, Tk) (see :mod:`.attention_inputs`).
     """
 
     draws_random = True
@@ -61,8 +68,7 @@ class MultiHeadAttention(Layer):
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
                  packed=True, causal=False, add_bias_kv=False, add_zero_attn=False, *,
-                 name=None, trainable=True, dtype=None,
-                 seed=None):
+                 mask_inputs=(), name=None, trainable=True, dtype=None, seed=None):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         owner = type(self).__name__
         self.embed_dim = positive_int(owner, "embed_dim", embed_dim)
@@ -78,6 +84,7 @@ class MultiHeadAttention(Layer):
         self.causal = flag(owner, "causal", causal)
         self.add_bias_kv = flag(owner, "add_bias_kv", add_bias_kv)
         self.add_zero_attn = flag(owner, "add_zero_attn", add_zero_attn)
+        self.mask_inputs = mask_inputs_arg(owner, mask_inputs)
         if self.packed and (self.key_dim != self.embed_dim or self.value_dim != self.embed_dim):
             raise ValueError(f"{owner}: packed=True needs kdim == vdim == embed_dim "
                              f"({self.embed_dim}); received kdim={kdim}, vdim={vdim} (use "
@@ -98,7 +105,7 @@ class MultiHeadAttention(Layer):
                 "num_heads": self.num_heads, "dropout": self.dropout, "bias": self.use_bias,
                 "kdim": self.kdim, "vdim": self.vdim, "packed": self.packed,
                 "causal": self.causal, "add_bias_kv": self.add_bias_kv,
-                "add_zero_attn": self.add_zero_attn}
+                "add_zero_attn": self.add_zero_attn, "mask_inputs": list(self.mask_inputs)}
 
     # ------------------------------------------------------------------ build
     def _build(self, input_shape, rng):
@@ -187,21 +194,29 @@ class MultiHeadAttention(Layer):
         return (dquery, *self.key_value_grads)
 
     def graph_forward(self, inputs, training):
-        """Graph call ``mha(q)`` (self-attention), ``mha([q, kv])`` or ``mha([q, k, v])``."""
-        if not 1 <= len(inputs) <= 3:
-            raise TypeError(f"{self.label}: takes 1 to 3 input tensors (query[, key[, "
-                            f"value]]); received {len(inputs)}")
-        key = inputs[1] if len(inputs) > 1 else None
-        value = inputs[2] if len(inputs) > 2 else key
+        """Graph call ``mha(q)`` (self-attention), ``mha([q, kv])`` or ``mha([q, k, v])``,
+        each followed by the masks named in ``mask_inputs``."""
+        count = len(inputs) - len(self.mask_inputs)
+        if not 1 <= count <= 3:
+            masks = "".join(f", {name}" for name in self.mask_inputs)
+            raise TypeError(f"{self.label}: takes 1 to 3 data tensors (query[, key[, "
+                            f"value]]){masks and ' then' + masks[1:]} (mask_inputs="
+                            f"{self.mask_inputs}); received {len(inputs)} tensors")
+        masks = graph_masks(self.label, self.mask_inputs, inputs[count:])
+        key = inputs[1] if count > 1 else None
+        value = inputs[2] if count > 2 else key
         kept = len(self._caches)
-        y = self.forward(inputs[0], training=training, key=key, value=value)
+        y = self.forward(inputs[0], training=training, key=key, value=value, **masks)
         if len(self._caches) > kept:  # a shared layer's calls may differ: keyed by place
-            self._graph_inputs[len(self._caches) - 1] = len(inputs)
+            self._graph_inputs[len(self._caches) - 1] = count
         return y
 
     def graph_backward(self, dy):
+        """[dquery, (dkey, dvalue | dkey_value)], then None for each mask input."""
         count = self._graph_inputs.pop(len(self._caches) - 1, None)
         dquery, dkey, dvalue = self.backward_all(dy)
         if dkey is None:  # self-attention: dquery holds the three shares
-            return [dquery]
-        return [dquery, dkey, dvalue] if count == 3 else [dquery, dkey + dvalue]
+            grads = [dquery]
+        else:
+            grads = [dquery, dkey, dvalue] if count == 3 else [dquery, dkey + dvalue]
+        return grads + [None] * len(self.mask_inputs)

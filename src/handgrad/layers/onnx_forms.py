@@ -292,6 +292,10 @@ def _attend(layer, g, v, out_shape, key=None, value=None):
         if getattr(layer, option):
             raise ValueError(f"export_onnx: {layer.label} has {option}=True, which the "
                              f"attention export does not express; build it without")
+    if layer.mask_inputs:
+        raise ValueError(f"export_onnx: {layer.label} takes masks as graph inputs "
+                         f"(mask_inputs={layer.mask_inputs}), which the attention export does "
+                         f"not express; export a model built with mask_inputs=()")
     v = g.channels_last(v)
     key = v if key is None else g.channels_last(key)
     value = key if value is None else g.channels_last(value)
