@@ -25,6 +25,7 @@ from .distance import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .dropout_variants import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .fractional_pool import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .lp_pooling import *  # noqa: F403
@@ -68,6 +69,8 @@ from .geometry import (
     conv_geometry,
     conv_transpose_geometry,
     embedding_renorm_,
+    fractional_output_sizes,
+    fractional_pool_config,
     parse_padding,
     pool_geometry,
     resolve_count_include_pad,

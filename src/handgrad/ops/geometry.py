@@ -31,6 +31,9 @@ Validators (``op`` first, as the kernels call them):
 - ``adaptive_output_sizes(op, output_size, input_size)``: an adaptive pooling's output
   sizes (None keeps an axis); ``adaptive_bins(size_in, size_out)``: PyTorch's
   ``(start, end)`` bins of one axis.
+- ``fractional_pool_config(op, nd, kernel_size, output_size, output_ratio)`` and
+  ``fractional_output_sizes(op, input_size, kernel_size, output_size, output_ratio)``: a
+  fractional max pooling's arguments checked, and its (kernel, output sizes).
 - ``unpool_output_shape(op, input_size, kernel_size, stride, padding, output_size)``: a
   max unpooling's spatial output sizes.
 - ``RECURRENT_GATES``: gate blocks per recurrent cell (``{"rnn": 1, "lstm": 4, "gru": 3}``);
@@ -42,6 +45,7 @@ from __future__ import annotations
 from .._checks import describe, int_tuple, is_int
 from ._args.adaptive import adaptive_bins, adaptive_output_sizes
 from ._args.conv import conv_transpose_window, conv_window
+from ._args.fractional import fractional_output_sizes, fractional_pool_config
 from ._args.norm import check_normalized_shape
 from ._args.pool import pool_window, resolve_count_include_pad
 from ._args.recurrent import GATES as RECURRENT_GATES
@@ -64,6 +68,8 @@ __all__ = [
     "conv_geometry",
     "conv_transpose_geometry",
     "embedding_renorm_",
+    "fractional_output_sizes",
+    "fractional_pool_config",
     "parse_padding",
     "pool_geometry",
     "resolve_count_include_pad",
