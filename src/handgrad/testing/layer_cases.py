@@ -294,6 +294,14 @@ LAYER_CASES.update({
                                     padding=_pick(rng, [0, 1]), stride=_pick(rng, [1, 2])),
                            (6, 5, 2)),
     "Fold": lambda rng: (L.Fold((5, 6), (2, 3), padding=(1, 0), stride=(2, 1)), (12, 12)),
+    # seeded: gradcheck restores the generator's state, so every forward pools the same
+    # regions
+    "FractionalMaxPool2D": lambda rng: (L.FractionalMaxPool2D(
+        _pick(rng, [2, (3, 2)]), **_pick(rng, [{"output_size": (3, 4)},
+                                              {"output_ratio": 0.6}]),
+        seed=int(rng.integers(1000))), (7, 8, 2)),
+    "FractionalMaxPool3D": lambda rng: (L.FractionalMaxPool3D(
+        2, output_size=(2, 3, 2), seed=int(rng.integers(1000))), (5, 6, 4, 2)),
 })
 
 
