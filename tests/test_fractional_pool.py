@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import handgrad as hg
-from handgrad import io, layers as L, ops
+from handgrad import io, ops
+from handgrad import layers as L
 from handgrad.testing import assert_close
 
 from tolerances import selection_bounds
@@ -92,7 +93,7 @@ def test_export_onnx_is_refused_naming_the_layer(tmp_path):
     pytest.importorskip("onnx")
     model = hg.Sequential([L.FractionalMaxPool2D(2, output_size=3, name="frac")], seed=0)
     model.build((6, 6, 2))
-    with pytest.raises(ValueError, match="FractionalMaxPool2D 'frac'.*no ONNX"):
+    with pytest.raises(ValueError, match=r"FractionalMaxPool2D 'frac'.*no ONNX"):
         io.export_onnx(model, tmp_path / "m.onnx")
 
 

@@ -92,8 +92,9 @@ def fractional_output_sizes(op, input_size, kernel_size, output_size=None, outpu
 def _samples(op, x, nd, samples, rng):
     """The given samples checked and cast to x's dtype, or new ones drawn from ``rng``."""
     shape = (x.shape[0], x.shape[-1], nd)
-    if samples is None:
-        return as_generator(op, "rng", rng).random(shape, dtype=x.dtype)
+    if samples is None:  # drawn in float64, so a float32 call pools the same regions
+        drawn = as_generator(op, "rng", rng).random(shape).astype(x.dtype)
+        return np.minimum(drawn, np.nextafter(x.dtype.type(1), x.dtype.type(0)))
     if rng is not None:
         raise ValueError(f"{op}: give 'samples' or 'rng', not both; received rng="
                          f"{describe(rng)} with samples")
