@@ -20,7 +20,7 @@ from .conv import (
 )
 from .core import Dense, Dropout, Flatten, Reshape
 from .dropout import AlphaDropout, Dropout1D, Dropout2D, Dropout3D, FeatureAlphaDropout
-from .embedding import Embedding
+from .embedding import Embedding, EmbeddingBag
 from .fractional_pool import FractionalMaxPool, FractionalMaxPool2D, FractionalMaxPool3D
 from .gated_activations import GLU, PReLU, RReLU
 from .lrn import LocalResponseNorm

@@ -10,7 +10,8 @@ is the first layer of a model.
 from __future__ import annotations
 
 from .. import ops
-from .._checks import positive_int
+from .._checks import choice, describe, positive_int
+from .._hyper import flag
 from ..ops import check_ids, check_max_norm, check_padding_idx, embedding_renorm_
 from . import declarations as twins
 from . import onnx_forms
@@ -80,3 +81,62 @@ class Embedding(Layer):
 
     def _backward(self, dy, cache):
         return None, {"W": ops.embedding_backward(dy, cache)}
+
+
+@register
+class EmbeddingBag(Embedding):
+    """Bags of ids -> (B, embedding_dim): the per-bag "sum", "mean" or "max" of rows of
+    ``W`` (PyTorch's ``nn.EmbeddingBag``; kernel :func:`~handgrad.ops.embedding_bag`).
+
+    Input convention: ``x`` is (B, L) ids (B bags of L ids; the form a ``Sequential``
+    and the ONNX export take), or, called directly, a list ``[indices, offsets]`` or
+    ``[indices, offsets, per_sample_weights]`` with 1-D ``indices`` cut into bags at
+    ``offsets`` (per-sample weights: mode "sum" only, the shape of ``indices``).
+    ``padding_idx`` ids are left out of their bag; an empty bag gives zeros. There is
+    no gradient for the ids: :meth:`backward` returns None, or ``[None, None,
+    dper_sample_weights]`` when per-sample weights were given.
+    """
+
+    torch_twin = twins.TorchTwin("EmbeddingBag", twins.embedding_params, twins.RESET)
+    onnx_form = onnx_forms.embedding_bag
+
+    def __init__(self, num_embeddings, embedding_dim, mode="mean", padding_idx=None,
+                 max_norm=None, norm_type=2.0, include_last_offset=False, **kwargs):
+        super().__init__(num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
+                         **kwargs)
+        self.mode = choice(self.label, "mode", mode, ops.EMBEDDING_BAG_MODES)
+        self.include_last_offset = flag(self.label, "include_last_offset", include_last_offset)
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode,
+                "include_last_offset": self.include_last_offset}
+
+    def output_shape(self, input_shape):
+        self.ensure_built(input_shape)
+        return (self.embedding_dim,)
+
+    def forward(self, x, training=True, grad=None):
+        """The bags' reductions for ``x`` (see the class doc); keeps the cache when
+        ``grad`` (default: ``training``)."""
+        grad = keeps_cache(self.label, training, grad)
+        if isinstance(x, (list, tuple)):
+            if not 2 <= len(x) <= 3:
+                raise ValueError(f"{self.label}: 'x' must be (B, L) ids or a list [indices, "
+                                 f"offsets(, per_sample_weights)]; received a list of {len(x)}")
+            indices, offsets, weights = (*x, None)[:3]
+        else:
+            indices, offsets, weights = x, None, None
+        if getattr(indices, "ndim", None) not in (1, 2):
+            raise ValueError(f"{self.label}: 'indices' must be (B, L) ids or 1-D ids with "
+                             f"offsets; received {describe(indices)}")
+        self.ensure_built(tuple(indices.shape[1:]))
+        y, cache = ops.embedding_bag(self.parameters["W"], indices, offsets, self.mode, weights,
+                                     self.padding_idx, self.include_last_offset, self.max_norm,
+                                     self.norm_type)
+        if grad:
+            self._caches.append(cache)
+        return y
+
+    def _backward(self, dy, cache):
+        dweight, dweights = ops.embedding_bag_backward(dy, cache)
+        return (None if dweights is None else [None, None, dweights]), {"W": dweight}

@@ -234,15 +234,35 @@ def rms_norm(layer, g, v):
 
 
 # ------------------------------------------------------------ embedding, sequences
-def embedding(layer, g, v):
+def _check_lookup(layer, v):
+    """An id lookup exports as a Gather when it reads the graph's ids and has no max_norm."""
     if not v.ids:
         raise ValueError(f"export_onnx: {layer.label} must be the model's first layer (its "
                          f"input is the graph's int64 ids)")
     if layer.max_norm is not None:
         raise ValueError(f"export_onnx: {layer.label} has max_norm={layer.max_norm}; ONNX's "
                          f"Gather cannot renormalize the table's rows")
+
+
+def embedding(layer, g, v):
+    _check_lookup(layer, v)
     return _out(layer, g, v, g.op("Gather", [g.const(layer.parameters["W"], "W"), v.name],
                                   "embedding", axis=0), False)
+
+
+def embedding_bag(layer, g, v):
+    """Fixed-length bags, (N, L) ids: Gather then ReduceSum/Mean/Max over L."""
+    _check_lookup(layer, v)
+    if layer.padding_idx is not None:
+        raise ValueError(f"export_onnx: {layer.label} has padding_idx={layer.padding_idx}; "
+                         f"ONNX has no EmbeddingBag and a Reduce cannot leave ids out")
+    rows = g.op("Gather", [g.const(layer.parameters["W"], "W"), v.name], "rows", axis=0)
+    op = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax"}[layer.mode]
+    if op == "ReduceSum":
+        y = g.op(op, [rows, g.ints([1])], "bag", keepdims=0)
+    else:
+        y = g.op(op, [rows], "bag", axes=[1], keepdims=0)
+    return _out(layer, g, v, y, False)
 
 
 _GATE_ORDER = {"rnn": [0], "lstm": [0, 3, 1, 2], "gru": [1, 0, 2]}  # torch -> ONNX blocks

@@ -25,6 +25,7 @@ from .distance import *  # noqa: F403
 from .dropout import *  # noqa: F403
 from .dropout_variants import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .embedding_bag import *  # noqa: F403
 from .fractional_pool import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
 from .linear import *  # noqa: F403
@@ -56,6 +57,7 @@ from .compiled import (
     use_compiled_kernels,
 )
 from .geometry import (
+    EMBEDDING_BAG_MODES,
     RECURRENT_GATES,
     WindowAxis,
     WindowGeometry,

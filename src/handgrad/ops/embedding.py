@@ -41,14 +41,15 @@ class EmbeddingCache(Cache):
     padding_idx: object
 
 
-def check_ids(op, ids, num_embeddings):
-    """``ids`` as an integer array with every entry in [0, num_embeddings)."""
+def check_ids(op, ids, num_embeddings, name="ids"):
+    """``ids`` (the argument ``name``) as an integer array with every entry in
+    [0, num_embeddings)."""
     if not (hasattr(ids, "dtype") and hasattr(ids, "shape")):
         if not isinstance(ids, (list, tuple)) and not is_int(ids):
-            raise TypeError(f"{op}: 'ids' must be an integer array; received {describe(ids)}")
+            raise TypeError(f"{op}: '{name}' must be an integer array; received {describe(ids)}")
         ids = np.asarray(ids)
     if ids.dtype.kind not in "iu":
-        raise TypeError(f"{op}: 'ids' must have an integer dtype (int32, int64, ...); received "
+        raise TypeError(f"{op}: '{name}' must have an integer dtype (int32, int64, ...); received "
                         f"dtype {ids.dtype}")
     if ids.size:
         xp = array_module(ids)
@@ -56,7 +57,7 @@ def check_ids(op, ids, num_embeddings):
         if bad.size:
             first = int(bad[0])
             where = tuple(int(i) for i in np.unravel_index(first, ids.shape))
-            raise ValueError(f"{op}: 'ids' must be in [0, {num_embeddings}) (num_embeddings = "
+            raise ValueError(f"{op}: '{name}' must be in [0, {num_embeddings}) (num_embeddings = "
                              f"{num_embeddings}); received id {int(ids.reshape(-1)[first])} at "
                              f"index {where} ({int(bad.size)} out of range)")
     return ids

@@ -28,6 +28,7 @@ Validators (``op`` first, as the kernels call them):
 - ``check_max_norm(op, max_norm, norm_type)`` and ``embedding_renorm_(weight, ids,
   max_norm, norm_type)``: an Embedding's ``max_norm`` checked, and the looked-up rows
   renormalized in place (as torch's ``embedding_renorm_``).
+- ``EMBEDDING_BAG_MODES``: an EmbeddingBag's reductions (``"sum"``, ``"mean"``, ``"max"``).
 - ``adaptive_output_sizes(op, output_size, input_size)``: an adaptive pooling's output
   sizes (None keeps an axis); ``adaptive_bins(size_in, size_out)``: PyTorch's
   ``(start, end)`` bins of one axis.
@@ -53,8 +54,10 @@ from ._args.recurrent import check_lengths
 from ._args.unpool import unpool_output_shape
 from ._args.windows import WindowAxis, WindowGeometry, parse_padding
 from .embedding import check_ids, check_max_norm, check_padding_idx, embedding_renorm_
+from .embedding_bag import EMBEDDING_BAG_MODES
 
 __all__ = [
+    "EMBEDDING_BAG_MODES",
     "RECURRENT_GATES",
     "WindowAxis",
     "WindowGeometry",

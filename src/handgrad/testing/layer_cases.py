@@ -232,7 +232,14 @@ def _embedding(rng):
 
 # Layers whose input is integer ids (no float input, no dx): the float-input contract cannot
 # drive them, so tests/test_embedding.py runs the contract for these draws instead.
-INTEGER_INPUT_CASES = {"Embedding": _embedding}
+def _embedding_bag(rng):
+    layer = L.EmbeddingBag(int(rng.integers(3, 9)), int(rng.integers(1, 5)),
+                           mode=_pick(rng, ["sum", "mean", "max"]),
+                           padding_idx=_pick(rng, [None, 0, -1]), dtype=F64)
+    return layer, _pick(rng, [(4,), (1,)])
+
+
+INTEGER_INPUT_CASES = {"Embedding": _embedding, "EmbeddingBag": _embedding_bag}
 
 
 # Recurrent layers: small sizes, random depth, direction, bias and output mode.

@@ -13,6 +13,7 @@ from .bilinear import *  # noqa: F403
 from .conv import *  # noqa: F403
 from .distance import *  # noqa: F403
 from .embedding import *  # noqa: F403
+from .embedding_bag import *  # noqa: F403
 from .fractional_pool import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
 from .lp_pooling import *  # noqa: F403
