@@ -16,6 +16,7 @@ from .embedding import *  # noqa: F403
 from .embedding_bag import *  # noqa: F403
 from .fractional_pool import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
+from .grid_sample import *  # noqa: F403
 from .lp_pooling import *  # noqa: F403
 from .lrn import *  # noqa: F403
 from .normalization import *  # noqa: F403
