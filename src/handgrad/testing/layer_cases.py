@@ -111,6 +111,8 @@ LAYER_CASES = {
                                    (3, 4, 2)),
     "UpsamplingBilinear2D": _simple(lambda rng: L.UpsamplingBilinear2D(size=(5, 7)),
                                     (3, 4, 2)),
+    "AffineGrid": lambda rng: _pick(rng, [(L.AffineGrid((4, 5, 2)), (2, 3)), (
+        L.AffineGrid((3, 2, 4, 1), align_corners=True), (3, 4))]),
     "Reshape": _simple(lambda rng: L.Reshape((4, -1)), (2, 6)),
     "Dropout": _simple(lambda rng: L.Dropout(float(rng.uniform(0.1, 0.6)),
                                              seed=int(rng.integers(1000))), (5, 4)),
@@ -185,9 +187,10 @@ def _wavenet(rng):
 
 LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
                     "WaveNetBlock": _wavenet})
-# MaxUnpool takes [x, indices]: tested in test_pooling_extra.
+# MaxUnpool takes [x, indices]: tested in test_pooling_extra; GridSample takes [x, grid]:
+# tested in test_spatial_transformer.
 MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "CosineSimilarity", "PairwiseDistance",
-                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D")
+                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D", "GridSample")
 
 
 # Normalization layers, with and without running statistics. Every statistic covers >= 4
