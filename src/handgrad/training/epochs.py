@@ -3,7 +3,8 @@
 ``fit`` describes a call in a :class:`Run`; :func:`run_epoch` walks the epoch's batches
 through ``run.step`` (the model's ``train_step``, or the data-parallel step of
 :mod:`.parallel`, which takes this process's share of each batch) and averages the
-logs weighted by batch size.
+logs weighted by batch size; a streaming metric (:mod:`.streaming`) logs the figure of
+its counts, reset when the epoch begins.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def run_epoch(model, run, epoch):
     """Train ``model`` for one epoch of ``run``; returns the epoch's logs."""
     bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
     totals, seen, start = {}, 0, time.perf_counter()
+    streams = reset_metrics(model)
+    logs = {}
     for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
                                                   shuffle=run.shuffle, rng=run.rng)):
         xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
@@ -82,10 +85,13 @@ def run_epoch(model, run, epoch):
         seen += n
         notify(run.callbacks, "on_train_batch_end", step, logs)
         averages = {key: value / seen for key, value in totals.items()}
+        averages.update({key: logs[key] for key in streams if key in logs})
         bar.update(step + 1, averages, seen / max(time.perf_counter() - start, 1e-9))
         if model.stop_training:
             break
-    logs = {key: value / max(seen, 1) for key, value in totals.items()}
+    # a streaming metric's figure is that of its counts so far: the last step's, not a mean
+    logs = {**{key: value / max(seen, 1) for key, value in totals.items()},
+            **{key: logs[key] for key in streams if key in logs}}
     if run.validation_data is not None and not model.stop_training:
         val = run.evaluate(*run.validation_data, max(run.batch_size, 256), run.callbacks)
         logs.update({f"val_{key}": value for key, value in val.items()})
@@ -94,6 +100,25 @@ def run_epoch(model, run, epoch):
     logs["seconds"] = time.perf_counter() - start
     bar.finish(logs)
     return logs
+
+
+def reset_metrics(model) -> tuple:
+    """Zero the compiled streaming metrics' counts (:mod:`.streaming`); their log keys."""
+    objective = getattr(model, "_objective", None)
+    if objective is None:
+        return ()
+    objective.reset_metrics()
+    return tuple(objective.streams())
+
+
+def streamed(model, logs: dict, gather=None) -> dict:
+    """``logs`` with each streaming metric's figure computed from its counts (summed over
+    the MPI processes by ``gather``, an allgather) in place of the mean of its batch logs."""
+    objective = getattr(model, "_objective", None)
+    if objective is None or not objective.streams():
+        return logs
+    return {**logs, **{key: value for key, value in objective.merged_results(gather).items()
+                       if key in logs}}
 
 
 def checked_step(model, run, epoch, step, xb, yb):

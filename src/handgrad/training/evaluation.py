@@ -14,6 +14,7 @@ from ..data.batching import batches, leaves
 from . import hooks, parallel
 from .checks import check_layout
 from .data import batch_pairs, count, model_data
+from .epochs import reset_metrics, streamed
 
 
 def as_list(value, single):
@@ -75,7 +76,8 @@ class EvaluationMixin:
         the dict ``{"loss": ..., "accuracy": ...}``. ``x`` and ``y`` as for :meth:`fit`;
         ``callbacks`` get the ``on_test_*`` hooks. ``distributed=True``: each process
         evaluates its share and the results are reduced (every process gets the means
-        over the whole data set)."""
+        over the whole data set; a streaming metric, the figure of every process's counts
+        summed)."""
         if not self._custom("test_step"):
             self._require_compiled("evaluate")
         distributed = flag("evaluate", "distributed", distributed)
@@ -100,7 +102,7 @@ class EvaluationMixin:
             logs = parallel.evaluate(self, x, y, batch_size, callbacks)
         else:
             totals, seen = self.evaluation_totals(x, y, batch_size, callbacks)
-            logs = {key: value / seen for key, value in totals.items()}
+            logs = streamed(self, {key: value / seen for key, value in totals.items()})
         hooks.notify(callbacks, "on_test_end", logs)
         return logs
 
@@ -109,6 +111,7 @@ class EvaluationMixin:
         ``x``, ``y`` (already checked), batch by batch, each between the
         ``on_test_batch_begin`` and ``on_test_batch_end`` hooks."""
         totals, seen = {}, 0
+        reset_metrics(self)
         for index, (xb, yb) in enumerate(batch_pairs(x, y, batch_size, shuffle=False)):
             hooks.notify(callbacks, "on_test_batch_begin", index, {})
             n, logs = count(xb), self.test_step(xb, yb)

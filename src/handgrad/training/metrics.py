@@ -117,18 +117,29 @@ def accuracy_for(loss):
     return accuracy if base in _ARGMAX_LOSSES else None
 
 
-def get(op, metrics, loss=None, *, loss_name=None):
+def get(op, metrics, loss=None, *, loss_name=None, objects=None):
     """``{name: metric}`` for a list of metric names (the names are kept as given);
     ``"accuracy"``/``"acc"`` are chosen from ``loss`` (:func:`accuracy_for`) and refused
-    where it leaves them ambiguous (``loss_name`` names the loss in that message)."""
+    where it leaves them ambiguous (``loss_name`` names the loss in that message).
+    ``objects(entry) -> (name, metric) or None`` resolves the entries that are not names
+    of :data:`METRICS` (streaming metrics, callables; see :mod:`.streaming`)."""
     if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
         raise TypeError(f"{op}: 'metrics' must be a list of metric names, e.g. "
                         f"['accuracy']; received {describe(metrics)}")
     resolved = {}
     for name in metrics:
+        found = None if objects is None else objects(name)
+        if found is not None:
+            key, metric = found
+            if key in resolved:
+                raise ValueError(f"{op}: two metrics are named {key!r}; give one another "
+                                 f"name (name=...)")
+            resolved[key] = metric
+            continue
         if not isinstance(name, str) or name.lower() not in METRICS:
-            raise ValueError(f"{op}: 'metrics' entries must be one of {sorted(METRICS)}; "
-                             f"received {name!r}")
+            raise ValueError(f"{op}: 'metrics' entries must be one of {sorted(METRICS)}, a "
+                             f"metric object (handgrad.metrics) or a callable (y_true, "
+                             f"y_pred); received {name!r}")
         resolved[name] = METRICS[name.lower()]
         if name.lower() == "binary_accuracy" and accuracy_for(loss) is probability_accuracy:
             resolved[name] = probability_accuracy  # the loss takes probabilities

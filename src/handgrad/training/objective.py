@@ -17,12 +17,28 @@ Logs: a model with one output logs ``loss`` and its metrics under the names give
 
 from __future__ import annotations
 
+import copy
+
 from .. import losses, ops
 from .._checks import describe
 from .._hyper import number
 from ..layers.activations import Activation
 from . import metrics as _metrics
+from .auc import AUC
 from .checks import edge_layer
+from .streaming import (
+    MeanMetricWrapper,
+    Metric,
+    Precision,
+    Recall,
+    SparseTopKCategoricalAccuracy,
+    TopKCategoricalAccuracy,
+)
+
+#: Keras's names of the streaming metrics (``compile(metrics=["auc"])``).
+STREAMING = {"precision": Precision, "recall": Recall, "auc": AUC,
+             "top_k_categorical_accuracy": TopKCategoricalAccuracy,
+             "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy}
 
 
 def output_names(model) -> list:
@@ -63,6 +79,31 @@ def _per_output_metrics(value) -> bool:
     return any(v is None or isinstance(v, (list, tuple)) for v in value)
 
 
+def _metric_object(entry):
+    """``(name, metric)`` for a streaming metric (an object, a copy of it being used, or a
+    Keras name of :data:`STREAMING`) or a callable ``(y_true, y_pred)``; None for the
+    names of :data:`handgrad.training.metrics.METRICS`."""
+    if isinstance(entry, str):
+        metric = STREAMING[entry.lower()]() if entry.lower() in STREAMING else None
+        return None if metric is None else (entry, metric)
+    if isinstance(entry, Metric):
+        return entry.name, copy.deepcopy(entry)  # one state per output and per compile
+    if callable(entry):
+        return (metric := MeanMetricWrapper(entry)).name, metric
+    return None
+
+
+def _link(loss):
+    """What turns the output into probabilities for the metrics that threshold them: the
+    sigmoid for a binary logits loss, the softmax for a softmax cross-entropy, else the
+    output as it is (a loss of probabilities, mse, no loss)."""
+    if not losses.takes_logits(loss):
+        return lambda pred: pred
+    if _metrics.accuracy_for(loss) is _metrics.accuracy:
+        return lambda pred: ops.softmax(pred)[0]
+    return lambda pred: ops.sigmoid(pred)[0]
+
+
 class Objective:
     """The per-output losses, weights and metrics of a compiled model (see the module
     docstring). Call it on the predictions and the targets (lists in output order) to
@@ -96,8 +137,10 @@ class Objective:
             self.metrics = {name: names if self.losses[name] else ()
                             for name, names in self.metrics.items()}
         self.metric_fns = {name: _metrics.get(op, names or (), self.losses[name],
-                                              loss_name=self._loss_name(name))
+                                              loss_name=self._loss_name(name),
+                                              objects=_metric_object)
                            for name, names in self.metrics.items()}
+        self.links = {name: _link(fn) for name, fn in self.losses.items()}
         for name, layer in zip(self.names, _output_layers(model)):
             self._check_logits(op, name, layer)
 
@@ -168,8 +211,35 @@ class Objective:
         metrics = {}
         for name, pred, y in zip(self.names, preds, ys):
             for metric, fn in self.metric_fns[name].items():
-                metrics[f"{name}_{metric}" if self.multi else metric] = fn(pred, y)
+                key = f"{name}_{metric}" if self.multi else metric
+                if isinstance(fn, Metric):  # streaming: the running figure
+                    read = self.links[name](pred) if fn.reads == "probabilities" else pred
+                    fn.update_state(y, read)
+                    metrics[key] = fn.result()
+                else:
+                    metrics[key] = fn(pred, y)
         return {"loss": total, **logs, **metrics}, dpreds
+
+    def streams(self) -> dict:
+        """``{log key: Metric}`` of the streaming metrics."""
+        return {f"{name}_{metric}" if self.multi else metric: fn
+                for name in self.names for metric, fn in self.metric_fns[name].items()
+                if isinstance(fn, Metric)}
+
+    def reset_metrics(self):
+        """Zero the streaming metrics' counts (at each epoch and each ``evaluate``)."""
+        for metric in self.streams().values():
+            metric.reset_state()
+
+    def merged_results(self, gather=None) -> dict:
+        """``{log key: figure}`` of the streaming metrics; ``gather(states) -> list`` (an
+        MPI allgather) sums the counts of every process first."""
+        streams = self.streams()
+        states = {key: metric.state for key, metric in streams.items()}
+        if gather is not None:
+            states = {key: Metric.merged(parts)
+                      for key, parts in zip(states, zip(*gather(list(states.values()))))}
+        return {key: metric.figure(states[key]) for key, metric in streams.items()}
 
     def config(self) -> dict:
         """The arguments of ``compile`` that rebuild this objective (dicts keyed by output

@@ -22,7 +22,7 @@ from .. import distributed as dist
 from .._checks import array_module, describe
 from ..data.batching import take
 from .data import count
-from .epochs import NonFiniteLossError
+from .epochs import NonFiniteLossError, streamed
 
 COLLECTIVE_ERRORS = (NonFiniteLossError, dist.RankMismatchError)
 
@@ -103,6 +103,7 @@ class ShardedStep:
         model.zero_grad()
         logs, dpred = self._local(take(x, part), take(y, part))
         logs = reducer.mean(logs)  # the same on every rank: so is the decision below
+        logs = streamed(model, logs, dist.allgather)  # streaming metrics: summed counts
         if not model._backward_needed(logs, dpred):
             return logs
         weight = reducer.weight
@@ -129,7 +130,7 @@ def evaluate(model, x, y, batch_size, callbacks=()):
     if seen == 0:
         raise ValueError(f"evaluate: 'x' has no examples (received {describe(x)}); evaluate "
                          f"needs at least one")
-    return {key: value / seen for key, value in totals.items()}
+    return streamed(model, {key: value / seen for key, value in totals.items()}, dist.allgather)
 
 
 def predict(model, x, batch_size, callbacks=()):
