@@ -19,7 +19,9 @@ output at t = length - 1, the backward one's at t = 0), i.e. torch's h_n
 concatenation. The final states are kept in ``final_state`` (an LSTM's is a pair
 (h_n, c_n)); :meth:`~Recurrent.forward_with_state` returns them with the output.
 ``backward(dy, d_final_state=None)`` returns dL/dx; :meth:`~Recurrent.backward_with_state`
-also returns the gradient of the initial state. ``dropout``: as torch's, in training
+also returns the gradient of the initial state. Graph calls on ``[x, h0(, c0)]`` and
+``return_state=True`` (outputs ``[y, h_n(, c_n)]``, states batch first (N, L*D, H)):
+see :mod:`.recurrent_state`. ``dropout``: as torch's, in training
 each layer's output sequence but the last layer's goes through ``ops.dropout`` with
 that probability (identity in evaluation); the masks come from the layer's Generator
 ``rng`` (``Layer.draws_random``) and, in data-parallel training, are drawn for the
@@ -39,13 +41,14 @@ from . import declarations as twins
 from . import onnx_forms
 from .base import Layer
 from .caching import keeps_cache
+from .recurrent_state import StateCalls
 from .registry import register
 
 _OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward),
         "gru": (ops.gru, ops.gru_backward)}
 
 
-class Recurrent(Layer):
+class Recurrent(StateCalls, Layer):
     """Shared machinery; subclasses set ``cell``. See the module docstring."""
 
     onnx_form = onnx_forms.recurrent
@@ -54,8 +57,8 @@ class Recurrent(Layer):
     cell = ""
 
     def __init__(self, hidden_size, num_layers=1, *, bidirectional=False, bias=True,
-                 return_sequences=True, nonlinearity="tanh", dropout=0.0, name=None,
-                 trainable=True, dtype=None, seed=None):
+                 return_sequences=True, return_state=False, nonlinearity="tanh", dropout=0.0,
+                 name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
         self.dropout = number(owner, "dropout", dropout, low=0.0, high=1.0, high_open=True)
         # only a layer with dropout draws random numbers or needs the global batch
@@ -70,6 +73,7 @@ class Recurrent(Layer):
         self.bidirectional = flag(owner, "bidirectional", bidirectional)
         self.use_bias = flag(owner, "bias", bias)
         self.return_sequences = flag(owner, "return_sequences", return_sequences)
+        self.return_state = flag(owner, "return_state", return_state)
         self.nonlinearity = choice(owner, "nonlinearity", nonlinearity, ("tanh", "relu"))
         self.final_state = None
 
@@ -85,7 +89,7 @@ class Recurrent(Layer):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_layers": self.num_layers, "bidirectional": self.bidirectional,
                 "bias": self.use_bias, "return_sequences": self.return_sequences,
-                "dropout": self.dropout}
+                "return_state": self.return_state, "dropout": self.dropout}
 
     def parameter_suffix(self, layer, direction):
         """The suffix of the parameter names of stacked layer ``layer`` and ``direction``
@@ -121,15 +125,6 @@ class Recurrent(Layer):
         return tuple(values) if self.n_states == 2 else values[0]
 
     # ------------------------------------------------------- forward/backward
-    def forward(self, x, training=True, initial_state=None, lengths=None, grad=None):
-        """(N, T, F) -> (N, T, D*H), or (N, D*H) with ``return_sequences=False``.
-
-        ``initial_state``: (num_layers * D, N, H) (LSTM: a pair (h0, c0)) or None for
-        zeros; ``lengths``: (N,) ints in [1, T] or None. The final states are kept in
-        :attr:`final_state`. ``grad`` (default: ``training``) keeps the cache.
-        """
-        return self.forward_with_state(x, training, initial_state, lengths, grad)[0]
-
     def forward_with_state(self, x, training=True, initial_state=None, lengths=None,
                            grad=None):
         """``(y, h_n)`` (LSTM: ``(y, h_n, c_n)``), states (num_layers * D, N, H)."""
@@ -193,15 +188,10 @@ class Recurrent(Layer):
         given = [s0 is not None for s0 in initial]
         return out, finals, (caches, drops, out.shape, given)
 
-    def backward(self, dy, d_final_state=None):
-        """dL/dx for the latest forward; ``d_final_state`` is the gradient of
-        :attr:`final_state` (same structure, entries may be None)."""
-        return self.backward_with_state(dy, d_final_state)[0]
-
     def backward_with_state(self, dy, d_final_state=None):
         """``(dx, d_initial_state)``; d_initial_state mirrors the forward's
         ``initial_state`` (None where none was given)."""
-        return super().backward((dy, d_final_state))
+        return Layer.backward(self, (dy, d_final_state))
 
     def _backward(self, dy_and_state, cache):
         dy, d_final = dy_and_state

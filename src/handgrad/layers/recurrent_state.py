@@ -1,0 +1,87 @@
+"""Initial and final states of the recurrent layers as graph inputs and outputs, and
+``return_state`` (Keras's name).
+
+In a graph ``Model`` a recurrent layer is called on ``x``, ``[x, h0]`` or, for the LSTM,
+``[x, h0, c0]``; made with ``return_state=True`` it gives ``[y, h_n]`` (LSTM
+``[y, h_n, c_n]``). Graph tensors are batch first, so a state there is (N, L*D, H)
+(per example (L*D, H), L = num_layers, D = 2 when bidirectional, row ``l * D + d``):
+the transpose of the (L*D, N, H) layout (torch's) that ``forward(x, initial_state=...)``
+takes and ``final_state`` holds. The gradients flow to h0/c0, and those of h_n/c_n enter
+the last step's backward (dL/dh_n adds to the state gradient that the last step gets
+from the output). Outside a graph ``forward`` with ``return_state=True`` returns
+``(y, h_n[, c_n])`` as :meth:`forward_with_state` and ``backward`` takes
+``(dy, dh_n[, dc_n])`` (entries may be None).
+"""
+
+from __future__ import annotations
+
+from .._checks import array_module, float_array
+
+
+def _swap(a):
+    """(A, B, H) <-> (B, A, H), contiguous; None stays None."""
+    return None if a is None else array_module(a).ascontiguousarray(a.swapaxes(0, 1))
+
+
+class StateCalls:
+    """The graph calls and ``return_state`` of ``Recurrent`` (mixed in; it provides
+    ``forward_with_state``, ``backward_with_state``, ``n_states`` and ``_pack``)."""
+
+    return_state = False
+
+    def forward(self, x, training=True, initial_state=None, lengths=None, grad=None):
+        """(N, T, F) -> (N, T, D*H), or (N, D*H) with ``return_sequences=False``; with
+        ``return_state=True`` the tuple ``(y, h_n[, c_n])`` (states (L*D, N, H)).
+
+        ``initial_state``: (L*D, N, H) (LSTM: a pair (h0, c0)) or None for zeros;
+        ``lengths``: (N,) ints in [1, T] or None. The final states are kept in
+        :attr:`final_state`. ``grad`` (default: ``training``) keeps the cache.
+        """
+        out = self.forward_with_state(x, training, initial_state, lengths, grad)
+        return out if self.return_state else out[0]
+
+    def backward(self, dy, d_final_state=None):
+        """dL/dx for the latest forward; ``d_final_state`` is the gradient of
+        :attr:`final_state` (same structure, entries may be None). With
+        ``return_state=True`` ``dy`` may be the tuple ``(dy, dh_n[, dc_n])``."""
+        if self.return_state and isinstance(dy, (tuple, list)):
+            if len(dy) != 1 + self.n_states or d_final_state is not None:
+                expected = "(dy, dh_n, dc_n)" if self.n_states == 2 else "(dy, dh_n)"
+                raise TypeError(f"{self.label}: 'dy' must be dL/dy or {expected} (then no "
+                                f"'d_final_state'); received a {type(dy).__name__} of "
+                                f"{len(dy)}")
+            dy, d_final_state = dy[0], self._pack(list(dy[1:]))
+        return self.backward_with_state(dy, d_final_state)[0]
+
+    def graph_forward(self, inputs, training):
+        """Graph call on ``x``, ``[x, h0]`` or (LSTM) ``[x, h0, c0]``, states (N, L*D, H);
+        ``[y, h_n(, c_n)]`` with ``return_state``."""
+        if not 1 <= len(inputs) <= 1 + self.n_states:
+            expected = "x, [x, h0] or [x, h0, c0]" if self.n_states == 2 else "x or [x, h0]"
+            raise TypeError(f"{self.label}: takes {expected}; received {len(inputs)} input "
+                            f"tensors")
+        x, states = inputs[0], list(inputs[1:])
+        rows = self.num_layers * self.directions
+        for i, state in enumerate(states):
+            name = ("h0", "c0")[i]
+            state = float_array(self.label, name, state, 3, "(N, num_layers * D, H)")
+            expected = (len(x), rows, self.hidden_size)
+            if tuple(state.shape) != expected:
+                raise ValueError(f"{self.label}: the graph input '{name}' must have shape "
+                                 f"(N, num_layers * D, H) = {expected}; received shape "
+                                 f"{tuple(state.shape)}")
+            states[i] = _swap(state)
+        states += [None] * (self.n_states - len(states))
+        y, *finals = self.forward_with_state(x, training, self._pack(states) if inputs[1:]
+                                             else None)
+        return [y, *map(_swap, finals)] if self.return_state else y
+
+    def graph_backward(self, dy):
+        """``[dx, dh0(, dc0)]`` for the graph inputs of the latest call."""
+        given = self._caches[-1][3] if self._caches else []
+        d_final = None
+        if self.return_state:
+            dy, d_final = dy[0], self._pack([_swap(d) for d in dy[1:]])
+        dx, d_initial = self.backward_with_state(dy, d_final)
+        d_initial = list(d_initial) if isinstance(d_initial, tuple) else [d_initial]
+        return [dx, *map(_swap, d_initial[:sum(given)])]
