@@ -10,9 +10,15 @@ import handgrad
 from handgrad import io as hio
 from handgrad import layers as L
 from handgrad.testing import assert_close, gradcheck
+from test_recurrent_layers import (
+    MODELS,
+    TORCH_DTYPE,
+    copy_to_torch,
+    make_pair,
+    torch_forward_backward,
+    torch_key,
+)
 
-from test_recurrent_layers import MODELS, TORCH_DTYPE, copy_to_torch, make_pair, torch_key
-from test_recurrent_layers import torch_forward_backward
 from tolerances_composite import stacked_recurrent_bounds
 
 torch = pytest.importorskip("torch")

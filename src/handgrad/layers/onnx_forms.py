@@ -265,46 +265,6 @@ def embedding_bag(layer, g, v):
     return _out(layer, g, v, y, False)
 
 
-_GATE_ORDER = {"rnn": [0], "lstm": [0, 3, 1, 2], "gru": [1, 0, 2]}  # torch -> ONNX blocks
-
-
-def _gates(array, cell):
-    """Reorder the gate blocks of the last axis from torch's order to ONNX's."""
-    blocks = np.split(array, len(_GATE_ORDER[cell]), axis=-1)
-    return np.concatenate([blocks[i] for i in _GATE_ORDER[cell]], axis=-1)
-
-
-def recurrent(layer, g, v):
-    """One RNN/LSTM/GRU node per stacked layer, time major inside."""
-    v = g.channels_last(v)
-    p, cell, hidden, dirs = layer.parameters, layer.cell, layer.hidden_size, layer.directions
-    x = g.op("Transpose", [v.name], "time_major", perm=[1, 0, 2])  # (T, N, F)
-    attrs = {"hidden_size": hidden,
-             "direction": "bidirectional" if dirs == 2 else "forward"}
-    if cell == "gru":
-        attrs["linear_before_reset"] = 1
-    if cell == "rnn":
-        attrs["activations"] = ["Relu" if layer.nonlinearity == "relu" else "Tanh"] * dirs
-    for k in range(layer.num_layers):
-        s = [layer.parameter_suffix(k, d) for d in range(dirs)]
-        w = np.stack([_gates(p[f"W_ih{sfx}"], cell).T for sfx in s])
-        r = np.stack([_gates(p[f"W_hh{sfx}"], cell).T for sfx in s])
-        inputs = [x, g.const(w, "W"), g.const(r, "R")]
-        if layer.use_bias:
-            inputs.append(g.const(np.stack([np.concatenate(
-                [_gates(p[f"b_ih{sfx}"], cell), _gates(p[f"b_hh{sfx}"], cell)]) for sfx in s]),
-                "B"))
-        y, y_h = g.op(cell.upper(), inputs, cell, outputs=2, **attrs)  # (T, D, N, H), (D, N, H)
-        y = g.op("Transpose", [y], "y", perm=[0, 2, 1, 3])
-        x = g.op("Reshape", [y, g.ints([0, 0, dirs * hidden])], "y")  # (T, N, D*H)
-    if layer.return_sequences:
-        out = g.op("Transpose", [x], "batch_major", perm=[1, 0, 2])
-    else:
-        last = g.op("Transpose", [y_h], "h_n", perm=[1, 0, 2])
-        out = g.op("Reshape", [last, g.ints([0, dirs * hidden])], "h_n")
-    return _out(layer, g, v, out)
-
-
 def _attend(layer, g, v, out_shape, key=None, value=None):
     """Attention of the query ``v`` to ``key`` and ``value`` (None: self-attention, or
     ``value = key``): heads split by Reshape/Transpose, softmax(q k^T / sqrt(d)) v."""

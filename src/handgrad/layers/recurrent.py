@@ -38,7 +38,7 @@ from .._checks import array_module, choice, float_array, positive_int, upstream_
 from .._hyper import flag, number
 from ..ops import RECURRENT_GATES, check_lengths
 from . import declarations as twins
-from . import onnx_forms
+from . import onnx_recurrent
 from .base import Layer
 from .caching import keeps_cache
 from .recurrent_state import StateCalls
@@ -51,7 +51,8 @@ _OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward
 class Recurrent(StateCalls, Layer):
     """Shared machinery; subclasses set ``cell``. See the module docstring."""
 
-    onnx_form = onnx_forms.recurrent
+    onnx_form = onnx_recurrent.recurrent
+    onnx_graph_form = onnx_recurrent.recurrent_graph
     receptive_field = "whole"
 
     cell = ""

@@ -29,6 +29,7 @@ from .._checks import choice, float_array, positive_int
 from .._hyper import flag
 from ..ops import RECURRENT_GATES
 from . import declarations as twins
+from . import onnx_recurrent
 from .base import Layer
 from .caching import keeps_cache
 from .recurrent import check_states
@@ -39,6 +40,8 @@ class RecurrentCell(Layer):
     """Shared machinery; subclasses set ``cell`` and ``forward_op``/``backward_op``."""
 
     receptive_field = "pointwise"
+    onnx_form = onnx_recurrent.cell
+    onnx_graph_form = onnx_recurrent.cell_graph
     cell = ""
     num_layers, directions, return_state = 1, 1, False  # for declarations.recurrent_params
 
