@@ -177,7 +177,8 @@ def tied_dense_params(layer, layout):
 
 
 def recurrent_params(layer, layout):
-    """weight_ih/hh_l{k}[_reverse] = W.T, bias_ih/hh as they are (torch's gate order)."""
+    """weight_ih/hh_l{k}[_reverse] = W.T, bias_ih/hh as they are (torch's gate order),
+    weight_hr = W_hr.T (an LSTM's proj_size)."""
     entries = []
     for k in range(layer.num_layers):
         for d in range(layer.directions):
@@ -187,6 +188,8 @@ def recurrent_params(layer, layout):
             if layer.use_bias:
                 entries += [TorchParam(f"bias_ih{s}", (f"b_ih{s}",)),
                             TorchParam(f"bias_hh{s}", (f"b_hh{s}",))]
+            if getattr(layer, "proj_size", 0):  # an LSTM's projection, torch's weight_hr
+                entries.append(TorchParam(f"weight_hr{s}", (f"W_hr{s}",), (1, 0)))
     return entries
 
 

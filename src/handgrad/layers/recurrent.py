@@ -25,8 +25,9 @@ see :mod:`.recurrent_state`. ``dropout``: as torch's, in training
 each layer's output sequence but the last layer's goes through ``ops.dropout`` with
 that probability (identity in evaluation); the masks come from the layer's Generator
 ``rng`` (``Layer.draws_random``) and, in data-parallel training, are drawn for the
-global batch (``needs_communicator``, as ``Dropout``). torch's ``proj_size`` is not
-implemented.
+global batch (``needs_communicator``, as ``Dropout``). ``LSTM(proj_size=P)``: torch's
+projected LSTM (``ops.lstm_projected``, h = (o tanh(c)) W_hr with ``W_hr_l{l}`` (H, P)):
+W_hh is (P, 4H), outputs and h states have P features, c states H.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from . import declarations as twins
 from . import onnx_recurrent
 from .base import Layer
 from .caching import keeps_cache
-from .recurrent_state import StateCalls
+from .recurrent_state import StateCalls, check_proj_size
 from .registry import register
 
 _OPS = {"rnn": (ops.rnn, ops.rnn_backward), "lstm": (ops.lstm, ops.lstm_backward),
-        "gru": (ops.gru, ops.gru_backward)}
+        "gru": (ops.gru, ops.gru_backward),
+        "lstm_projected": (ops.lstm_projected, ops.lstm_projected_backward)}
 
 
 class Recurrent(StateCalls, Layer):
@@ -59,13 +61,14 @@ class Recurrent(StateCalls, Layer):
 
     def __init__(self, hidden_size, num_layers=1, *, bidirectional=False, bias=True,
                  return_sequences=True, return_state=False, nonlinearity="tanh", dropout=0.0,
-                 name=None, trainable=True, dtype=None, seed=None):
+                 proj_size=0, name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
         self.dropout = number(owner, "dropout", dropout, low=0.0, high=1.0, high_open=True)
         # only a layer with dropout draws random numbers or needs the global batch
         self.draws_random = self.needs_communicator = self.dropout > 0
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         self.hidden_size = positive_int(owner, "hidden_size", hidden_size)
+        self.proj_size = check_proj_size(owner, proj_size, self.hidden_size, self.cell)
         self.num_layers = positive_int(owner, "num_layers", num_layers)
         if self.dropout > 0 and self.num_layers == 1:
             warnings.warn(f"{owner}: dropout={self.dropout} acts between stacked layers "
@@ -83,6 +86,11 @@ class Recurrent(StateCalls, Layer):
         return 2 if self.bidirectional else 1
 
     @property
+    def out_size(self) -> int:
+        """The features of each direction's output and h state: P with a projection, else H."""
+        return self.proj_size or self.hidden_size
+
+    @property
     def n_states(self) -> int:
         return 2 if self.cell == "lstm" else 1
 
@@ -90,7 +98,8 @@ class Recurrent(StateCalls, Layer):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_layers": self.num_layers, "bidirectional": self.bidirectional,
                 "bias": self.use_bias, "return_sequences": self.return_sequences,
-                "return_state": self.return_state, "dropout": self.dropout}
+                "return_state": self.return_state, "dropout": self.dropout,
+                **({"proj_size": self.proj_size} if self.proj_size else {})}
 
     def parameter_suffix(self, layer, direction):
         """The suffix of the parameter names of stacked layer ``layer`` and ``direction``
@@ -105,22 +114,36 @@ class Recurrent(StateCalls, Layer):
         hidden, width = self.hidden_size, RECURRENT_GATES[self.cell] * self.hidden_size
         init = initializers.torch_default_bias(hidden)  # U(-1/sqrt(H), 1/sqrt(H))
         for layer in range(self.num_layers):
-            features = input_shape[-1] if layer == 0 else self.directions * hidden
+            features = input_shape[-1] if layer == 0 else self.directions * self.out_size
             for direction in range(self.directions):
                 s = self.parameter_suffix(layer, direction)
                 self.add_parameter(f"W_ih{s}", (features, width), init, rng)
-                self.add_parameter(f"W_hh{s}", (hidden, width), init, rng)
+                self.add_parameter(f"W_hh{s}", (self.out_size, width), init, rng)
                 if self.use_bias:
                     self.add_parameter(f"b_ih{s}", (width,), init, rng)
                     self.add_parameter(f"b_hh{s}", (width,), init, rng)
+                if self.proj_size:  # after the biases, as torch's weight_hr
+                    self.add_parameter(f"W_hr{s}", (hidden, self.proj_size), init, rng)
 
     # ----------------------------------------------------------------- states
     def _states(self, name, value, batch, dtype):
         """An initial state or a final-state gradient as a list of n_states arrays (or
         None) of shape (num_layers * D, N, H)."""
-        shape = (self.num_layers * self.directions, batch, self.hidden_size)
-        return check_states(self.label, name, value, self.n_states, shape,
-                            "(num_layers * D, N, H)", dtype)
+        rows = self.num_layers * self.directions
+        shapes = [(rows, batch, self.out_size), (rows, batch, self.hidden_size)]
+        layouts = ["(num_layers * D, N, P)" if self.proj_size else "(num_layers * D, N, H)",
+                   "(num_layers * D, N, H)"]
+        return check_states(self.label, name, value, self.n_states, shapes[:self.n_states],
+                            layouts[:self.n_states], dtype)
+
+    @property
+    def _op(self):
+        return "lstm_projected" if self.proj_size else self.cell
+
+    @property
+    def _weight_keys(self):
+        """The weights of one layer and direction, in the kernel's argument order."""
+        return ("W_ih", "W_hh", *(("W_hr",) if self.proj_size else ()), "b_ih", "b_hh")
 
     def _pack(self, values):
         return tuple(values) if self.n_states == 2 else values[0]
@@ -162,7 +185,7 @@ class Recurrent(StateCalls, Layer):
                              f"{tuple(x.shape)}")
         initial = self._states("initial_state", initial_state, batch, x.dtype)
         lengths = check_lengths(self.label, lengths, batch, steps)
-        forward_op = _OPS[self.cell][0]
+        forward_op = _OPS[self._op][0]
         extra = {"nonlinearity": self.nonlinearity} if self.cell == "rnn" else {}
         p, caches, finals = self.parameters, [], [[] for _ in initial]
         inputs, drops = x, []
@@ -176,8 +199,8 @@ class Recurrent(StateCalls, Layer):
                 index = layer * self.directions + direction
                 states = [None if s0 is None else s0[index] for s0 in initial]
                 y, *last, cache = forward_op(
-                    inputs, p[f"W_ih{s}"], p[f"W_hh{s}"], p.get(f"b_ih{s}"), p.get(f"b_hh{s}"),
-                    *states, lengths=lengths, reverse=bool(direction), **extra)
+                    inputs, *[p.get(f"{key}{s}") for key in self._weight_keys], *states,
+                    lengths=lengths, reverse=bool(direction), **extra)
                 outputs.append(y)
                 caches.append(cache)
                 for stack, value in zip(finals, last):
@@ -197,7 +220,7 @@ class Recurrent(StateCalls, Layer):
     def _backward(self, dy_and_state, cache):
         dy, d_final = dy_and_state
         caches, drops, out_shape, given = cache
-        dtype, batch, hidden, D = self.dtype, out_shape[0], self.hidden_size, self.directions
+        dtype, batch, hidden, D = self.dtype, out_shape[0], self.out_size, self.directions
         dy = upstream_grad(self.label, dy, out_shape, dtype)
         d_final = self._states("d_final_state", d_final, batch, dtype)
         if not self.return_sequences:  # the output is h_n of the top layer's directions
@@ -208,7 +231,7 @@ class Recurrent(StateCalls, Layer):
             for d in range(D):
                 d_h[-D + d] += top[d]
             d_final[0], dy = d_h, None
-        backward_op = _OPS[self.cell][1]
+        backward_op, keys = _OPS[self._op][1], self._weight_keys
         grads, d_initial = {}, [[None] * (self.num_layers * D) for _ in given]
         for layer in reversed(range(self.num_layers)):
             d_inputs = None
@@ -218,12 +241,10 @@ class Recurrent(StateCalls, Layer):
                                                        * hidden]
                 d_last = [None if g is None else g[index] for g in d_final]
                 dx, *rest = backward_op(dy_part, caches[index], *d_last)
-                d_states, (dW_ih, dW_hh, db_ih, db_hh) = rest[:-4], rest[-4:]
-                for store, value in zip(d_initial, d_states):
+                for store, value in zip(d_initial, rest[:-len(keys)]):
                     store[index] = value
-                grads[f"W_ih{s}"], grads[f"W_hh{s}"] = dW_ih, dW_hh
-                if self.use_bias:
-                    grads[f"b_ih{s}"], grads[f"b_hh{s}"] = db_ih, db_hh
+                grads.update((f"{key}{s}", g) for key, g in zip(keys, rest[-len(keys):])
+                             if g is not None)
                 d_inputs = dx if d_inputs is None else d_inputs + dx
             dy = d_inputs if not layer or drops[layer - 1] is None \
                 else ops.dropout_backward(d_inputs, drops[layer - 1])
@@ -239,17 +260,21 @@ def _concat(arrays):
 def check_states(owner, name, value, n_states, shape, layout, dtype):
     """A recurrent state (or its gradient) as a list of ``n_states`` arrays of ``shape``
     and ``dtype``, or None entries: ``value`` is one array (RNN, GRU) or a pair (h, c)
-    (LSTM), either part of which may be None."""
+    (LSTM), either part of which may be None. ``shape``/``layout`` may be lists, one
+    per state (a projected LSTM's h and c differ)."""
+    shapes = shape if isinstance(shape, list) else [shape] * n_states
+    layouts = layout if isinstance(layout, list) else [layout] * n_states
     if n_states == 2:
         if value is None:
             return [None, None]
         if not (isinstance(value, (tuple, list)) and len(value) == 2):
-            raise TypeError(f"{owner}: '{name}' must be a pair (h, c) of arrays {shape} "
-                            f"(either may be None); received {type(value).__name__}")
+            raise TypeError(f"{owner}: '{name}' must be a pair (h, c) of arrays h {shapes[0]} "
+                            f"and c {shapes[1]} (either may be None); received "
+                            f"{type(value).__name__}")
         values = list(value)
     else:
         values = [value]
-    for i, v in enumerate(values):
+    for i, (v, shape, layout) in enumerate(zip(values, shapes, layouts)):
         if v is None:
             continue
         v = float_array(owner, name, v, len(shape), layout)

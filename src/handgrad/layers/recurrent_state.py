@@ -10,17 +10,35 @@ takes and ``final_state`` holds. The gradients flow to h0/c0, and those of h_n/c
 the last step's backward (dL/dh_n adds to the state gradient that the last step gets
 from the output). Outside a graph ``forward`` with ``return_state=True`` returns
 ``(y, h_n[, c_n])`` as :meth:`forward_with_state` and ``backward`` takes
-``(dy, dh_n[, dc_n])`` (entries may be None).
+``(dy, dh_n[, dc_n])`` (entries may be None). With an LSTM's ``proj_size=P`` the h states
+have P features: h0/h_n (N, L*D, P), c0/c_n (N, L*D, H).
 """
 
 from __future__ import annotations
 
-from .._checks import array_module, float_array
+from .._checks import array_module, describe, float_array, is_int
 
 
 def _swap(a):
     """(A, B, H) <-> (B, A, H), contiguous; None stays None."""
     return None if a is None else array_module(a).ascontiguousarray(a.swapaxes(0, 1))
+
+
+def check_proj_size(owner, proj_size, hidden_size, cell):
+    """torch's ``proj_size``: 0 (none) or an int in [1, hidden_size), LSTM only."""
+    if not is_int(proj_size):
+        raise TypeError(f"{owner}: 'proj_size' must be an int >= 0 (0: no projection); "
+                        f"received {describe(proj_size)}")
+    if proj_size < 0:
+        raise ValueError(f"{owner}: 'proj_size' must be an int >= 0 (0: no projection); "
+                         f"received {proj_size}")
+    if proj_size and cell != "lstm":
+        raise ValueError(f"{owner}: 'proj_size' is only for the LSTM (torch's); received "
+                         f"proj_size={proj_size}")
+    if proj_size >= hidden_size:
+        raise ValueError(f"{owner}: 'proj_size' must be smaller than hidden_size="
+                         f"{hidden_size}, as torch's; received proj_size={proj_size}")
+    return int(proj_size)
 
 
 class StateCalls:
@@ -63,12 +81,13 @@ class StateCalls:
         x, states = inputs[0], list(inputs[1:])
         rows = self.num_layers * self.directions
         for i, state in enumerate(states):
-            name = ("h0", "c0")[i]
-            state = float_array(self.label, name, state, 3, "(N, num_layers * D, H)")
-            expected = (len(x), rows, self.hidden_size)
+            name, size = ("h0", "c0")[i], (self.out_size, self.hidden_size)[i]
+            layout = f"(N, num_layers * D, {'P' if size != self.hidden_size else 'H'})"
+            state = float_array(self.label, name, state, 3, layout)
+            expected = (len(x), rows, size)
             if tuple(state.shape) != expected:
                 raise ValueError(f"{self.label}: the graph input '{name}' must have shape "
-                                 f"(N, num_layers * D, H) = {expected}; received shape "
+                                 f"{layout} = {expected}; received shape "
                                  f"{tuple(state.shape)}")
             states[i] = _swap(state)
         states += [None] * (self.n_states - len(states))
