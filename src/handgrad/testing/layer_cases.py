@@ -245,11 +245,13 @@ def _embedding_bag(rng):
 INTEGER_INPUT_CASES = {"Embedding": _embedding, "EmbeddingBag": _embedding_bag}
 
 
-# Recurrent layers: small sizes, random depth, direction, bias and output mode.
+# Recurrent layers: small sizes, random depth, direction, bias, output mode and projection.
 def _recurrent(cls):
     def draw(rng):
-        kwargs = {"num_layers": _pick(rng, [1, 2]), "bias": _flag(rng),
-                  "return_sequences": _flag(rng), "dtype": F64}
+        # torch's projected LSTM (P = 1 < H) first, so that seeds 0 and 2 draw it
+        kwargs = {"proj_size": _pick(rng, [0, 1])} if cls is L.LSTM else {}
+        kwargs.update({"num_layers": _pick(rng, [1, 2]), "bias": _flag(rng),
+                       "return_sequences": _flag(rng), "dtype": F64})
         if cls is L.RNN:
             kwargs["nonlinearity"] = _pick(rng, ["tanh", "relu"])
         if cls is not L.BiLSTM:
