@@ -9,6 +9,7 @@ import pytest
 import handgrad
 from handgrad import io as hio
 from handgrad import layers as L
+from handgrad.model import Sequential
 from handgrad.testing import assert_close, gradcheck
 from test_recurrent_layers import (
     MODELS,
@@ -221,3 +222,6 @@ def test_bad_graph_states():
         lstm([x_in] + [handgrad.Input((2, H))] * 3)
     with pytest.raises(TypeError, match=r"'return_state' must be a bool"):
         L.GRU(H, return_state=1)
+    with pytest.raises(ValueError, match=r"GRU .*: with return_state=True it has several outputs "
+                                         r"\[y, h_n\], so it cannot be a step of a chain"):
+        Sequential([L.GRU(H, return_state=True), L.Dense(2)], input_shape=(T, F))

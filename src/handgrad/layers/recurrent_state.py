@@ -71,6 +71,16 @@ class StateCalls:
             dy, d_final_state = dy[0], self._pack(list(dy[1:]))
         return self.backward_with_state(dy, d_final_state)[0]
 
+    def output_shape(self, input_shape):
+        """The per-example output shape; a layer with ``return_state`` has several outputs,
+        which only a graph ``Model`` can take apart (a chain such as ``Sequential`` cannot)."""
+        if self.return_state:
+            raise ValueError(f"{self.label}: with return_state=True it has several outputs "
+                             f"[y, h_n{', c_n' if self.n_states == 2 else ''}], so it cannot be "
+                             f"a step of a chain (Sequential); call it in a graph "
+                             f"handgrad.Model")
+        return super().output_shape(input_shape)
+
     def graph_forward(self, inputs, training):
         """Graph call on ``x``, ``[x, h0]`` or (LSTM) ``[x, h0, c0]``, states (N, L*D, H);
         ``[y, h_n(, c_n)]`` with ``return_state``."""
