@@ -50,10 +50,6 @@ class ProjectedCache(Cache):
     m: object
 
 
-def _sigmoid(xp, a):
-    return 0.5 * xp.tanh(0.5 * a) + 0.5  # exact in form, no overflow
-
-
 def lstm_projected(x, W_ih, W_hh, W_hr, b_ih=None, b_hh=None, h0=None, c0=None, *,
                    lengths=None, reverse=False):
     """LSTM with projection (torch's ``proj_size``): x (N, T, F), W_ih (F, 4H),
@@ -77,17 +73,22 @@ def lstm_projected(x, W_ih, W_hh, W_hr, b_ih=None, b_hh=None, h0=None, c0=None, 
     if call.c0 is not None:
         C[0] = call.c0
     tanh_c, m = xp.empty_like(C[1:]), xp.empty_like(C[1:])
+    product = xp.empty_like(C[0])
     for k in range(n_steps):
         a = gates[k]
-        a += S[k] @ call.W_hh
-        a[:, :2 * hidden] = _sigmoid(xp, a[:, :2 * hidden])
-        a[:, 2 * hidden:3 * hidden] = xp.tanh(a[:, 2 * hidden:3 * hidden])
-        a[:, 3 * hidden:] = _sigmoid(xp, a[:, 3 * hidden:])
+        a += xp.matmul(S[k], call.W_hh)
+        for block in (a[:, :2 * hidden], a[:, 3 * hidden:]):  # sigmoid = (tanh(a/2) + 1) / 2
+            block *= 0.5
+            xp.tanh(block, out=block)
+            block *= 0.5
+            block += 0.5
+        xp.tanh(a[:, 2 * hidden:3 * hidden], out=a[:, 2 * hidden:3 * hidden])
         i, f, g, o = (a[:, j * hidden:(j + 1) * hidden] for j in range(4))
-        C[k + 1] = f * C[k] + i * g
-        tanh_c[k] = xp.tanh(C[k + 1])
-        m[k] = o * tanh_c[k]
-        S[k + 1] = m[k] @ call.W_hr
+        xp.multiply(f, C[k], out=C[k + 1])
+        C[k + 1] += xp.multiply(i, g, out=product)
+        xp.tanh(C[k + 1], out=tanh_c[k])
+        xp.multiply(o, tanh_c[k], out=m[k])
+        xp.matmul(m[k], call.W_hr, out=S[k + 1])
         if steps.partial[k]:  # rows past their length keep their state
             xp.copyto(S[k + 1], S[k], where=steps.keep[k])
             xp.copyto(C[k + 1], C[k], where=steps.keep[k])
@@ -103,7 +104,7 @@ def lstm_projected_backward(dy, cache, dh_n=None, dc_n=None):
     dh0/dc0/db are None when not given (formulas in the module docstring)."""
     op = "lstm_projected_backward"
     cache = check_cache(op, cache, "lstm_projected", ProjectedCache)
-    call, xs, steps, S, C = cache.call, cache.xs, cache.steps, cache.S, cache.C
+    call, xs, steps, S, C, m = cache.call, cache.xs, cache.steps, cache.S, cache.C, cache.m
     n_steps, batch, features = xs.shape
     hidden, proj = call.sizes
     xp, dtype = array_module(xs), xs.dtype
@@ -113,30 +114,36 @@ def lstm_projected_backward(dy, cache, dh_n=None, dc_n=None):
         state_grad(op, "dh_n", dh_n, (batch, proj), dtype).copy()
     dc = xp.zeros((batch, hidden), dtype) if dc_n is None else \
         state_grad(op, "dc_n", dc_n, (batch, hidden), dtype).copy()
-    dA = xp.empty_like(cache.gates)
-    dW_hr = xp.zeros_like(call.W_hr)
+    # the derivative factors of every step at once: dA = dc * [g i(1-i), c f(1-f),
+    # i (1-g^2)] and dm * tanh(c) o(1-o); dc gets dm o (1 - tanh^2 c) (to_c)
+    gates, tanh_c = cache.gates, cache.tanh_c
+    i, f, g, o = (gates[..., j * hidden:(j + 1) * hidden] for j in range(4))
+    dA = xp.empty_like(gates)
+    dA[..., :hidden] = g * i * (1 - i)
+    dA[..., hidden:2 * hidden] = C[:-1] * f * (1 - f)
+    dA[..., 2 * hidden:3 * hidden] = i * (1 - g * g)
+    dA[..., 3 * hidden:] = tanh_c * o * (1 - o)
+    to_c = o * (1 - tanh_c * tanh_c)
+    dH = xp.empty_like(S[1:])  # the gradient reaching each step's h, for dW_hr
+    W_hr_t, W_hh_t = xp.ascontiguousarray(call.W_hr.T), xp.ascontiguousarray(call.W_hh.T)
     for k in reversed(range(n_steps)):
-        keep = None if not steps.partial[k] else steps.mask[k]
+        keep = steps.mask[k] if steps.partial[k] else None
         if dy is not None:
-            dh += dy[:, steps.time(k)] if keep is None else xp.where(keep, dy[:, steps.time(k)],
-                                                                     0)
-        dh_step = dh if keep is None else xp.where(keep, dh, 0)
-        dW_hr += cache.m[k].T @ dh_step
-        dm = dh_step @ call.W_hr.T
-        i, f, g, o = (cache.gates[k][:, j * hidden:(j + 1) * hidden] for j in range(4))
-        tanh_c = cache.tanh_c[k]
-        dc_step = dc + dm * o * (1 - tanh_c * tanh_c)
+            dh += dy[:, steps.time(k)] if keep is None else dy[:, steps.time(k)] * keep
+        xp.multiply(dh, 1 if keep is None else keep, out=dH[k])  # padded rows: no gradient
+        dm = xp.matmul(dH[k], W_hr_t)
+        dc_step = dc + dm * to_c[k]
         if keep is not None:
-            dc_step = xp.where(keep, dc_step, 0)
+            dc_step *= keep
         d = dA[k]
-        d[:, :hidden] = dc_step * g * i * (1 - i)
-        d[:, hidden:2 * hidden] = dc_step * C[k] * f * (1 - f)
-        d[:, 2 * hidden:3 * hidden] = dc_step * i * (1 - g * g)
-        d[:, 3 * hidden:] = dm * tanh_c * o * (1 - o)
-        dc_prev, dh_prev = dc_step * f, d @ call.W_hh.T
-        if keep is not None:
+        for j in range(3):  # i, f, g are driven by dc, o by dm
+            d[:, j * hidden:(j + 1) * hidden] *= dc_step
+        d[:, 3 * hidden:] *= dm
+        dc_prev, dh_prev = dc_step * f[k], xp.matmul(d, W_hh_t)
+        if keep is not None:  # padded rows hand their state gradients on unchanged
             dc_prev, dh_prev = xp.where(keep, dc_prev, dc), xp.where(keep, dh_prev, dh)
         dc, dh = dc_prev, dh_prev
+    dW_hr = xp.matmul(m.reshape(-1, hidden).T, dH.reshape(-1, proj))
     rows = dA.reshape(n_steps * batch, 4 * hidden)
     dW_ih = xs.reshape(-1, features).T @ rows
     dW_hh = S[:-1].reshape(-1, proj).T @ rows
