@@ -18,7 +18,9 @@ from handgrad import layers as L
 from handgrad import losses, optimizers
 from handgrad.model import Sequential
 
-from ported_networks import check_step, nn, torch
+from handgrad.io import from_torch
+
+from ported_networks import assert_matches, check_step, nn, torch
 
 F = torch.nn.functional
 DTYPES = [np.float64, np.float32]
@@ -117,3 +119,64 @@ def test_cnn3d_matches_torch(dtype):
     # the running statistics moved from their initial (0, 1) in the training forward
     assert all(np.any(b != b.flat[0]) for b in ours["buffers"].values())
     assert len(ours["buffers"]) == 4
+
+
+# ------------------------------------------------------------------- char-LSTM
+VOCAB, STEPS = 12, 7
+
+
+class CharLSTM(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 6)
+        self.lstm = nn.LSTM(6, 10, num_layers=2, dropout=dropout, batch_first=True)
+        self.head = nn.Linear(10, VOCAB)
+
+    def forward(self, ids):
+        return self.head(self.lstm(self.embed(ids))[0])
+
+
+def char_lstm(dropout):
+    def build(dtype):
+        return Sequential([L.Embedding(VOCAB, 6), L.LSTM(10, num_layers=2, dropout=dropout),
+                           L.Dense(VOCAB)], input_shape=(STEPS,), dtype=dtype, seed=1)
+    return build
+
+
+def next_char_loss(logits, labels):
+    """Cross-entropy of (N, T, V) logits against (N, T) ids, over all N T positions."""
+    value, grad = losses.softmax_cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+    return value, grad.reshape(logits.shape)
+
+
+def char_lstm_case(dropout):
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, VOCAB, (2, STEPS + 1))
+    return {"net": seeded(lambda: CharLSTM(dropout)), "build": char_lstm(dropout),
+            "maps": False, "x": ids[:, :-1], "target": ids[:, 1:],
+            "torch_loss": lambda out, t: F.cross_entropy(out.reshape(-1, VOCAB), t.reshape(-1)),
+            "loss": next_char_loss,
+            "torch_optimizer": lambda p: torch.optim.Adam(p, lr=1e-2),
+            "optimizer": lambda: optimizers.Adam(lr=1e-2)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_char_lstm_matches_torch(dtype):
+    """Training without dropout (the dropout masks are drawn from different streams)."""
+    ours = check_step(char_lstm_case(0.0), dtype)
+    assert ours["y"].shape == (2, STEPS, VOCAB)
+    assert len(ours["grads"]) == 1 + 2 * 4 + 2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_char_lstm_with_dropout_in_eval_mode_matches_torch(dtype):
+    case = char_lstm_case(0.5)
+    model = from_torch(case["net"], case["build"](dtype))
+    assert model.layers[1].dropout == 0.5
+    ours = model.forward(case["x"], training=False)
+    ids = torch.tensor(case["x"])
+    wide, narrow = (case["net"].to(t).eval()(ids).detach().numpy()
+                    for t in (torch.float64, torch.float32))
+    assert_matches(ours, wide, narrow, dtype, "eval output")
+    trained = model.forward(case["x"], training=True)  # dropout is active in training
+    assert not np.allclose(trained, ours)
