@@ -16,9 +16,8 @@ import pytest
 
 from handgrad import layers as L
 from handgrad import losses, optimizers
-from handgrad.model import Sequential
-
 from handgrad.io import from_torch
+from handgrad.model import Sequential
 
 from ported_networks import assert_matches, check_step, nn, torch
 

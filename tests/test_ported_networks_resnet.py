@@ -1,11 +1,12 @@
 """Ported graph networks: ResNet-18 and a MobileNetV2 with squeeze-excitation.
 
 ResNet-18 is torchvision's structure (BasicBlock, a 1x1 convolution and BatchNorm as
-the downsample shortcut, stages of 2, 2, 2, 2 blocks) at a quarter of the width
-(8, 16, 32, 64 channels) on 48x48 images (2x2 maps in the last stage). The torch module keeps torchvision's module
-names (``layer2.0.downsample.0``); handgrad layer names cannot hold dots, so its layers
-are named with underscores (``layer2_0_downsample_0``) and ``from_torch`` is given
-``prefixes={handgrad name: torch name}``, as a user importing torchvision weights would.
+the downsample shortcut, stages of 2, 2, 2, 2 blocks) at an eighth of the width (8, 16,
+32, 64 channels) on 48x48 images (2x2 maps in the last stage). The torch module keeps
+torchvision's module names (``layer2.0.downsample.0``); the handgrad layers are named
+with underscores (``layer2_0_downsample_0``: ``named_parameters`` joins names with
+dots) and ``from_torch`` is given ``prefixes={handgrad name: torch name}``, as a user importing
+torchvision weights would.
 One training step is compared as in ``test_ported_networks``.
 """
 
