@@ -11,6 +11,8 @@ handgrad's (H, W, C) flattening.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -165,6 +167,53 @@ def test_char_lstm_matches_torch(dtype):
     ours = check_step(char_lstm_case(0.0), dtype)
     assert ours["y"].shape == (2, STEPS, VOCAB)
     assert len(ours["grads"]) == 1 + 2 * 4 + 2
+
+
+def lstm_layer(x, w_ih, w_hh, b_ih, b_hh):
+    """One batch-first LSTM layer from zero states, by hand (gates i, f, g, o)."""
+    h = c = x.new_zeros(x.shape[0], w_hh.shape[1])
+    out = []
+    for t in range(x.shape[1]):
+        i, f, g, o = (x[:, t] @ w_ih.T + b_ih + h @ w_hh.T + b_hh).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        out.append(h)
+    return torch.stack(out, dim=1)
+
+
+class MaskedCharLSTM(CharLSTM):
+    """``CharLSTM`` (the same modules and names) whose two LSTM layers run by hand with
+    a given dropout ``mask`` between them in training: torch's own mask cannot be set."""
+
+    def __init__(self, dropout, mask):
+        super().__init__(dropout)
+        self.mask = mask
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        for k in range(2):
+            if k and self.training:
+                h = h * torch.tensor(self.mask, dtype=h.dtype)
+            h = lstm_layer(h, *(getattr(self.lstm, f"{name}_l{k}") for name in
+                                ("weight_ih", "weight_hh", "bias_ih", "bias_hh")))
+        return self.head(h)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_char_lstm_training_with_dropout_matches_torch(dtype):
+    """The mask handgrad draws between the layers (``ops.dropout``: keep where
+    ``u >= rate``, scale by ``1 / (1 - rate)``, ``u`` from the layer's generator), given
+    to a torch twin that applies it: one training step with dropout 0.5 matches."""
+    rate, case = 0.5, char_lstm_case(0.5)
+    rng = copy.deepcopy(case["build"](dtype).layers[1].rng)
+    mask = (rng.random((2, STEPS, 10), dtype=dtype) >= rate) / (1 - rate)
+    assert 0 < np.count_nonzero(mask) < mask.size
+    case["net"] = seeded(lambda: MaskedCharLSTM(rate, mask))
+    ids = torch.tensor(case["x"])
+    by_hand = case["net"].eval()(ids).detach().numpy()  # the twin is the LSTM of torch
+    assert_matches(by_hand, seeded(lambda: CharLSTM(rate)).eval()(ids).detach().numpy(),
+                   by_hand, np.float64, "hand-written torch LSTM")
+    check_step(case, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
