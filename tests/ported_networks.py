@@ -68,10 +68,22 @@ def run_torch(net, x, target, loss_fn, optimizer, dtype, maps):
             "grads": grads, "buffers": state, "after step": net.state_dict()}
 
 
-def as_handgrad(build, state, prefixes=None):
-    """``state`` (torch names and layouts) as {handgrad name: float64 array}."""
-    twin = from_torch(state, build(np.float64), prefixes=prefixes)
+def as_handgrad(twin, state, prefixes=None):
+    """``state`` (torch names and layouts) as {handgrad name: float64 array}, through
+    the float64 ``twin`` (overwritten)."""
+    twin = from_torch(state, twin, prefixes=prefixes)
     return {k: v.copy() for k, v in {**twin.named_parameters(), **twin.named_buffers()}.items()}
+
+
+def torch_names(twin, state, prefixes=None):
+    """{handgrad name: torch name} of the entries ``from_torch`` maps: each float entry
+    of ``state`` imported as a constant, its index."""
+    keys = [k for k, v in state.items() if v.dtype.is_floating_point]
+    numbered = {k: torch.full_like(v, float(keys.index(k) + 1)) if k in keys else v
+                for k, v in state.items()}
+    twin = from_torch(numbered, twin, prefixes=prefixes)
+    found = {**twin.named_parameters(), **twin.named_buffers()}
+    return {name: keys[int(a.flat[0]) - 1] for name, a in found.items() if a.size}
 
 
 def run_handgrad(model, x, target, loss, optimizer):
@@ -116,11 +128,15 @@ def check_step(case, dtype):
     for key in ("y", "loss", "dx"):
         if wide[key] is not None:
             assert_matches(ours[key], wide[key], narrow[key], dtype, key)
+    twin = case["build"](np.float64)
+    names = torch_names(twin, wide["buffers"], prefixes)
+    # every torch parameter has its handgrad gradient (and every buffer its handgrad twin)
+    assert sorted(names[k] for k in ours["grads"]) == sorted(dict(case["net"].named_parameters()))
+    assert sorted(names[k] for k in ours["buffers"]) == sorted(
+        k for k, _ in case["net"].named_buffers() if not k.endswith("num_batches_tracked"))
     for key in ("grads", "buffers", "after step"):
-        expected, spread = (as_handgrad(case["build"], r[key], prefixes) for r in (wide, narrow))
-        mine = ours[key]
-        assert set(mine) <= set(expected), f"{key}: {sorted(set(mine) - set(expected))}"
-        assert mine or key == "buffers", f"{key}: nothing to compare"
-        for name in mine:
-            assert_matches(mine[name], expected[name], spread[name], dtype, f"{key} {name}")
+        expected, spread = (as_handgrad(twin, r[key], prefixes) for r in (wide, narrow))
+        for name, value in ours[key].items():
+            assert_matches(value, expected[name], spread[name], dtype,
+                           f"{key} {names[name]} (handgrad {name})")
     return ours
