@@ -212,7 +212,7 @@ def test_char_lstm_training_with_dropout_matches_torch(dtype):
     ids = torch.tensor(case["x"])
     by_hand = case["net"].eval()(ids).detach().numpy()  # the twin is the LSTM of torch
     assert_matches(by_hand, seeded(lambda: CharLSTM(rate)).eval()(ids).detach().numpy(),
-                   by_hand, np.float64, "hand-written torch LSTM")
+                   [by_hand], np.float64, "hand-written torch LSTM")
     check_step(case, dtype)
 
 
@@ -225,6 +225,6 @@ def test_char_lstm_with_dropout_in_eval_mode_matches_torch(dtype):
     ids = torch.tensor(case["x"])
     wide, narrow = (case["net"].to(t).eval()(ids).detach().numpy()
                     for t in (torch.float64, torch.float32))
-    assert_matches(ours, wide, narrow, dtype, "eval output")
+    assert_matches(ours, wide, [narrow], dtype, "eval output")
     trained = model.forward(case["x"], training=True)  # dropout is active in training
     assert not np.allclose(trained, ours)
