@@ -4,19 +4,23 @@ A case gives a torch module (float64, seeded weights), a ``build(dtype)`` of the
 handgrad twin (channels-last) and a batch. :func:`check_step` imports the torch weights
 with ``handgrad.io.from_torch``, runs one training forward, the loss, the backward and
 one optimizer step in handgrad, and compares with torch: the output, the loss, the input
-gradient, every parameter gradient, every buffer (BatchNorm running statistics) after
-the forward and every parameter after the step. Torch's gradients, buffers and weights
-are brought into handgrad's names and layouts by ``from_torch`` itself (into a float64
-twin), so every torch entry is compared (``from_torch`` refuses unmatched entries).
+gradient, every parameter gradient and every buffer (BatchNorm running statistics)
+after the forward, by torch's names. Torch's results are brought into handgrad's names
+and layouts by ``from_torch`` itself (into a float64 twin), and every torch parameter
+and buffer must be compared. The optimizer step is checked on handgrad's own gradients:
+torch's optimizer takes them (put back in torch's layout through the positions
+``from_torch`` maps, :func:`positions`) and steps in float64; handgrad's weights after
+its step are within ``UPDATE_ROUNDINGS`` roundings of the size of the weights and the
+update.
 
 Tolerance. The networks are too large to measure the condition of each result entry
-by entry (``condition_bounds``), so it is measured by rounding: torch runs the same
-step in float32 and float64, and ``max|torch32 - torch64|`` is what rounding to float32
-(of the weights, the input and each operation) does to that result. A result computed
-in ``dtype`` is allowed ``FACTOR`` times that, scaled by ``eps(dtype) / eps(float32)``
-(both sides' errors and the spread of the estimate), plus one rounding of the result
-(``tolerance(dtype, 1, max|expected|)``). handgrad in float32 is compared with torch in
-float64, handgrad in float64 with torch in float64.
+by entry (``condition_bounds``), so it is measured by rounding: torch runs the step in
+float64 and three times in float32 (inputs and weights rounded to nearest, then twice
+moved by random fractions of an ulp first), and the largest ``|torch32 - torch64|`` is
+what rounding to float32 does to that result. A result computed in ``dtype`` is allowed
+``FACTOR`` times that, scaled by ``eps(dtype) / eps(float32)`` (both sides' errors and
+the spread of the estimate), plus one rounding of the result (``tolerance(dtype, 1,
+max|expected|)``). handgrad in either dtype is compared with torch in float64.
 """
 
 from __future__ import annotations
