@@ -235,7 +235,7 @@ def _graph_table(model) -> str:
         layer = node.layer
         first = id(layer) not in seen
         seen.add(id(layer))
-        rows.append((f"{labels[id(node)]} ({type(layer).__name__})",
+        rows.append((f"{labels[id(node)]} ({layer.type_label})",
                      ", ".join(_shape(t.shape) for t in node.outputs),
                      f"{layer.count_params() if first else 0:,}",
                      format_bytes(parameter_bytes(layer) if first else 0),
@@ -260,7 +260,7 @@ def summary_table(model) -> str:
     shape = model.input_shape
     for (name, layer), (_, field) in zip(chain_children(model), fields):
         shape = layer.output_shape(shape)
-        rows.append((f"{name} ({type(layer).__name__})", _shape(shape),
+        rows.append((f"{name} ({layer.type_label})", _shape(shape),
                      f"{layer.count_params():,}", format_bytes(parameter_bytes(layer)),
                      str(field)))
     rows = [row if spatial else row[:-1] for row in rows]

@@ -32,6 +32,11 @@ class Activation(Layer):
         """ONNX: the export's conversion of the kernel (``g.activation``)."""
         return g.activation(self, v)
 
+    @classmethod
+    def accepted_keywords(cls):
+        """The keyword names the constructor takes (its ``**hyper`` are ``defaults``)."""
+        return ("name", "trainable", "dtype", "seed", *cls.defaults)
+
     def __init__(self, *args, name=None, trainable=True, dtype=None, seed=None, **hyper):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
         hyper = self._positional(args, hyper)
@@ -88,7 +93,8 @@ def _ignore_arguments(self, *args, name=None, trainable=True, dtype=None, seed=N
 
 
 #: members that a generated class has beside its kernels, by layer name
-_EXTRA = {"Identity": {"__init__": _ignore_arguments}}
+_EXTRA = {"Identity": {"__init__": _ignore_arguments,
+                       "accepted_keywords": classmethod(lambda cls: None)}}
 
 
 def _activation(decl):

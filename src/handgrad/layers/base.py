@@ -22,6 +22,7 @@ from . import symbolic
 from .caching import forward_scope, keeps_cache
 from .declarations import Declarations
 from .hooks import Hooked
+from .keras_args import checked_init
 from .registry import REGISTRY
 
 _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wait
@@ -64,6 +65,18 @@ class Layer(Declarations, Hooked):
     #: so it follows the model's seed and the layer's place and moves no weight.
     draws_random = False
 
+    #: True for a layer on spatial maps: it accepts Keras's ``data_format="channels_last"``
+    #: (and refuses "channels_first"); see :mod:`.keras_args`, which also handles
+    #: Keras's argument names and ``input_shape`` for every constructor.
+    keras_data_format = False
+    #: the per-example ``input_shape`` given to the constructor (Keras's spelling), or None
+    declared_input_shape = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls):
+            cls.__init__ = checked_init(vars(cls)["__init__"])
+
     def __init__(self, *, name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
         if name is not None and not isinstance(name, str):
@@ -92,6 +105,11 @@ class Layer(Declarations, Hooked):
     @property
     def label(self) -> str:
         return f"{type(self).__name__} {self.name!r}" if self.name else type(self).__name__
+
+    @property
+    def type_label(self) -> str:
+        """The class name as the summary shows it (with a fused activation, if any)."""
+        return type(self).__name__
 
     def get_config(self) -> dict:
         """Constructor arguments (JSON-serializable); subclasses extend it."""

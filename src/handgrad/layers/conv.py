@@ -26,6 +26,8 @@ class ConvND(WeightedLayer):
     """The convolution family: one rank-generic layer; subclasses set ``rank``,
     ``transposed`` and name their kernels (``forward_op``, ``backward_op``)."""
 
+    keras_data_format = True  # channels-last maps (see Layer)
+
     onnx_form = onnx_forms.conv
 
     @property
@@ -120,6 +122,10 @@ class ConvND(WeightedLayer):
         return kwargs
 
     def _forward(self, x, training):
+        return self._activate(*self._conv_forward(x))
+
+    def _conv_forward(self, x):
+        """(z, cache) of the convolution (before the activation)."""
         w, kwargs = self.parameters["W"], self._op_kwargs()
         if self.padding_mode == "zeros":
             return self.forward_op(x, w, self.bias_array, **kwargs)
@@ -133,6 +139,7 @@ class ConvND(WeightedLayer):
         return y, (cache, pads, tuple(x.shape))
 
     def _backward(self, dy, cache):
+        dy, cache = self._deactivate(dy, cache)
         if self.padding_mode == "zeros":
             dx, dw, db = self.backward_op(dy, cache)
         else:
@@ -145,6 +152,7 @@ class ConvND(WeightedLayer):
         """dx is linear in dy and W: dP/d dy = the op on q (no bias), dP/dW its weight
         gradient at input q; no x or b term. With a padding mode, q is padded the same
         way first (the pad is linear)."""
+        cache = self._affine_cache(cache)
         if self.padding_mode != "zeros":
             cache, pads, _ = cache
             q = pad_by_mode(self.label, q, pads, self.padding_mode)

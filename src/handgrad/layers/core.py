@@ -17,7 +17,8 @@ from .weighted import WeightedLayer
 
 @register
 class Dense(WeightedLayer):
-    """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features).
+    """Fully connected layer on (..., F_in) -> (..., out_features); W (F_in, out_features);
+    y = activation(x W + b) with ``activation`` a Keras name or None (see :mod:`.fused`).
 
     F_in comes from the data: PyTorch's ``Linear(16, 32)`` is ``Dense(32)`` (refused with
     that message)."""
@@ -44,15 +45,15 @@ class Dense(WeightedLayer):
         self.build_weights((input_shape[-1], self.out_features), self.out_features, rng)
 
     def _forward(self, x, training):
-        return ops.linear(x, self.parameters["W"], self.bias_array)
+        return self._activate(*ops.linear(x, self.parameters["W"], self.bias_array))
 
     def _backward(self, dy, cache):
-        dx, dw, db = ops.linear_backward(dy, cache)
+        dx, dw, db = ops.linear_backward(*self._deactivate(dy, cache))
         return dx, self.weight_grads(dw, db)
 
     def _double_backward(self, q, dy, cache):
         """dx = dy W^T: dP/d dy = q W, dP/dW = q^T dy; no x or b term."""
-        d_dy, dw = ops.linear_gradgrad(q, dy, cache)
+        d_dy, dw = ops.linear_gradgrad(q, dy, self._affine_cache(cache))
         return d_dy, None, {"W": dw}
 
 

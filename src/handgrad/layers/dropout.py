@@ -14,6 +14,8 @@ class ChannelDropout(Dropout):
     """Zero whole channels of each example: a mask (N, 1, ..., 1, C) broadcast over the
     spatial axes; ``rank`` is the per-example rank the layer takes (None: any >= 1)."""
 
+    keras_data_format = True  # channels-last maps (see Layer)
+
     forward_op = staticmethod(ops.feature_dropout)
     backward_op = staticmethod(ops.feature_dropout_backward)
     rank = None

@@ -37,6 +37,8 @@ class PadND(Layer):
     """The padding family: ``ops.pad`` with the layer's ``mode`` on ``rank`` spatial
     axes (see the module doc for ``padding``)."""
 
+    keras_data_format = True  # channels-last maps (see Layer)
+
     onnx_form = onnx_rearrange.pad
     receptive_field = "pointwise"  # an output reads one input position (or none)
     forward_op = staticmethod(ops.pad)

@@ -16,6 +16,8 @@ class Pool(Layer):
     """The pooling family: ``forward_op`` applied with the layer's keyword arguments.
     ``common`` holds the arguments of every layer (``trainable``, ``dtype``, ``seed``)."""
 
+    keras_data_format = True  # channels-last maps (see Layer)
+
     torch_twin = twins.TorchTwin("MaxPool1d/2d/3d, AvgPool1d/2d/3d", layout=twins.MAPS)
     onnx_form = onnx_forms.pool
     receptive_field = "pool"

@@ -27,6 +27,8 @@ class Upsample(Layer):
     of ``size`` / ``scale_factor``; ``mode`` nearest, nearest-exact, linear, bilinear,
     bicubic, trilinear or area; ``align_corners`` for the interpolating modes."""
 
+    keras_data_format = True  # channels-last maps (see Layer)
+
     torch_twin = twins.TorchTwin("Upsample", layout=twins.MAPS)
     receptive_field = "n/a"
 

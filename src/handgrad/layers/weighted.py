@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .. import initializers
 from .base import Layer
+from .fused import FusedActivation
 
 
 def _check_initializer(owner, name, value):
@@ -20,12 +21,14 @@ def _check_initializer(owner, name, value):
     return value
 
 
-class WeightedLayer(Layer):
-    """A layer with a weight ``W`` and an optional bias ``b``."""
+class WeightedLayer(FusedActivation, Layer):
+    """A layer with a weight ``W``, an optional bias ``b`` and an optional fused
+    ``activation`` (Keras's names, see :mod:`.fused`)."""
 
     def __init__(self, *, bias=True, kernel_initializer="torch_default",
-                 bias_initializer="torch_default", **kwargs):
+                 bias_initializer="torch_default", activation=None, **kwargs):
         super().__init__(**kwargs)
+        self._set_activation(activation)
         owner = type(self).__name__
         if not isinstance(bias, bool):
             raise TypeError(f"{owner}: 'bias' must be a bool; received {bias!r}")
@@ -37,6 +40,8 @@ class WeightedLayer(Layer):
     def get_config(self):
         config = super().get_config()
         config.update(bias=self.use_bias)
+        if self.activation is not None:
+            config["activation"] = self.activation
         for key in ("kernel_initializer", "bias_initializer"):
             value = getattr(self, key)
             config[key] = initializers.serialize(value, f"the {key} of {self.label}")

@@ -93,14 +93,17 @@ class Builder(Graph):
     def convert(self, layer, v):
         """The graph of ``layer`` applied to ``v``; returns the output :class:`Value`: a
         chain (``layer.chain``) converts its children in order, any other layer adds
-        the nodes its ``onnx_form`` declares (a layer without one raises)."""
+        the nodes its ``onnx_form`` declares (a layer without one raises), then the node
+        of its fused ``activation`` if any."""
         if layer.chain:
             for _, child in layer.children():
                 v = self.convert(child, v)
             return v
         if layer.onnx_form is None:
             raise _no_export(layer)
-        return layer.onnx_form(self, v)
+        v = layer.onnx_form(self, v)
+        fused = getattr(layer, "activation_layer", None)  # Dense(..., activation="relu")
+        return v if fused is None else self.activation(fused, v)
 
     def convert_graph(self, model, values):
         """The output :class:`Value` s of the graph ``model`` given its input Values: every
