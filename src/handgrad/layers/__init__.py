@@ -23,6 +23,7 @@ from .dropout import AlphaDropout, Dropout1D, Dropout2D, Dropout3D, FeatureAlpha
 from .embedding import Embedding, EmbeddingBag
 from .fractional_pool import FractionalMaxPool, FractionalMaxPool2D, FractionalMaxPool3D
 from .gated_activations import GLU, PReLU, RReLU
+from .keras_layers import *  # noqa: F403  Keras's class names (MaxPooling2D, ...)
 from .lrn import LocalResponseNorm
 from .normalization import (
     BatchNorm,

@@ -9,11 +9,16 @@ import numpy as np
 from .. import ops
 from .._checks import is_int
 from .base import Layer
+from .fused import activation_layer
 from .registry import register
 
 
+@register
 class Activation(Layer):
     """y = f(x) elementwise (softmax: along ``axis``); no parameters.
+
+    ``Activation("relu")`` (Keras's layer) computes the activation of that Keras name
+    (see :mod:`.fused`); the classes below (``ReLU``, ...) are handgrad's spellings.
 
     Subclasses name their kernels (``forward_op``, ``backward_op``) and hyper-parameters;
     values are validated in ``__init__`` by calling the op once on a tiny array. The
@@ -34,11 +39,16 @@ class Activation(Layer):
 
     @classmethod
     def accepted_keywords(cls):
-        """The keyword names the constructor takes (its ``**hyper`` are ``defaults``)."""
+        """The keyword names the constructor takes (its ``**hyper`` are ``defaults``;
+        ``Activation`` itself checks its own, those of the activation it names)."""
+        if cls is Activation:
+            return None
         return ("name", "trainable", "dtype", "seed", *cls.defaults)
 
     def __init__(self, *args, name=None, trainable=True, dtype=None, seed=None, **hyper):
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
+        if type(self) is Activation:
+            args = self._named_activation(args, hyper)
         hyper = self._positional(args, hyper)
         unknown = set(hyper) - set(self.defaults)
         if unknown:
@@ -50,6 +60,23 @@ class Activation(Layer):
         if "axis" in self.hyper and not is_int(self.hyper["axis"]):
             raise TypeError(f"{type(self).__name__}: 'axis' must be an int; received "
                             f"{self.hyper['axis']!r}")
+
+    def _named_activation(self, args, hyper):
+        """Keras's ``Activation("relu")``: take the kernels and hyper-parameters of the
+        activation named first (or ``activation=``; None or "linear": the identity);
+        returns the remaining positional arguments."""
+        if args and "activation" in hyper:
+            raise TypeError("Activation: 'activation' given both positionally and by keyword")
+        name = args[0] if args else hyper.pop("activation", None)
+        layer = activation_layer("Activation", name)
+        self.activation = None if layer is None else name
+        if layer is not None:
+            for key in ("forward_op", "backward_op", "gradgrad_op", "defaults"):
+                setattr(self, key, getattr(type(layer), key))
+        return args[1:]
+
+    def supports_double_backward(self):
+        return self.gradgrad_op is not None
 
     def _positional(self, args, hyper):
         """The hyper-parameters given positionally, in the order of ``defaults``, as in
@@ -66,7 +93,10 @@ class Activation(Layer):
         return hyper
 
     def get_config(self):
-        return {**super().get_config(), **self.hyper}
+        config = {**super().get_config(), **self.hyper}
+        if type(self) is Activation:
+            config["activation"] = self.activation
+        return config
 
     def _forward(self, x, training):
         return self.forward_op(x, **self.hyper)

@@ -110,6 +110,8 @@ class Normalization(Layer):
 class RunningNormalization(Normalization):
     """Batch and instance norm: per-channel affine and optional running statistics."""
 
+    #: whether a torch momentum above 0.5 warns (Keras's BatchNormalization: it is Keras's)
+    torch_momentum_warning = True
     #: whether ``momentum=None`` (a cumulative average, torch's BatchNorm) is accepted
     cumulative_average = False
 
@@ -124,7 +126,8 @@ class RunningNormalization(Normalization):
             number(owner, "momentum", momentum, low=0.0, high=1.0)
         self.affine = affine
         self.track_running_stats = flag(owner, "track_running_stats", track_running_stats)
-        if self.track_running_stats and self.momentum is not None and self.momentum > 0.5:
+        if self.track_running_stats and self.momentum is not None and self.momentum > 0.5 \
+                and self.torch_momentum_warning:
             warnings.warn(
                 f"{owner}: momentum={self.momentum:g} is PyTorch's momentum, the weight of the "
                 f"new batch: running = (1 - momentum) * running + momentum * batch, so the "

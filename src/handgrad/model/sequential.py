@@ -33,6 +33,8 @@ class Sequential(TrainingMixin, Layer):
                             f"{describe(layers)}")
         for layer in layers:
             self.add(layer)
+        if input_shape is None and self.layers:  # Keras's Dense(8, input_shape=(4,))
+            input_shape = self.layers[0].declared_input_shape
         if input_shape is not None:
             self.build(input_shape)
 
