@@ -146,6 +146,8 @@ def torch_padding(owner, padding, rank):
     first spatial axis first) as torch's flat tuple (last axis first)."""
     if is_int(padding):
         return int(padding)
+    if rank == 1 and isinstance(padding, (tuple, list)) and len(padding) == 2:
+        padding = [padding]  # Keras's ZeroPadding1D((left, right))
     if isinstance(padding, (tuple, list)) and len(padding) == rank:
         pairs = [(p, p) if is_int(p) else tuple(p) if isinstance(p, (tuple, list)) else None
                  for p in padding]
