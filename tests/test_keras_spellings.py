@@ -148,9 +148,9 @@ def test_keras_spelling_gives_keras_zero_bias():
 
 
 def test_both_spellings_of_one_argument_refused():
-    with pytest.raises(TypeError, match="'units'.*'out_features'"):
+    with pytest.raises(TypeError, match=r"'units'.*'out_features'"):
         L.Dense(out_features=3, units=4)
-    with pytest.raises(TypeError, match="'units'.*'out_features'"):
+    with pytest.raises(TypeError, match=r"'units'.*'out_features'"):
         L.Dense(3, units=4)
 
 

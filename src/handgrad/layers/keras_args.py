@@ -39,7 +39,7 @@ KERAS_NAMES = {
 _EXTRA = ("input_shape", "data_format")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def accepted_names(cls):
     """The keyword names ``cls(...)`` takes (None: any, a foreign ``**kwargs``): the named
     parameters of its ``__init__`` and, through each ``**kwargs``, of the next one up."""

@@ -21,36 +21,13 @@ from __future__ import annotations
 
 from .._checks import describe, is_int
 from .._hyper import number
+from . import pooling
 from .conv import ConvTranspose1D, ConvTranspose2D, ConvTranspose3D
 from .dropout import Dropout1D, Dropout2D, Dropout3D
 from .normalization import BatchNorm, LayerNorm
 from .padding import ZeroPad1D, ZeroPad2D, ZeroPad3D
-from .pooling import (
-    AvgPool1D,
-    AvgPool2D,
-    AvgPool3D,
-    GlobalAvgPool1D,
-    GlobalAvgPool2D,
-    GlobalAvgPool3D,
-    GlobalMaxPool1D,
-    GlobalMaxPool2D,
-    GlobalMaxPool3D,
-    MaxPool1D,
-    MaxPool2D,
-    MaxPool3D,
-)
 from .registry import register
 from .resample import Upsample
-
-__all__ = [
-    "AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization",
-    "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose", "GlobalAveragePooling1D",
-    "GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D",
-    "GlobalMaxPooling2D", "GlobalMaxPooling3D", "LayerNormalization", "MaxPooling1D",
-    "MaxPooling2D", "MaxPooling3D", "SpatialDropout1D", "SpatialDropout2D",
-    "SpatialDropout3D", "UpSampling1D", "UpSampling2D", "UpSampling3D", "ZeroPadding1D",
-    "ZeroPadding2D", "ZeroPadding3D",
-]
 
 _POOL = {"kernel_size": 2}
 _BIAS = {"bias_initializer": "zeros"}
@@ -63,24 +40,18 @@ def _alias(name, base, defaults=None, doc=None):
     return register(type(name, (base,), namespace))
 
 
-MaxPooling1D = _alias("MaxPooling1D", MaxPool1D, _POOL)
-MaxPooling2D = _alias("MaxPooling2D", MaxPool2D, _POOL)
-MaxPooling3D = _alias("MaxPooling3D", MaxPool3D, _POOL)
-AveragePooling1D = _alias("AveragePooling1D", AvgPool1D, _POOL)
-AveragePooling2D = _alias("AveragePooling2D", AvgPool2D, _POOL)
-AveragePooling3D = _alias("AveragePooling3D", AvgPool3D, _POOL)
-GlobalAveragePooling1D = _alias("GlobalAveragePooling1D", GlobalAvgPool1D)
-GlobalAveragePooling2D = _alias("GlobalAveragePooling2D", GlobalAvgPool2D)
-GlobalAveragePooling3D = _alias("GlobalAveragePooling3D", GlobalAvgPool3D)
-GlobalMaxPooling1D = _alias("GlobalMaxPooling1D", GlobalMaxPool1D)
-GlobalMaxPooling2D = _alias("GlobalMaxPooling2D", GlobalMaxPool2D)
-GlobalMaxPooling3D = _alias("GlobalMaxPooling3D", GlobalMaxPool3D)
-Conv1DTranspose = _alias("Conv1DTranspose", ConvTranspose1D, _BIAS)
-Conv2DTranspose = _alias("Conv2DTranspose", ConvTranspose2D, _BIAS)
-Conv3DTranspose = _alias("Conv3DTranspose", ConvTranspose3D, _BIAS)
-SpatialDropout1D = _alias("SpatialDropout1D", Dropout1D)
-SpatialDropout2D = _alias("SpatialDropout2D", Dropout2D)
-SpatialDropout3D = _alias("SpatialDropout3D", Dropout3D)
+#: alias -> (handgrad's class, Keras's defaults)
+_ALIASES = {
+    **{f"MaxPooling{r}D": (getattr(pooling, f"MaxPool{r}D"), _POOL) for r in (1, 2, 3)},
+    **{f"AveragePooling{r}D": (getattr(pooling, f"AvgPool{r}D"), _POOL) for r in (1, 2, 3)},
+    **{f"Global{k}Pooling{r}D": (getattr(pooling, f"Global{a}Pool{r}D"), None)
+       for k, a in (("Average", "Avg"), ("Max", "Max")) for r in (1, 2, 3)},
+    "Conv1DTranspose": (ConvTranspose1D, _BIAS), "Conv2DTranspose": (ConvTranspose2D, _BIAS),
+    "Conv3DTranspose": (ConvTranspose3D, _BIAS), "SpatialDropout1D": (Dropout1D, None),
+    "SpatialDropout2D": (Dropout2D, None), "SpatialDropout3D": (Dropout3D, None),
+}
+globals().update({name: _alias(name, base, defaults)
+                  for name, (base, defaults) in _ALIASES.items()})
 LayerNormalization = _alias("LayerNormalization", LayerNorm, {"eps": 1e-3})
 
 
@@ -184,3 +155,6 @@ ZeroPadding2D = register(type("ZeroPadding2D", (ZeroPadding, ZeroPad2D), {
     "__init__": ZeroPadding.__init__, "__module__": __name__, "__qualname__": "ZeroPadding2D"}))
 ZeroPadding3D = register(type("ZeroPadding3D", (ZeroPadding, ZeroPad3D), {
     "__init__": ZeroPadding.__init__, "__module__": __name__, "__qualname__": "ZeroPadding3D"}))
+
+__all__ = ["BatchNormalization", "LayerNormalization", "UpSampling1D", "UpSampling2D",
+           "UpSampling3D", "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", *_ALIASES]

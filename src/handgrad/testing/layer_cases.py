@@ -318,22 +318,24 @@ LAYER_CASES.update({
 
 
 # Keras's class names (layers/keras_layers.py) with Keras's spellings, and Activation("name")
+def _keras(name, make, rank):
+    """The alias ``name`` made by ``make(cls)`` on a map of ``rank`` spatial axes."""
+    return _simple(lambda rng: make(getattr(L, name)), (3, 4, 3)[3 - rank:] + (2,))
+
+
 LAYER_CASES.update({
     **{f"MaxPooling{r}D": _pool(getattr(L, f"MaxPooling{r}D"), r, False) for r in (1, 2, 3)},
     **{f"AveragePooling{r}D": _pool(getattr(L, f"AveragePooling{r}D"), r, True)
        for r in (1, 2, 3)},
-    **{f"Global{kind}Pooling{r}D": _simple(lambda rng, c=getattr(L, f"Global{kind}Pooling{r}D"):
-                                           c(), (4, 5, 3)[3 - r:] + (2,))
+    **{f"Global{kind}Pooling{r}D": _keras(f"Global{kind}Pooling{r}D", lambda c: c(), r)
        for kind in ("Average", "Max") for r in (1, 2, 3)},
-    **{f"Conv{r}DTranspose": _simple(lambda rng, c=getattr(L, f"Conv{r}DTranspose"): c(
-        filters=2, kernel_size=2, strides=2, dtype=F64),
-        (3, 4, 3)[3 - r:] + (2,)) for r in (1, 2, 3)},
-    **{f"SpatialDropout{r}D": _dropout(getattr(L, f"SpatialDropout{r}D"), (5, 4, 3)[3 - r:] + (2,))
+    **{f"Conv{r}DTranspose": _keras(f"Conv{r}DTranspose", lambda c: c(
+        filters=2, kernel_size=2, strides=2, dtype=F64), r) for r in (1, 2, 3)},
+    **{f"SpatialDropout{r}D": _dropout(getattr(L, f"SpatialDropout{r}D"), (3, 4, 3)[3 - r:] + (2,))
        for r in (1, 2, 3)},
-    **{f"UpSampling{r}D": _simple(lambda rng, c=getattr(L, f"UpSampling{r}D"): c(2),
-                                  (3, 4, 3)[3 - r:] + (2,)) for r in (1, 2, 3)},
-    **{f"ZeroPadding{r}D": _simple(lambda rng, c=getattr(L, f"ZeroPadding{r}D"), r=r: c(
-        ((1, 0),) * r), (3, 4, 3)[3 - r:] + (2,)) for r in (1, 2, 3)},
+    **{f"UpSampling{r}D": _keras(f"UpSampling{r}D", lambda c: c(2), r) for r in (1, 2, 3)},
+    **{f"ZeroPadding{r}D": _keras(f"ZeroPadding{r}D", lambda c: c(((1, 0),) * c.rank), r)
+       for r in (1, 2, 3)},
     "BatchNormalization": _simple(lambda rng: L.BatchNormalization(dtype=F64), (4,)),
     "LayerNormalization": _simple(lambda rng: L.LayerNormalization(dtype=F64), (3, 4)),
     "Activation": _simple(lambda rng: L.Activation(_pick(rng, ["gelu", "softmax", "selu"])),
