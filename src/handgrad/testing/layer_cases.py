@@ -185,12 +185,28 @@ def _wavenet(rng):
     return layer, (6, channels)
 
 
+def _encoder_layer(rng):
+    heads = _pick(rng, [1, 2])
+    return L.TransformerEncoderLayer(
+        4, heads, int(rng.integers(3, 7)), dropout=0.0, activation=_pick(rng, ["relu", "gelu"]),
+        norm_first=bool(rng.integers(2)), dtype=F64, seed=int(rng.integers(1000))), (3, 4)
+
+
+def _encoder(rng):
+    layer, shape = _encoder_layer(rng)
+    norm = L.LayerNorm(4) if rng.integers(2) else None
+    return L.TransformerEncoder(layer, 2, norm, dtype=F64, seed=int(rng.integers(1000))), shape
+
+
 LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
-                    "WaveNetBlock": _wavenet})
+                    "WaveNetBlock": _wavenet, "TransformerEncoderLayer": _encoder_layer,
+                    "TransformerEncoder": _encoder})
 # MaxUnpool takes [x, indices]: tested in test_pooling_extra; GridSample takes [x, grid]:
-# tested in test_spatial_transformer.
+# tested in test_spatial_transformer; the transformer decoders take [tgt, memory] or
+# [src, tgt]: tests/test_transformer_layers.py.
 MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "CosineSimilarity", "PairwiseDistance",
-                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D", "GridSample")
+                      "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D", "GridSample",
+                      "TransformerDecoderLayer", "TransformerDecoder", "Transformer")
 
 
 # Normalization layers, with and without running statistics. Every statistic covers >= 4
