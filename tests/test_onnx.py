@@ -218,6 +218,10 @@ CASES = {
     "attention_causal_separate": (lambda: [L.MultiHeadAttention(4, 2, packed=False,
                                                                 causal=True)], (5, 4)),
     "attention_no_bias": (lambda: [L.MultiHeadAttention(4, 1, bias=False)], (5, 4)),
+    "transformer_encoder": (lambda: [L.TransformerEncoder(L.TransformerEncoderLayer(
+        4, 2, 6, activation="gelu"), 2, L.LayerNorm(4))], (5, 4)),
+    "transformer_encoder_layer_norm_first": (lambda: [L.TransformerEncoderLayer(
+        4, 2, 6, norm_first=True)], (5, 4)),
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import handgrad.layers as L
 from handgrad import Input, Model
+from handgrad.io import export_onnx
 from handgrad.io.torch_interop import from_torch, to_torch_state_dict
 from handgrad.testing import assert_close, gradcheck
 
@@ -239,3 +240,12 @@ def test_bad_arguments_are_refused_by_name():
         layer.forward(np.zeros((N, T, E)), tgt_mask=None)
     with pytest.raises(ValueError, match="d_model = 4"):
         layer.forward(np.zeros((N, T, 5)))
+
+
+@pytest.mark.parametrize("kind", ["decoder_layer", "transformer"])
+def test_onnx_export_of_two_input_layers_is_refused_by_name(kind):
+    _, layer = make_pair(kind, False, "relu", np.float32)
+    first, second = Input((S if kind == "transformer" else T, E)), Input((T, E))
+    model = Model([first, second], layer([first, second]))
+    with pytest.raises(ValueError, match=type(layer).__name__):
+        export_onnx(model, None)

@@ -100,8 +100,9 @@ from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .spatial import AffineGrid, GridSample
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied
-from .transformer import TransformerEncoder, TransformerEncoderLayer
-from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
+from .transformer import TransformerEncoderLayer
+from .transformer_decoder import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder
+from .transformer_model import Transformer
 from .unpool import MaxUnpool, MaxUnpool1D, MaxUnpool2D, MaxUnpool3D
 from .wavenet import WaveNetBlock
 from .weighted import WeightedLayer

@@ -309,72 +309,20 @@ class TransformerEncoderLayer(TransformerLayerBase):
         d = self.residual_back(dy, self.norm2, self.feed_forward_back)
         return [self.residual_back(d, self.norm1, lambda g: self.attend_back(0, g)[0])]
 
+    def onnx_form(self, g, v):
+        """The forward without masks: the children's ONNX forms and an Add per residual."""
+        def chain(h, names):
+            for name in names:
+                h = g.channels_last(g.convert(getattr(self, name), h))
+            return h
 
-class LayerStack(TransformerBlock):
-    """``num_layers`` independent copies of a layer (``layers.0`` ...), then an optional
-    final ``norm``; torch deep-copies its prototype, so the copies start equal."""
+        def residual(x, norm, names):
+            if self.norm_first:
+                return add(x, chain(chain(x, [norm]), names))
+            return chain(add(x, chain(x, names)), [norm])
 
-    def __init__(self, layer, num_layers, norm=None, mask_inputs=(), *, name=None,
-                 trainable=True, dtype=None, seed=None):
-        owner = type(self).__name__
-        self.prototype = layer_config(owner, self.layer_argument, layer, self.layer_class)
-        self.num_layers = positive_int(owner, "num_layers", num_layers)
-        self.norm = None if norm is None else layer_config(owner, "norm", norm, LayerNorm)
-        self.d_model, self.nhead = self.prototype.d_model, self.prototype.nhead
-        self.norm_first = False
-        self.mask_inputs = check_mask_inputs(owner, mask_inputs, self.mask_names)
-        config = {k: v for k, v in self.prototype.get_config().items()
-                  if k not in ("name", "mask_inputs", "seed", "dtype")}
-        self.layers = [type(self.prototype).from_config(config) for _ in range(num_layers)]
-        self._children = [(f"layers.{i}", child) for i, child in enumerate(self.layers)]
-        if self.norm is not None:
-            self._children.append(("norm", self.norm))
-        super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
-        self.seed_children()
+        def add(a, b):
+            return g.value(g.op("Add", [a.name, b.name], "residual"), a.shape)
 
-    def get_config(self):
-        return {**super().get_config(), self.layer_argument: entry(self.prototype),
-                "num_layers": self.num_layers, "norm": entry(self.norm)}
-
-    def _build(self, input_shape, rng):
-        super()._build(input_shape, rng)
-        source = self.prototype if self.prototype.built else self.layers[0]
-        for layer in self.layers:  # torch deep-copies the prototype: the copies start equal
-            for key, value in layer.named_parameters().items():
-                value[...] = source.named_parameters()[key]
-
-    def _run(self, arrays, training, grad, masks):
-        x, rest = arrays[0], arrays[1:]
-        for layer in self.layers:
-            x = layer._run([x, *rest], training, grad, masks)
-        return x if self.norm is None else self.norm.forward(x, training, grad=grad)
-
-    def _back(self, dy):
-        if self.norm is not None:
-            dy = self.norm.backward(dy)
-        extra = None
-        for layer in reversed(self.layers):
-            dy, *rest = layer._back(dy)
-            extra = rest if extra is None else [a + b for a, b in zip(extra, rest)]
-        return [dy, *extra]
-
-
-@register
-class TransformerEncoder(LayerStack):
-    """torch's ``TransformerEncoder``: ``num_layers`` copies of ``encoder_layer`` (a
-    :class:`TransformerEncoderLayer`), then ``norm`` (a LayerNorm or None).
-    ``forward(src, training=True, mask=None, src_key_padding_mask=None, causal=False)``
-    (``mask`` is torch's name; ``src_mask`` the same)."""
-
-    layer_argument = "encoder_layer"
-    layer_class = TransformerEncoderLayer
-    causal_names = ("causal", "is_causal")
-    mask_names = ("src_mask", "src_key_padding_mask", "mask")
-
-    def __init__(self, encoder_layer, num_layers, norm=None, mask_inputs=(), **kwargs):
-        super().__init__(encoder_layer, num_layers, norm, mask_inputs, **kwargs)
-
-    def _run(self, arrays, training, grad, masks):
-        if "mask" in masks:
-            masks = {**masks, "src_mask": masks["mask"]}
-        return super()._run(arrays, training, grad, masks)
+        x = residual(g.channels_last(v), "norm1", ["self_attn", "dropout1"])
+        return residual(x, "norm2", ["linear1", "activation", "dropout", "linear2", "dropout2"])
