@@ -212,11 +212,13 @@ class TransformerBlock(Layer):
 
 
 class TransformerLayerBase(TransformerBlock):
-    """The hyper-parameters and children shared by the encoder and decoder layers."""
+    """The hyper-parameters and children shared by the encoder and decoder layers.
+    ``causal=True`` (not in torch's constructor) makes the self-attention always causal,
+    as the forward flag does for one call: a GPT block inside a graph or Sequential."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, norm_first=False, bias=True, mask_inputs=(), *,
-                 name=None, trainable=True, dtype=None, seed=None):
+                 layer_norm_eps=1e-5, norm_first=False, bias=True, mask_inputs=(),
+                 causal=False, *, name=None, trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
         self.d_model = positive_int(owner, "d_model", d_model)
         self.nhead = positive_int(owner, "nhead", nhead)
@@ -232,8 +234,10 @@ class TransformerLayerBase(TransformerBlock):
         self.norm_first = flag(owner, "norm_first", norm_first)
         self.use_bias = flag(owner, "bias", bias)
         self.mask_inputs = check_mask_inputs(owner, mask_inputs, self.mask_names)
+        self.causal = flag(owner, "causal", causal)
         attention = [MultiHeadAttention(self.d_model, self.nhead, dropout=self.dropout_rate,
-                                        bias=self.use_bias) for _ in self.attention_names]
+                                        bias=self.use_bias, causal=self.causal and not i)
+                     for i, _ in enumerate(self.attention_names)]
         self._children = [*zip(self.attention_names, attention),
                           ("linear1", Dense(self.dim_feedforward, bias=self.use_bias)),
                           ("dropout", Dropout(self.dropout_rate)),
@@ -254,7 +258,7 @@ class TransformerLayerBase(TransformerBlock):
         return {**super().get_config(), "d_model": self.d_model, "nhead": self.nhead,
                 "dim_feedforward": self.dim_feedforward, "dropout": self.dropout_rate,
                 "activation": self.activation_name, "layer_norm_eps": self.layer_norm_eps,
-                "norm_first": self.norm_first, "bias": self.use_bias}
+                "norm_first": self.norm_first, "bias": self.use_bias, "causal": self.causal}
 
     def feed_forward(self, x, training, grad):
         """dropout_k(linear2(dropout(activation(linear1(x))))), k = the last norm's."""
@@ -276,7 +280,7 @@ class TransformerLayerBase(TransformerBlock):
         """dropout_i(attention_i(x[, memory])) with the masks of that attention."""
         attention = getattr(self, self.attention_names[index])
         y = attention.forward(x, training, key=memory, value=memory, key_padding_mask=padding,
-                              attn_mask=mask, causal=bool(causal), grad=grad)
+                              attn_mask=mask, causal=True if causal else None, grad=grad)
         return getattr(self, f"dropout{index + 1}").forward(y, training, grad=grad)
 
     def attend_back(self, index, dy):
