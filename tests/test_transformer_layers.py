@@ -240,6 +240,17 @@ def test_bad_arguments_are_refused_by_name():
         layer.forward(np.zeros((N, T, E)), tgt_mask=None)
     with pytest.raises(ValueError, match="d_model = 4"):
         layer.forward(np.zeros((N, T, 5)))
+    with pytest.raises(ValueError, match="'d_model' \\(5\\) must be divisible by 'nhead'"):
+        L.TransformerEncoderLayer(5, 2)
+    decoder = L.TransformerDecoderLayer(E, H, FF, dtype=np.float64)
+    tgt, memory = np.zeros((N, T, E)), np.zeros((N, S, E))
+    with pytest.raises(ValueError, match="multihead_attn with the masks \\('memory_mask', "
+                                         "'memory_key_padding_mask'\\).*key_padding_mask"):
+        decoder.forward(tgt, memory, memory_key_padding_mask=np.zeros((N, T), bool))
+    with pytest.raises(TypeError, match="'memory' has dtype float32"):
+        decoder.forward(tgt, memory.astype(np.float32))
+    with pytest.raises(TypeError, match=r"takes the inputs \('tgt', 'memory'\)"):
+        decoder.forward(tgt)
 
 
 @pytest.mark.parametrize("kind", ["decoder_layer", "transformer"])

@@ -222,6 +222,9 @@ class TransformerLayerBase(TransformerBlock):
         owner = type(self).__name__
         self.d_model = positive_int(owner, "d_model", d_model)
         self.nhead = positive_int(owner, "nhead", nhead)
+        if self.d_model % self.nhead:
+            raise ValueError(f"{owner}: 'd_model' ({self.d_model}) must be divisible by "
+                             f"'nhead' ({self.nhead})")
         self.dim_feedforward = positive_int(owner, "dim_feedforward", dim_feedforward)
         self.dropout_rate = number(owner, "dropout", dropout, low=0.0, high=1.0,
                                    high_open=True)
@@ -279,8 +282,13 @@ class TransformerLayerBase(TransformerBlock):
     def attend(self, index, x, training, grad, mask, padding, causal, memory=None):
         """dropout_i(attention_i(x[, memory])) with the masks of that attention."""
         attention = getattr(self, self.attention_names[index])
-        y = attention.forward(x, training, key=memory, value=memory, key_padding_mask=padding,
-                              attn_mask=mask, causal=True if causal else None, grad=grad)
+        try:
+            y = attention.forward(x, training, key=memory, value=memory,
+                                  key_padding_mask=padding, attn_mask=mask,
+                                  causal=True if causal else None, grad=grad)
+        except ValueError as error:  # name the masks as the caller did
+            raise ValueError(f"{self.label}: {self.attention_names[index]} with the masks "
+                             f"{self.attention_masks[index]}: {error}") from None
         return getattr(self, f"dropout{index + 1}").forward(y, training, grad=grad)
 
     def attend_back(self, index, dy):
@@ -298,6 +306,7 @@ class TransformerEncoderLayer(TransformerLayerBase):
     src_key_padding_mask=None, causal=False)``; ``is_causal`` is the same flag."""
 
     attention_names = ("self_attn",)
+    attention_masks = (ENCODER_MASKS,)
     norm_names = ("norm1", "norm2")
     causal_names = ("causal", "is_causal")
 

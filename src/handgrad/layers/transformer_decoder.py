@@ -42,6 +42,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
     mask_names = DECODER_MASKS
     causal_names = DECODER_FLAGS
     attention_names = ("self_attn", "multihead_attn")
+    attention_masks = (DECODER_MASKS[::2], DECODER_MASKS[1::2])
     onnx_form = None  # two inputs: no ONNX export
     norm_names = ("norm1", "norm2", "norm3")
 
