@@ -244,8 +244,8 @@ def test_bad_arguments_are_refused_by_name():
         L.TransformerEncoderLayer(5, 2)
     decoder = L.TransformerDecoderLayer(E, H, FF, dtype=np.float64)
     tgt, memory = np.zeros((N, T, E)), np.zeros((N, S, E))
-    with pytest.raises(ValueError, match="multihead_attn with the masks \\('memory_mask', "
-                                         "'memory_key_padding_mask'\\).*key_padding_mask"):
+    with pytest.raises(ValueError, match=r"multihead_attn with the masks \('memory_mask', "
+                                         r"'memory_key_padding_mask'\).*key_padding_mask"):
         decoder.forward(tgt, memory, memory_key_padding_mask=np.zeros((N, T), bool))
     with pytest.raises(TypeError, match="'memory' has dtype float32"):
         decoder.forward(tgt, memory.astype(np.float32))

@@ -94,7 +94,7 @@ def twins(name, dtype):
     torch.manual_seed(1)
     net = make_torch().to(torch.float64 if dtype == np.float64 else torch.float32)
     with torch.no_grad():  # varied norms and biases, so that their gradients are checked
-        for key, p in net.named_parameters():
+        for p in net.parameters():
             if p.ndim == 1:
                 p.add_(0.3 * torch.randn_like(p))
     model = make_ours(dtype)

@@ -222,12 +222,12 @@ class TransformerLayerBase(TransformerBlock):
         owner = type(self).__name__
         self.d_model = positive_int(owner, "d_model", d_model)
         self.nhead = positive_int(owner, "nhead", nhead)
-        if self.d_model % self.nhead:
-            raise ValueError(f"{owner}: 'd_model' ({self.d_model}) must be divisible by "
-                             f"'nhead' ({self.nhead})")
         self.dim_feedforward = positive_int(owner, "dim_feedforward", dim_feedforward)
         self.dropout_rate = number(owner, "dropout", dropout, low=0.0, high=1.0,
                                    high_open=True)
+        if self.d_model % self.nhead:
+            raise ValueError(f"{owner}: 'd_model' ({self.d_model}) must be divisible by "
+                             f"'nhead' ({self.nhead})")
         if activation not in ACTIVATIONS:
             raise ValueError(f"{owner}: 'activation' must be one of {sorted(ACTIVATIONS)}; "
                              f"received {activation!r}")
