@@ -221,7 +221,7 @@ CASES = {
     "transformer_encoder": (lambda: [L.TransformerEncoder(L.TransformerEncoderLayer(
         4, 2, 6, activation="gelu"), 2, L.LayerNorm(4))], (5, 4)),
     "transformer_encoder_layer_norm_first": (lambda: [L.TransformerEncoderLayer(
-        4, 2, 6, norm_first=True)], (5, 4)),
+        4, 2, 6, norm_first=True, causal=True)], (5, 4)),
 }
 
 

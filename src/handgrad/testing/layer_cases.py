@@ -189,7 +189,8 @@ def _encoder_layer(rng):
     heads = _pick(rng, [1, 2])
     return L.TransformerEncoderLayer(
         4, heads, int(rng.integers(3, 7)), dropout=0.0, activation=_pick(rng, ["relu", "gelu"]),
-        norm_first=bool(rng.integers(2)), dtype=F64, seed=int(rng.integers(1000))), (3, 4)
+        norm_first=bool(rng.integers(2)), causal=bool(rng.integers(2)), dtype=F64,
+        seed=int(rng.integers(1000))), (3, 4)
 
 
 def _encoder(rng):
