@@ -97,6 +97,7 @@ from .recurrent_cells import GRUCell, LSTMCell, RecurrentCell, RNNCell
 from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
 from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
+from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample
 from .structure import Add, Concatenate, Merge, Multiply, Residual
 from .tied import TiedDense, link_tied

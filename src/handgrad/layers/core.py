@@ -44,6 +44,10 @@ class Dense(WeightedLayer):
                              f"shape {tuple(input_shape)}")
         self.build_weights((input_shape[-1], self.out_features), self.out_features, rng)
 
+    def export_weight(self):
+        """The weight the exports write (W; a sparse subclass masks it)."""
+        return self.parameters["W"]
+
     def _forward(self, x, training):
         return self._activate(*ops.linear(x, self.parameters["W"], self.bias_array))
 

@@ -31,7 +31,7 @@ def _out(layer, g, v, name, first=None):
 def dense(layer, g, v):
     """MatMul (+ Add), on any leading axes."""
     v = g.channels_last(v)
-    y = g.op("MatMul", [v.name, g.const(layer.parameters["W"], "W")], "dense")
+    y = g.op("MatMul", [v.name, g.const(layer.export_weight(), "W")], "dense")
     if layer.use_bias:
         y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "dense")
     return _out(layer, g, v, y)

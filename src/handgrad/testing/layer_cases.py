@@ -102,7 +102,10 @@ LAYER_CASES = {
     "GlobalMaxPool3D": _simple(lambda rng: L.GlobalMaxPool3D(keepdims=bool(rng.integers(2))),
                                (3, 4, 2, 3)),
     "Dense": _simple(lambda rng: L.Dense(int(rng.integers(1, 5)), bias=bool(rng.integers(2)),
-                                         dtype=F64), (3, 4)),
+                                         dtype=F64, seed=int(rng.integers(1000))), (3, 4)),
+    "SparseEvolution": _simple(lambda rng: L.SparseEvolution(
+        int(rng.integers(2, 6)), epsilon=float(rng.uniform(0.5, 2)), bias=bool(rng.integers(2)),
+        dtype=F64, seed=int(rng.integers(1000))), (3, 4)),
     "Flatten": _simple(lambda rng: L.Flatten(), (3, 2, 2)),
     "Upsample": _simple(lambda rng: _pick(rng, [
         L.Upsample(scale_factor=1.5, mode="bilinear"), L.Upsample(size=(6, 3), mode="bicubic"),

@@ -13,9 +13,10 @@ from .king import KingScheduler
 from .loop import NonFiniteLossError, TrainingMixin
 from .metrics import confusion_counts
 from .plateau import ReduceLROnPlateau
+from .sparse_evolution import SparseEvolutionCallback
 
 __all__ = [
     "Callback", "EarlyStopping", "GradientNormLogger", "History", "KingScheduler",
     "LearningRateScheduler", "ModelCheckpoint", "NonFiniteLossError", "ReduceLROnPlateau",
-    "TerminateOnNaN", "TrainingMixin", "confusion_counts",
+    "SparseEvolutionCallback", "TerminateOnNaN", "TrainingMixin", "confusion_counts",
 ]
