@@ -88,13 +88,20 @@ class EmbeddingBag(Embedding):
     """Bags of ids -> (B, embedding_dim): the per-bag "sum", "mean" or "max" of rows of
     ``W`` (PyTorch's ``nn.EmbeddingBag``; kernel :func:`~handgrad.ops.embedding_bag`).
 
-    Input convention: ``x`` is (B, L) ids (B bags of L ids; the form a ``Sequential``
-    and the ONNX export take), or, called directly, a list ``[indices, offsets]`` or
-    ``[indices, offsets, per_sample_weights]`` with 1-D ``indices`` cut into bags at
-    ``offsets`` (per-sample weights: mode "sum" only, the shape of ``indices``).
+    Call forms (per-sample weights: mode "sum" only, the shape of the ids):
+
+    - ``forward(ids)``, ``ids`` (B, L): B bags of L ids (the form a ``Sequential`` and
+      the ONNX export take); in a graph ``Model``, ``layer(ids)``;
+    - ``forward([indices, offsets])`` or ``forward([indices, offsets,
+      per_sample_weights])``, called directly: 1-D ``indices`` cut into bags at
+      ``offsets`` (or (B, L) ids with ``offsets`` None);
+    - in a graph ``Model``, ``layer([ids, per_sample_weights])``, both (N, L): fixed-length
+      bags with weights (offsets cannot share the batch axis, so a graph has no offsets).
+
     ``padding_idx`` ids are left out of their bag; an empty bag gives zeros. There is
     no gradient for the ids: :meth:`backward` returns None, or ``[None, None,
-    dper_sample_weights]`` when per-sample weights were given.
+    dper_sample_weights]`` when per-sample weights were given; in a graph the ids get
+    None and the per-sample weights their gradient.
     """
 
     torch_twin = twins.TorchTwin("EmbeddingBag", twins.embedding_params, twins.RESET)
@@ -136,6 +143,25 @@ class EmbeddingBag(Embedding):
         if grad:
             self._caches.append(cache)
         return y
+
+    def graph_forward(self, inputs, training):
+        """Graph call on (N, L) ids, or ``[ids, per_sample_weights]`` (both (N, L))."""
+        if len(inputs) == 1:
+            return self.forward(inputs[0], training)
+        if len(inputs) != 2:
+            raise TypeError(f"{self.label}: a graph call takes ids or [ids, "
+                            f"per_sample_weights]; received {len(inputs)} input tensors")
+        ids, weights = inputs
+        if ids.ndim != 2 or weights.shape != ids.shape:
+            raise ValueError(f"{self.label}: a graph call on [ids, per_sample_weights] takes "
+                             f"both of shape (N, L); received ids {describe(ids)} and "
+                             f"per_sample_weights {describe(weights)}")
+        return self.forward([ids, None, weights], training)
+
+    def graph_backward(self, dy):
+        """[None] for ids, or [None, dper_sample_weights] for [ids, per_sample_weights]."""
+        dx = self.backward(dy)
+        return [None] if dx is None else [None, dx[2]]
 
     def _backward(self, dy, cache):
         dweight, dweights = ops.embedding_bag_backward(dy, cache)
