@@ -63,3 +63,22 @@ def test_graph_calls_on_ids_alone_still_work_and_bad_calls_are_refused():
         L.EmbeddingBag(9, 3, mode="sum")([ids, short])
     with pytest.raises(ValueError, match="ids or \\[ids, per_sample_weights\\]"):
         L.EmbeddingBag(9, 3, mode="sum")([ids, hg.Input((4,)), hg.Input((4,))])
+
+
+def test_graph_call_with_per_sample_weights_exports_to_onnx():
+    onnx = pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+
+    model = weighted_bags(np.float32)
+    rng = np.random.default_rng(4)
+    ids, psw = rng.integers(0, 9, (3, 4)), rng.standard_normal((3, 4)).astype(np.float32)
+    proto = io.export_onnx(model, None)
+    onnx.checker.check_model(proto, full_check=True)
+    names = [i.name for i in proto.graph.input]
+    got = ReferenceEvaluator(proto).run(None, dict(zip(names, [ids, psw])))[0]
+    expected = model.predict([ids, psw])
+    table = model.get_layer("bag").parameters["W"]
+    hg.testing.assert_close(got, expected, dtype=np.float32, terms=4,
+                            scale=4 * np.abs(table).max() * np.abs(psw).max())
+    with pytest.raises(ValueError, match="padding_idx=0"):
+        io.export_onnx(weighted_bags(np.float32, padding_idx=0), None)

@@ -163,6 +163,20 @@ class EmbeddingBag(Embedding):
         dx = self.backward(dy)
         return [None] if dx is None else [None, dx[2]]
 
+    def onnx_graph_form(self, g, values, out_shapes):
+        """A graph call: on ids, the chain's form; on [ids, per_sample_weights], Gather,
+        Mul by the weights (unsqueezed) and ReduceSum over L."""
+        if len(values) == 1:
+            return [self.onnx_form(g, values[0])]
+        ids, weights = values
+        if self.padding_idx is not None or self.max_norm is not None or not ids.ids:
+            return [self.onnx_form(g, ids)]  # raises the reason
+        rows = g.op("Gather", [g.const(self.parameters["W"], "W"), ids.name], "rows", axis=0)
+        scale = g.op("Unsqueeze", [weights.name, g.ints([-1])], "bag_weights")
+        y = g.op("ReduceSum", [g.op("Mul", [rows, scale], "bag"), g.ints([1])], "bag",
+                 keepdims=0)
+        return [g.value(y, out_shapes[0], False)]
+
     def _backward(self, dy, cache):
         dweight, dweights = ops.embedding_bag_backward(dy, cache)
         return (None if dweights is None else [None, None, dweights]), {"W": dweight}
