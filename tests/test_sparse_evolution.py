@@ -230,3 +230,8 @@ def test_bad_arguments_are_refused_with_the_argument_named():
         SparseEvolutionCallback(zeta=1.0)
     with pytest.raises(RuntimeError, match="built"):
         L.SparseEvolution(4).evolve()
+    with pytest.raises(RuntimeError, match="density depends on F_in"):
+        _ = L.SparseEvolution(4).density
+    for shape in ((), (0,)):
+        with pytest.raises(ValueError, match=r"SparseEvolution: expects inputs \(N, \.\.\."):
+            L.SparseEvolution(4).build(shape)

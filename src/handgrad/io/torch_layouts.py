@@ -17,6 +17,7 @@ Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
 
     handgrad layer (torch twin)   handgrad                   torch
     Dense (Linear)                W (F_in, F_out), b         weight (F_out, F_in) = W.T, bias
+    SparseEvolution (Linear)      W, b; mask kept            weight = (W * mask).T, bias
     Conv1D (Conv1d)               W (K, C_in/g, C_out)       weight (C_out, C_in/g, K)
     Conv2D (Conv2d)               W (KH, KW, C_in/g, C_out)  weight (C_out, C_in/g, KH, KW)
     Conv3D (Conv3d)               W (KD, KH, KW, C_in/g,     weight (C_out, C_in/g, KD, KH,

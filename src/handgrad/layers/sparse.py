@@ -4,8 +4,9 @@ Evolutionary Training, Mocanu et al. 2018).
 The mask (F_in, F_out) of 0/1 in the layer's dtype is a buffer (saved and loaded with the
 weights). It starts as an Erdős–Rényi graph: ``round(density * F_in * F_out)`` connections
 at random places, ``density = min(1, epsilon * (F_in + F_out) / (F_in * F_out))``.
-:meth:`SparseEvolution.evolve` (after each epoch; :class:`handgrad.training.SparseEvolution
-Callback` calls it in ``fit``) prunes the weakest connections and grows as many new ones.
+:meth:`SparseEvolution.evolve` (after each epoch;
+:class:`handgrad.training.SparseEvolutionCallback` calls it in ``fit``) prunes the weakest
+connections and grows as many new ones.
 The mask is drawn with the weights, from the build generator (the model's seed, or the
 layer's ``seed``); evolution draws (grown places, their weights) come from the layer's
 seeded Generator ``rng`` (``Layer.draws_random``), so a seeded model evolves identically.
@@ -64,10 +65,17 @@ class SparseEvolution(Dense):
     @property
     def density(self) -> float:
         """The mask's initial density ``min(1, epsilon (F_in + F_out) / (F_in F_out))``."""
+        if not self.built and self.input_shape is None:
+            raise RuntimeError(f"{self.label}: the density depends on F_in, known when the "
+                               f"layer is built; run the layer on data first")
         n_in, n_out = self.input_shape[-1], self.out_features
         return min(1.0, self.epsilon * (n_in + n_out) / (n_in * n_out))
 
     def _build(self, input_shape, rng):
+        if len(input_shape) < 1 or input_shape[-1] < 1:
+            super()._build(input_shape, rng)  # refuses a rank-0 example
+            raise ValueError(f"{self.label}: expects inputs (N, ..., F_in) with F_in >= 1; "
+                             f"received per-example shape {tuple(input_shape)}")
         mask = np.zeros((input_shape[-1], self.out_features), dtype=self.dtype)
         count = connection_count(self.density, mask.size)  # drawn first: the same mask in
         mask.flat[rng.choice(mask.size, count, replace=False)] = 1  # float32 and float64
