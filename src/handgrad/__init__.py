@@ -8,7 +8,8 @@ finds the zoo's model classes in a fresh interpreter).
 """
 
 from . import layers, ops, zoo
+from .io import load as load_model
 from .model import Input, Model, Sequential
 
 __version__ = "0.1.0"
-__all__ = ["Input", "Model", "Sequential", "layers", "ops", "zoo"]
+__all__ = ["Input", "Model", "Sequential", "layers", "load_model", "ops", "zoo"]

@@ -16,11 +16,13 @@ from .checkpoint import (
     load_weights,
     save,
     save_checkpoint,
+    save_weights,
 )
 from .onnx import export_onnx
 from .torch_interop import from_torch, to_torch_state_dict
 
 __all__ = [
     "FORMAT_VERSION", "Checkpoint", "export_onnx", "from_torch", "load", "load_checkpoint",
-    "load_weights", "register_custom", "save", "save_checkpoint", "to_torch_state_dict",
+    "load_weights", "register_custom", "save", "save_checkpoint", "save_weights",
+    "to_torch_state_dict",
 ]

@@ -240,6 +240,17 @@ def load_as(cls, path, custom_objects=None):
     return model
 
 
+def save_weights(model, path):
+    """Write only the parameters and buffers of a built ``model`` (``param/<name>``,
+    ``buffer/<name>``; no config, no optimizer) for :func:`load_weights`."""
+    if not isinstance(model, Layer) or not model.built:
+        raise ValueError(f"save_weights: 'model' must be a built handgrad model (run it once "
+                         f"or call model.build(input_shape)); received {describe(model)}")
+    tensors = {f"param/{k}": v for k, v in model.named_parameters().items()}
+    tensors.update({f"buffer/{k}": v for k, v in model.named_buffers().items()})
+    _safetensors.write(path, tensors, {"handgrad_weights": str(FORMAT_VERSION)})
+
+
 def load_weights(model, path):
     """Copy the parameters and buffers stored in ``path`` into an existing, built model."""
     if not isinstance(model, Layer) or not model.built:

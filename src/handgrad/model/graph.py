@@ -25,6 +25,7 @@ from ..layers.caching import forward_scope, keeps_cache
 from ..layers.registry import REGISTRY, register
 from ..layers.symbolic import GraphNetwork, SymbolicTensor, input_tensor
 from ..training.loop import TrainingMixin
+from .keras_api import KerasModelAPI
 from .graph_io import arrays_by_input, config_of, output_gradients, replay
 
 
@@ -77,7 +78,7 @@ def _cast(layer, dtype):
 
 
 @register
-class Model(GraphNetwork, TrainingMixin, Layer):
+class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
     """A graph of layer calls from ``inputs`` to ``outputs`` (a tensor or a list).
 
     ``forward(x)`` takes an array, a list in input order or a dict keyed by Input names
@@ -146,12 +147,6 @@ class Model(GraphNetwork, TrainingMixin, Layer):
 
     def children(self):
         return ((layer.name, layer) for layer in self._layers)
-
-    def get_layer(self, name):
-        for layer in self._layers:
-            if layer.name == name:
-                return layer
-        raise KeyError(f"{self.label}: no layer named {name!r}")
 
     def get_config(self):
         return {**super().get_config(), **config_of(self)}

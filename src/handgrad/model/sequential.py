@@ -10,10 +10,11 @@ from ..layers.base import snake_case
 from ..layers.caching import forward_scope, keeps_cache
 from ..layers.tied import link_tied
 from ..training.loop import TrainingMixin
+from .keras_api import KerasModelAPI
 
 
 @register
-class Sequential(TrainingMixin, Layer):
+class Sequential(KerasModelAPI, TrainingMixin, Layer):
     """A stack of layers: ``forward`` runs them in order, ``backward`` in reverse.
 
     Parameters of the children are exposed by :meth:`named_parameters` as
