@@ -25,8 +25,8 @@ from ..layers.caching import forward_scope, keeps_cache
 from ..layers.registry import REGISTRY, register
 from ..layers.symbolic import GraphNetwork, SymbolicTensor, input_tensor
 from ..training.loop import TrainingMixin
-from .keras_api import KerasModelAPI
 from .graph_io import arrays_by_input, config_of, output_gradients, replay
+from .keras_api import KerasModelAPI
 
 
 def Input(shape, name=None, dtype=None) -> SymbolicTensor:

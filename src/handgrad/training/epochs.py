@@ -9,6 +9,7 @@ its counts, reset when the epoch begins.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import time
@@ -19,6 +20,7 @@ from ..data.batching import leaves
 from .data import batch_pairs, count
 from .hooks import notify
 from .progress import ProgressBar
+from .streams import Stream
 
 HINT = ("to find the first layer that produces NaN or inf, run it inside "
         "`with handgrad.inspect.detect_anomaly(model):`")
@@ -57,7 +59,9 @@ class Run:
     on_nonfinite: object = None
     augment: object = None
     distributed: bool = False
-    steps: int = 0
+    steps_per_epoch: object = None
+    validation_steps: object = None
+    steps: object = 0  # None: unknown (an iterable without steps_per_epoch)
     step: object = None
     evaluate: object = None
 
@@ -68,14 +72,23 @@ def finite_inputs(xb) -> bool:
                for _, a in leaves("x", xb))
 
 
+def epoch_batches(run):
+    """The ``(xb, yb)`` of one epoch: the next batches of a :class:`Stream`, else the
+    first ``run.steps`` batches of the arrays (shuffled each epoch)."""
+    if isinstance(run.x, Stream):
+        return run.x.batches()
+    return itertools.islice(batch_pairs(run.x, run.y, run.batch_size, shuffle=run.shuffle,
+                                        rng=run.rng), run.steps)
+
+
 def run_epoch(model, run, epoch):
     """Train ``model`` for one epoch of ``run``; returns the epoch's logs."""
     bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
     totals, seen, start = {}, 0, time.perf_counter()
     streams = reset_metrics(model)
     logs = {}
-    for step, (xb, yb) in enumerate(batch_pairs(run.x, run.y, run.batch_size,
-                                                  shuffle=run.shuffle, rng=run.rng)):
+    step = -1
+    for step, (xb, yb) in enumerate(epoch_batches(run)):
         xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
         notify(run.callbacks, "on_train_batch_begin", step, {})
         logs = checked_step(model, run, epoch, step, xb, yb)
@@ -98,7 +111,7 @@ def run_epoch(model, run, epoch):
     if model.optimizer is not None:
         logs["lr"] = float(model.optimizer.lr)
     logs["seconds"] = time.perf_counter() - start
-    bar.finish(logs)
+    bar.finish(logs, step + 1)
     return logs
 
 
@@ -130,7 +143,7 @@ def checked_step(model, run, epoch, step, xb, yb):
     loss = logs.get("loss")
     if run.on_nonfinite == "ignore" or loss is None or math.isfinite(loss):
         return logs
-    where = f"at epoch {epoch + 1}, step {step + 1} of {run.steps}"
+    where = f"at epoch {epoch + 1}, step {step + 1} of {run.steps or '?'}"
     weights = ("its update was not applied, so the weights are those from before it"
                if not applied else "a custom train_step already applied its update")
     inputs = ("the batch's inputs are finite" if finite_inputs(xb)

@@ -4,17 +4,26 @@ With ``distributed=True`` (inside an MPI job, see :mod:`handgrad.distributed`) e
 process takes a contiguous share of the data set; ``evaluate`` sums the losses and
 metrics weighted by examples over the processes and ``predict`` gathers every share, so
 every process gets the result for the whole data set.
+
+Both also take a generator or any iterable of batches (:mod:`.streams`), ``steps=`` (the
+number of batches to run, as Keras's) and ``verbose=`` (0: silent, the default; 1: the
+progress bar of ``fit``; Keras's default is 1).
 """
 
 from __future__ import annotations
 
-from .._checks import array_module, positive_int
+import itertools
+import time
+
+from .._checks import array_module, describe, is_int, positive_int
 from .._hyper import flag
-from ..data.batching import batches, leaves
+from ..data.batching import batches, leaves, num_batches
 from . import hooks, parallel
 from .checks import check_layout
 from .data import batch_pairs, count, model_data
 from .epochs import reset_metrics, streamed
+from .progress import ProgressBar
+from .streams import Stream, check_steps, is_stream
 
 
 def as_list(value, single):
@@ -35,65 +44,130 @@ class EvaluationMixin:
     """Inference methods of a model with forward, ``test_step`` and the data checks of
     :class:`~handgrad.training.TrainingMixin`."""
 
-    def predict(self, x, batch_size=256, *, callbacks=(), distributed=False):
+    def predict(self, x, batch_size=256, *, verbose=0, steps=None, callbacks=(),
+                distributed=False):
         """Outputs in inference mode, computed batch by batch: an array, or a list in
         output order for a model with several outputs. ``x`` is an array, a list in input
-        order or a dict keyed by input names. Zero examples give empty ``(0, ...)``
-        arrays of the outputs' shapes and dtypes. ``callbacks`` get the ``on_predict_*``
-        hooks. ``distributed=True``: each process predicts its share and every process
-        gets all the outputs."""
-        x, _ = model_data("predict", self, x, need_y=False, allow_empty=True)
+        order or a dict keyed by input names, or an iterable of batches (:mod:`.streams`).
+        Zero examples give empty ``(0, ...)`` arrays of the outputs' shapes and dtypes.
+        ``steps``: predict only that many batches; ``verbose=1``: a progress bar.
+        ``callbacks`` get the ``on_predict_*`` hooks. ``distributed=True``: each process
+        predicts its share and every process gets all the outputs."""
+        bar = self._bar("predict", verbose)
+        steps = check_steps("predict", "steps", steps)
+        if is_stream(x):
+            x = self._stream("predict", "x", x, None, steps, "steps", None)
+        else:
+            x, _ = model_data("predict", self, x, need_y=False, allow_empty=True)
+            check_layout("predict", self, x)
         batch_size = positive_int("predict", "batch_size", batch_size)
-        check_layout("predict", self, x)
         callbacks = hooks.prepare("predict", callbacks, self)
         if flag("predict", "distributed", distributed):
+            self._arrays_only("predict", x, steps)
             return parallel.run(parallel.predict, self, x, batch_size, callbacks)
         hooks.notify(callbacks, "on_predict_begin", {})
         single = getattr(self, "single_output", True)
-        arrays = [array for _, array in leaves("x", x)]
-        xp = array_module(*arrays)
-        if count(x) == 0:  # one all-zero example gives the output's shape and dtype
+        if isinstance(x, Stream):
+            pairs, xp = x.batches(), None
+        else:
+            arrays = [array for _, array in leaves("x", x)]
+            xp = array_module(*arrays)
+            pairs = ((xb, None) for xb in batches(x, None, batch_size, shuffle=False))
+        if xp is not None and count(x) == 0:  # one all-zero example: the outputs' shapes
             zeros = [xp.zeros((1, *a.shape[1:]), dtype=a.dtype) for a in arrays]
             outputs = as_list(self.forward(zeros if isinstance(x, list) else zeros[0],
                                            training=False), single)
             outputs = [out[:0] for out in outputs]
         else:
-            parts = []
-            for index, xb in enumerate(batches(x, None, batch_size, shuffle=False)):
+            bar = ProgressBar(self._total(x, batch_size, steps), "predict", bar)
+            parts, seen, start = [], 0, time.perf_counter()
+            for index, (xb, _) in enumerate(itertools.islice(pairs, steps)):
                 hooks.notify(callbacks, "on_predict_batch_begin", index, {})
                 parts.append(as_list(self.forward(xb, training=False), single))
                 hooks.notify(callbacks, "on_predict_batch_end", index,
                              {"outputs": parts[-1][0] if single else parts[-1]})
+                seen += count(xb)
+                bar.update(index + 1, {}, seen / max(time.perf_counter() - start, 1e-9))
+            bar.finish({}, len(parts))
+            xp = xp or array_module(*(a for _, a in leaves("x", parts[0])))
             outputs = [xp.concatenate(column, axis=0) for column in zip(*parts)]
         hooks.notify(callbacks, "on_predict_end", {})
         return outputs[0] if single else outputs
 
-    def evaluate(self, x, y, batch_size=256, *, callbacks=(), return_dict=False,
-                 distributed=False):
+    def _bar(self, op, verbose) -> bool:
+        """Whether ``verbose`` (0 or 1, or a bool) asks for a progress bar."""
+        if not (is_int(verbose) or isinstance(verbose, bool)) or verbose not in (0, 1, 2):
+            raise ValueError(f"{op}: 'verbose' must be 0 (silent), 1 (a progress bar) or 2 "
+                             f"(one line); received {describe(verbose)}")
+        return bool(verbose)
+
+    @staticmethod
+    def _total(x, batch_size, steps):
+        """The batches a run over ``x`` takes (None: unknown until a stream ends)."""
+        if isinstance(x, Stream):
+            return steps
+        total = num_batches(count(x), batch_size)
+        return total if steps is None else min(steps, total)
+
+    def _stream(self, op, arg, source, y, steps, steps_name, step):
+        """A :class:`Stream` of ``source`` whose batches are checked as ``step``'s data
+        (``step`` None: ``predict``'s inputs alone)."""
+        if isinstance(source, Stream):
+            return source
+        if y is not None:
+            raise TypeError(f"{op}: 'y' must be None when '{arg}' is a generator or an "
+                            f"iterable of (x, y) batches; received {describe(y)}")
+        if step is None:
+            def check(label, xb, _):
+                return model_data(label, self, xb, need_y=False)[0], None
+        else:
+            def check(label, xb, yb):
+                return self._data(label, xb, yb, step)
+        pairs = step is not None and getattr(self, "takes_targets", True)
+        return Stream(op, arg, source, steps=check_steps(op, steps_name, steps),
+                      steps_name=steps_name, check=check, pairs=pairs)
+
+    @staticmethod
+    def _arrays_only(op, x, steps):
+        if isinstance(x, Stream) or steps is not None:
+            raise ValueError(f"{op}: distributed=True takes arrays and no steps; received "
+                             f"{'a generator' if isinstance(x, Stream) else f'steps={steps}'}")
+
+    def evaluate(self, x, y=None, batch_size=256, *, verbose=0, steps=None, callbacks=(),
+                 return_dict=False, distributed=False):
         """Mean loss and metrics over the data set in inference mode, as Keras gives
         them: the loss (a float) when there are no metrics, else a list in the order of
         the logs (``loss, accuracy = model.evaluate(x, y)``); ``return_dict=True`` gives
-        the dict ``{"loss": ..., "accuracy": ...}``. ``x`` and ``y`` as for :meth:`fit`;
-        ``callbacks`` get the ``on_test_*`` hooks. ``distributed=True``: each process
-        evaluates its share and the results are reduced (every process gets the means
-        over the whole data set; a streaming metric, the figure of every process's counts
-        summed)."""
+        the dict ``{"loss": ..., "accuracy": ...}``. ``x`` and ``y`` as for :meth:`fit`
+        (``x`` may be an iterable of ``(x, y)`` batches, ``y`` then None); ``steps``: only
+        that many batches; ``verbose=1``: a progress bar. ``callbacks`` get the
+        ``on_test_*`` hooks. ``distributed=True``: each process evaluates its share and
+        the results are reduced (every process gets the means over the whole data set; a
+        streaming metric, the figure of every process's counts summed)."""
         if not self._custom("test_step"):
             self._require_compiled("evaluate")
         distributed = flag("evaluate", "distributed", distributed)
         return_dict = flag("evaluate", "return_dict", return_dict)
-        x, y = self._data("evaluate", x, y, "test_step", allow_empty=distributed)
+        bar = self._bar("evaluate", verbose)
+        steps = check_steps("evaluate", "steps", steps)
+        if is_stream(x) or isinstance(x, Stream):
+            x = self._stream("evaluate", "x", x, y, steps, "steps", "test_step")
+        else:
+            x, y = self._data("evaluate", x, y, "test_step", allow_empty=distributed)
+            if not self._custom("test_step"):
+                check_layout("evaluate", self, x)
         batch_size = positive_int("evaluate", "batch_size", batch_size)
-        if not self._custom("test_step"):
-            check_layout("evaluate", self, x)
         callbacks = hooks.prepare("evaluate", callbacks, self)
         if distributed:
+            self._arrays_only("evaluate", x, steps)
             logs = parallel.run(self.evaluation_logs, x, y, batch_size, callbacks, distributed=True)
         else:
-            logs = self.evaluation_logs(x, y, batch_size, callbacks)
+            bar = ProgressBar(self._total(x, batch_size, steps), "evaluate", bar)
+            logs = self.evaluation_logs(x, y, batch_size, callbacks, steps=steps, bar=bar)
         return keras_result(logs, return_dict)
 
-    def evaluation_logs(self, x, y, batch_size, callbacks=(), distributed=False):
+    def evaluation_logs(self, x, y, batch_size, callbacks=(), distributed=False, *,
+                        steps=None, bar=None):
         """The logs of ``evaluate`` (a dict) for checked ``x``, ``y``, between the
         ``on_test_begin`` and ``on_test_end`` hooks; ``distributed``: inside the MPI job,
         each process measuring its share."""
@@ -101,22 +175,31 @@ class EvaluationMixin:
         if distributed:
             logs = parallel.evaluate(self, x, y, batch_size, callbacks)
         else:
-            totals, seen = self.evaluation_totals(x, y, batch_size, callbacks)
+            totals, seen = self.evaluation_totals(x, y, batch_size, callbacks, steps, bar)
             logs = streamed(self, {key: value / seen for key, value in totals.items()})
         hooks.notify(callbacks, "on_test_end", logs)
         return logs
 
-    def evaluation_totals(self, x, y, batch_size, callbacks=()):
+    def evaluation_totals(self, x, y, batch_size, callbacks=(), steps=None, bar=None):
         """``({key: sum over examples of the logs}, examples)`` of ``test_step`` on
-        ``x``, ``y`` (already checked), batch by batch, each between the
-        ``on_test_batch_begin`` and ``on_test_batch_end`` hooks."""
-        totals, seen = {}, 0
+        ``x``, ``y`` (already checked; or a :class:`Stream`), batch by batch (the first
+        ``steps``), each between the ``on_test_batch_begin`` and ``on_test_batch_end``
+        hooks; ``bar``: a :class:`ProgressBar` to update."""
+        totals, seen, start = {}, 0, time.perf_counter()
         reset_metrics(self)
-        for index, (xb, yb) in enumerate(batch_pairs(x, y, batch_size, shuffle=False)):
+        pairs = x.batches() if isinstance(x, Stream) else batch_pairs(x, y, batch_size,
+                                                                        shuffle=False)
+        index = -1
+        for index, (xb, yb) in enumerate(itertools.islice(pairs, steps)):
             hooks.notify(callbacks, "on_test_batch_begin", index, {})
             n, logs = count(xb), self.test_step(xb, yb)
             for key, value in logs.items():
                 totals[key] = totals.get(key, 0.0) + value * n
             seen += n
             hooks.notify(callbacks, "on_test_batch_end", index, logs)
+            if bar is not None:
+                bar.update(index + 1, {k: v / seen for k, v in totals.items()},
+                           seen / max(time.perf_counter() - start, 1e-9))
+        if bar is not None:
+            bar.finish({k: v / max(seen, 1) for k, v in totals.items()}, index + 1)
         return totals, seen

@@ -30,20 +30,16 @@ from typing import ClassVar
 from .. import optimizers
 from .._checks import as_generator, choice, describe, is_int
 from .._hyper import flag
-from ..data.batching import num_batches
 from . import metrics as _metrics
 from . import parallel
 from .callbacks import History, TerminateOnNaN
-from .checks import check_layout
 from .data import (
-    check_validation_data,
-    count,
     given_data,
     model_data,
-    split_validation,
 )
 from .epochs import HINT, NonFiniteLossError, Run, run_epoch
 from .evaluation import EvaluationMixin, as_list
+from .fit_data import fit_data
 from .hooks import notify, prepare
 from .objective import Objective
 
@@ -233,7 +229,8 @@ class TrainingMixin(EvaluationMixin):
 
     def fit(self, x, y=None, epochs=1, batch_size=32, validation_data=None, callbacks=(),
             rng=None, verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
-            on_nonfinite=None, augment=None, distributed=False, **moved):
+            on_nonfinite=None, augment=None, distributed=False, steps_per_epoch=None,
+            validation_steps=None, **moved):
         """Train for ``epochs`` epochs; returns a :class:`History`.
 
         ``x`` is an array, a list in input order or a dict keyed by ``model.input_names``;
@@ -252,11 +249,17 @@ class TrainingMixin(EvaluationMixin):
         :mod:`handgrad.training.parallel`); ``batch_size`` is the global batch.
         A model that learns from ``x`` alone (``takes_targets = False``: the VAE, the
         WGAN-GP, the RBM) refuses a ``y``.
+
+        ``x`` may also be a generator or any iterable of ``(x, y)`` batches (``y`` then
+        None; see :mod:`handgrad.training.streams`), and ``validation_data`` too.
+        ``steps_per_epoch``: the batches of an epoch (needed with a generator, which goes
+        on across epochs; with arrays, the first batches of each shuffled epoch);
+        ``validation_steps``: the batches of each validation.
         """
         self._refuse_moved(moved, y)
         run = Run(x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
                   shuffle, initial_epoch, validation_split, on_nonfinite, augment,
-                  flag("fit", "distributed", distributed))
+                  flag("fit", "distributed", distributed), steps_per_epoch, validation_steps)
         return parallel.run(self._fit, run) if run.distributed else self._fit(run)
 
     def _refuse_moved(self, moved, y):
@@ -270,7 +273,7 @@ class TrainingMixin(EvaluationMixin):
             raise TypeError(f"{op}: unexpected keyword argument {key!r}; fit takes x, y, "
                             f"epochs, batch_size, validation_data, callbacks, rng, verbose, "
                             f"shuffle, initial_epoch, validation_split, on_nonfinite, "
-                            f"augment and distributed")
+                            f"augment, distributed, steps_per_epoch and validation_steps")
         if y is not None and not self.takes_targets:
             raise TypeError(f"{op}: 'y' must be None (the model learns from x alone; give "
                             f"epochs and batch_size by keyword, fit(x, epochs=10)); received "
@@ -310,18 +313,7 @@ class TrainingMixin(EvaluationMixin):
             value = getattr(run, name)
             if not is_int(value) or value < low:
                 raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
-        x, y = self._data("fit", run.x, run.y, "train_step")
-        x, y, validation_data = split_validation("fit", x, y, run.validation_split,
-                                                 run.validation_data)
-        if validation_data is not None and not self._custom("test_step"):
-            self._require_compiled("fit")
-        validation_data = check_validation_data(
-            "fit", validation_data, lambda op, xv, yv: self._data(op, xv, yv, "test_step",
-                                                                  allow_empty=True), x)
-        if not custom:
-            check_layout("fit", self, x)
-        if validation_data is not None and not self._custom("test_step"):
-            check_layout("fit", self, validation_data[0], "x_val")
+        x, y, validation_data, steps = fit_data(self, run)
         callbacks = self._fit_callbacks(run.callbacks, validation_data is not None)
         if run.augment is not None and not callable(run.augment):
             raise TypeError(f"fit: 'augment' must be None or a callable (x_batch, rng) -> "
@@ -331,7 +323,6 @@ class TrainingMixin(EvaluationMixin):
             terminate = any(isinstance(c, TerminateOnNaN) for c in callbacks)
             on_nonfinite = "ignore" if terminate else "raise"
         on_nonfinite = choice("fit", "on_nonfinite", on_nonfinite, NONFINITE)
-        steps = num_batches(count(x), run.batch_size)
         for callback in callbacks:
             callback.set_params({"verbose": run.verbose, "epochs": run.epochs, "steps": steps})
         rng = as_generator("fit", "rng", run.rng)
@@ -344,7 +335,8 @@ class TrainingMixin(EvaluationMixin):
             reducer, wiring = None, {
                 "step": self.train_step, "callbacks": callbacks,
                 "evaluate": lambda xv, yv, size, hooked: self.evaluate(
-                    xv, yv, size, callbacks=hooked, return_dict=True)}
+                    xv, yv, size, callbacks=hooked, return_dict=True,
+                    steps=run.validation_steps)}
         return replace(run, **checked, **wiring), reducer
 
     def _fit_callbacks(self, callbacks, validating):

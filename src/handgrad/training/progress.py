@@ -40,7 +40,7 @@ class ProgressBar:
     width = 24
 
     def __init__(self, total, title, enabled=True, stream=None, clock=time.perf_counter):
-        self.total = max(int(total), 1)
+        self.total = None if total is None else max(int(total), 1)  # None: unknown
         self.title = title
         self.stream = stream or sys.stdout
         self.enabled = enabled
@@ -51,16 +51,18 @@ class ProgressBar:
         self._drawn = 0  # length of the longest line drawn, to blank what a shorter one leaves
 
     def _line(self, step, logs, extra=""):
-        filled = int(self.width * step / self.total)
+        total = step if self.total is None else self.total
+        filled = int(self.width * step / max(total, 1))
         bar = "=" * filled + (">" if filled < self.width else "") + " " * (self.width - filled)
         fields = "  ".join(part for part in (format_logs(logs), extra) if part)
-        return f"{self.title} [{bar[: self.width]}] {step}/{self.total}  {fields}  " \
+        of = "?" if self.total is None else self.total
+        return f"{self.title} [{bar[: self.width]}] {step}/{of}  {fields}  " \
                f"{self.speed:,.0f} ex/s"
 
     def eta(self, step) -> float:
         """Seconds left in the epoch at the rate of the first ``step`` steps."""
         elapsed = self.clock() - self.start
-        return elapsed * (self.total - step) / max(step, 1)
+        return elapsed * ((self.total or step) - step) / max(step, 1)
 
     def _draw(self, line, end=""):
         padding = " " * max(self._drawn - len(line), 0)
@@ -73,10 +75,11 @@ class ProgressBar:
         if self.interactive:
             self._draw(self._line(step, logs, f"ETA {format_duration(self.eta(step))}"))
 
-    def finish(self, logs):
+    def finish(self, logs, step=None):
+        """The final line (``step``: the steps done, when the total was unknown)."""
         if not self.enabled:
             return
-        line = self._line(self.total, logs)
+        line = self._line(self.total or step or 0, logs)
         if self.interactive:
             self._draw(line, "\n")
         else:
