@@ -100,6 +100,19 @@ from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample
 from .structure import Add, Concatenate, Merge, Multiply, Residual
+from .merges import (
+    Average,
+    Maximum,
+    Minimum,
+    Subtract,
+    add,
+    average,
+    concatenate,
+    maximum,
+    minimum,
+    multiply,
+    subtract,
+)
 from .tied import TiedDense, link_tied
 from .transformer import TransformerEncoderLayer
 from .transformer_decoder import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder

@@ -34,6 +34,36 @@ class SymbolicTensor:
         self.node, self.index, self.name = node, index, name
         self.uid = next(_ids)
 
+    def _merge(self, other, layer, symbol):
+        """``t1 + t2``, ``t1 - t2``, ``t1 * t2``: a new ``Add``/``Subtract``/``Multiply``
+        layer called on both tensors."""
+        if not isinstance(other, SymbolicTensor):
+            raise TypeError(f"'{symbol}' on a symbolic tensor takes another symbolic tensor "
+                            f"(it adds a {layer} layer to the graph); received "
+                            f"{describe(other)}; for a constant use a layer such as "
+                            f"Rescaling or Lambda")
+        from .registry import REGISTRY  # the merge layers register themselves
+
+        return REGISTRY[layer]()([self, other])
+
+    def __add__(self, other):
+        return self._merge(other, "Add", "+")
+
+    def __sub__(self, other):
+        return self._merge(other, "Subtract", "-")
+
+    def __mul__(self, other):
+        return self._merge(other, "Multiply", "*")
+
+    def __radd__(self, other):
+        return self._merge(other, "Add", "+")
+
+    def __rsub__(self, other):
+        return self._merge(other, "Subtract", "-")
+
+    def __rmul__(self, other):
+        return self._merge(other, "Multiply", "*")
+
     def __repr__(self):
         source = "input" if self.node is None else f"{self.node.layer.label}"
         label = f" {self.name!r}" if self.name else ""

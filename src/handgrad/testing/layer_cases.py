@@ -208,7 +208,8 @@ LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
 # MaxUnpool takes [x, indices]: tested in test_pooling_extra; GridSample takes [x, grid]:
 # tested in test_spatial_transformer; the transformer decoders take [tgt, memory] or
 # [src, tgt]: tests/test_transformer_layers.py.
-MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "CosineSimilarity", "PairwiseDistance",
+MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "Subtract", "Average", "Maximum",
+                      "Minimum", "CosineSimilarity", "PairwiseDistance",
                       "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D", "GridSample",
                       "TransformerDecoderLayer", "TransformerDecoder", "Transformer")
 

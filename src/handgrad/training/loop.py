@@ -336,7 +336,8 @@ class TrainingMixin(EvaluationMixin):
                 "step": self.train_step, "callbacks": callbacks,
                 "evaluate": lambda xv, yv, size, hooked: self.evaluate(
                     xv, yv, size, callbacks=hooked, return_dict=True,
-                    steps=run.validation_steps)}
+                    **({} if run.validation_steps is None else
+                       {"steps": run.validation_steps}))}
         return replace(run, **checked, **wiring), reducer
 
     def _fit_callbacks(self, callbacks, validating):
