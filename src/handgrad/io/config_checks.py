@@ -42,9 +42,10 @@ INPUT_KEYS = ("shape", "name", "dtype")
 
 
 def is_shape(value) -> bool:
-    """A per-example shape as a file holds it: a list of at most 32 integers >= 0."""
-    return isinstance(value, list) and len(value) <= 32 and all(is_int(d) and d >= 0
-                                                                 for d in value)
+    """A per-example shape as a file holds it: a list of at most 32 integers >= 0 (or
+    null: an Input's axis of any size)."""
+    return isinstance(value, list) and len(value) <= 32 and all(
+        d is None or (is_int(d) and d >= 0) for d in value)
 
 
 def _is_dtype_name(value) -> bool:

@@ -25,6 +25,19 @@ from .fractional_pool import FractionalMaxPool, FractionalMaxPool2D, FractionalM
 from .gated_activations import GLU, PReLU, RReLU
 from .keras_layers import *  # noqa: F403  Keras's class names (MaxPooling2D, ...)
 from .lrn import LocalResponseNorm
+from .merges import (
+    Average,
+    Maximum,
+    Minimum,
+    Subtract,
+    add,
+    average,
+    concatenate,
+    maximum,
+    minimum,
+    multiply,
+    subtract,
+)
 from .normalization import (
     BatchNorm,
     GroupNorm,
@@ -100,19 +113,6 @@ from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample
 from .structure import Add, Concatenate, Merge, Multiply, Residual
-from .merges import (
-    Average,
-    Maximum,
-    Minimum,
-    Subtract,
-    add,
-    average,
-    concatenate,
-    maximum,
-    minimum,
-    multiply,
-    subtract,
-)
 from .tied import TiedDense, link_tied
 from .transformer import TransformerEncoderLayer
 from .transformer_decoder import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder

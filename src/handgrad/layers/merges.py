@@ -19,8 +19,8 @@ on symbolic tensors they add a node to the graph, on arrays they compute in infe
 from __future__ import annotations
 
 from .._checks import describe
-from .structure import Add, BroadcastMerge, Concatenate, Multiply, _fold, _reduced
 from .registry import register
+from .structure import Add, BroadcastMerge, Concatenate, Multiply, _fold, _reduced
 from .symbolic import SymbolicTensor
 
 

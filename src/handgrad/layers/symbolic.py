@@ -23,13 +23,28 @@ from .._checks import describe, float_dtype
 
 _ids = itertools.count()
 
+#: The sizes that stand for an unknown (None) axis when a call is probed: the layer is
+#: built at the first, run at both, and an output axis whose size differs is None.
+PROBE_SIZES = (16, 23)
+
+
+def concrete(shape, size=PROBE_SIZES[0]) -> tuple:
+    """``shape`` with every None (an unknown size) replaced by ``size``."""
+    return tuple(size if d is None else d for d in shape)
+
+
+def shape_matches(shape, expected) -> bool:
+    """Whether a per-example ``shape`` fits ``expected`` (None: any size there)."""
+    return len(shape) == len(expected) and all(
+        e is None or int(d) == e for d, e in zip(shape, expected))
+
 
 class SymbolicTensor:
     """A tensor of a graph under construction: per-example ``shape``, ``dtype``, the
     producing ``node`` (None for an ``Input``) and the output ``index`` in that node."""
 
     def __init__(self, shape, dtype=None, node=None, index=0, name=None):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(None if d is None else int(d) for d in shape)
         self.dtype = None if dtype is None else np.dtype(dtype)
         self.node, self.index, self.name = node, index, name
         self.uid = next(_ids)
@@ -141,12 +156,13 @@ def tensor_labels(network) -> dict:
 
 
 def input_tensor(shape, name=None, dtype=None) -> SymbolicTensor:
-    """``handgrad.Input``: a graph input of per-example ``shape`` (no batch axis)."""
+    """``handgrad.Input``: a graph input of per-example ``shape`` (no batch axis; None
+    for an axis of any size, e.g. ``(None, F)`` for sequences of any length)."""
     if not isinstance(shape, (tuple, list)) or not all(
-            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
-            for d in shape):
-        raise TypeError(f"Input: 'shape' must be a tuple of ints >= 0 (per example, no batch "
-                        f"axis); received {describe(shape)}")
+            d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                          and d >= 0) for d in shape):
+        raise TypeError(f"Input: 'shape' must be a tuple of ints >= 0 or None (per example, "
+                        f"no batch axis); received {describe(shape)}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"Input: 'name' must be a string or None; received {describe(name)}")
     dtype = float_dtype("Input", "dtype", dtype, integers=True)  # integers: ids
@@ -177,18 +193,34 @@ def connect(layer, inputs):
     given = _float_dtype(layer, tensors)
     dtype = given or np.dtype(np.float32)
     probe = layer if layer.built else copy.deepcopy(layer)
+    shapes = [t.shape for t in tensors]
+    sizes = PROBE_SIZES if any(None in shape for shape in shapes) else PROBE_SIZES[:1]
+
+    def run(size):
+        examples = [np.zeros((1, *concrete(t.shape, size)), dtype=t.dtype if t.dtype is not
+                             None and t.dtype.kind in "iu" else dtype) for t in tensors]
+        out = probe.graph_forward(examples, training=False)
+        return out, out if isinstance(out, (list, tuple)) else [out]
+
     try:
         if not probe.built:
-            probe.graph_build([t.shape for t in tensors], np.random.default_rng(0), dtype)
-        examples = [np.zeros((1, *t.shape), dtype=t.dtype if t.dtype is not None and
-                             t.dtype.kind in "iu" else dtype) for t in tensors]
-        out = probe.graph_forward(examples, training=False)
+            probe.graph_build([concrete(shape) for shape in shapes],
+                              np.random.default_rng(0), dtype)
+        out, outs = run(sizes[0])
     except (ValueError, TypeError) as error:
-        shapes = ", ".join(str(t.shape) for t in tensors)
-        raise ValueError(f"{layer.label} cannot be called on per-example shape(s) {shapes}: "
-                         f"{error}") from None
-    outs = out if isinstance(out, (list, tuple)) else [out]
-    node = Node(layer, tensors, [o.shape[1:] for o in outs], given)
+        raise ValueError(f"{layer.label} cannot be called on per-example shape(s) "
+                         f"{', '.join(map(str, shapes))}: {error}") from None
+    out_shapes = [o.shape[1:] for o in outs]
+    if len(sizes) > 1:
+        try:
+            others = run(sizes[1])[1]
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{layer.label} needs a fixed size on the axes that are None in "
+                             f"its input shape(s) {', '.join(map(str, shapes))} (an Input "
+                             f"with None takes any size there): {error}") from None
+        out_shapes = [tuple(a if a == b else None for a, b in zip(o, other.shape[1:]))
+                      for o, other in zip(out_shapes, others)]
+    node = Node(layer, tensors, out_shapes, given)
     for tensor, o in zip(node.outputs, outs):
         if o.dtype.kind in "iu":  # an integer output (a max pooling's indices)
             tensor.dtype = o.dtype

@@ -23,7 +23,7 @@ from ..inspect.summary import print_summary
 from ..layers.base import Layer, check_dtype, snake_case
 from ..layers.caching import forward_scope, keeps_cache
 from ..layers.registry import REGISTRY, register
-from ..layers.symbolic import GraphNetwork, SymbolicTensor, input_tensor
+from ..layers.symbolic import GraphNetwork, SymbolicTensor, concrete, input_tensor
 from ..training.loop import TrainingMixin
 from .graph_io import arrays_by_input, config_of, output_gradients, replay
 from .keras_api import KerasModelAPI
@@ -79,7 +79,9 @@ def _cast(layer, dtype):
 
 @register
 class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
-    """A graph of layer calls from ``inputs`` to ``outputs`` (a tensor or a list).
+    """A graph of layer calls from ``inputs`` to ``outputs`` (a tensor, a list, or a dict
+    of named tensors: the names become ``output_names``, the keys of compile's losses and
+    of ``y``, and ``predict`` and ``model(x)`` return a dict; ``forward`` a list).
 
     ``forward(x)`` takes an array, a list in input order or a dict keyed by Input names
     and returns an array (one output) or a list; ``backward(dy)`` takes an array or a
@@ -94,6 +96,13 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
     """
 
     def __init__(self, inputs, outputs, *, name=None, dtype=None, seed=None, trainable=True):
+        self.output_keys = None
+        if isinstance(outputs, dict):  # Keras's dict outputs: named by their keys
+            if not outputs or not all(isinstance(key, str) for key in outputs):
+                raise TypeError(f"Model: a dict of 'outputs' must map names (strings) to "
+                                f"tensors; received keys {list(outputs)}")
+            self.output_keys = list(outputs)
+            outputs = list(outputs.values())
         self.inputs = _as_list("Model", "inputs", inputs)
         self.outputs = _as_list("Model", "outputs", outputs)
         self.single_input = not isinstance(inputs, (list, tuple))
@@ -117,7 +126,7 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
             raise ValueError(f"Model: the Inputs' names must be unique (they key the dicts "
                              f"given to forward and fit); received {self.input_names}")
         # a shared layer's several calls make outputs of one name: suffixed _1, _2, ...
-        self.output_names = unique_names([
+        self.output_names = self.output_keys or unique_names([
             t.node.layer.name if t.node is not None else self.input_names[
                 self.inputs.index(t)] for t in self.outputs])
         self.training = True
@@ -174,7 +183,7 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
             layer = node.layer
             if not layer.built:
                 self._built_here.append((layer, layer.dtype))
-                layer.graph_build([t.shape for t in node.inputs], rng, self.dtype)
+                layer.graph_build([concrete(t.shape) for t in node.inputs], rng, self.dtype)
             elif not any(layer is built for built, _ in self._built_here):
                 layer.adopt(rng, self.dtype)
         self.input_shape = expected[0] if self.single_input else expected
@@ -185,7 +194,7 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
         """The Inputs' shapes, after checking ``input_shape`` (one shape, or a list)."""
         expected = [t.shape for t in self.inputs]
         given = [input_shape] if self.single_input else list(input_shape)
-        if [tuple(int(d) for d in s) for s in given] != expected:
+        if [tuple(None if d is None else int(d) for d in s) for s in given] != expected:
             raise ValueError(f"{self.label}: takes per-example input shape(s) "
                              f"{expected[0] if self.single_input else expected}; received "
                              f"{input_shape}")

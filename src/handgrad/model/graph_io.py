@@ -4,6 +4,7 @@ config (the layers and the calls between them, replayed by ``from_config``)."""
 from __future__ import annotations
 
 from .._checks import describe
+from ..layers.symbolic import shape_matches
 from ..layers.tied import link_tied
 
 
@@ -30,7 +31,7 @@ def arrays_by_input(model, x):
     first = None
     for name, tensor, array in zip(model.input_names, model.inputs, arrays):
         shape = getattr(array, "shape", None)
-        if shape is None or tuple(shape[1:]) != tensor.shape:
+        if shape is None or not shape_matches(tuple(shape[1:]), tensor.shape):
             raise ValueError(f"{model.label}: input {name!r} must have shape (N, "
                              f"{', '.join(map(str, tensor.shape))}); received "
                              f"{describe(array)}")
@@ -77,6 +78,7 @@ def config_of(model) -> dict:
                   for node in model.nodes],
         "outputs": [_reference(model, t, node_index) for t in model.outputs],
         "single_input": model.single_input, "single_output": model.single_output,
+        **({} if model.output_keys is None else {"output_keys": model.output_keys}),
     }
 
 
@@ -104,6 +106,9 @@ def replay(config, registry, make_input):
             produced.append(out if isinstance(out, list) else [out])
         outputs = [tensor(ref) for ref in config.pop("outputs")]
         single_input, single_output = config.pop("single_input"), config.pop("single_output")
+        keys = config.pop("output_keys", None)
+        if keys is not None:
+            outputs = dict(zip(keys, outputs))
     except (KeyError, IndexError, TypeError) as error:
         raise ValueError(f"Model.from_config: malformed graph config ({error!r})") from None
     return (inputs[0] if single_input else inputs, outputs[0] if single_output else outputs,

@@ -33,7 +33,8 @@ class KerasModelAPI:
     def __call__(self, inputs, training=None):
         """On symbolic tensors: a graph call (the model becomes a layer of a bigger graph).
         On arrays (an array, a list or a dict as ``forward`` takes them): the outputs in
-        inference mode with no cache kept, as Keras's ``model(x)``; ``training=True``
+        inference mode with no cache kept, as Keras's ``model(x)`` (a dict for a model
+        made with a dict of outputs); ``training=True``
         runs the training behaviour (dropout, batch statistics), still without caches."""
         if _symbolic(inputs):
             if training is not None:
@@ -43,7 +44,9 @@ class KerasModelAPI:
         if training is not None and not isinstance(training, bool):
             raise TypeError(f"{self.label}: 'training' must be None or a bool; received "
                             f"{describe(training)}")
-        return self.forward(inputs, training=bool(training), grad=False)
+        outputs = self.forward(inputs, training=bool(training), grad=False)
+        return outputs if getattr(self, "single_output", True) else \
+            self.named_outputs(outputs)
 
     # -------------------------------------------------------------- weights
     def _weight_slots(self):

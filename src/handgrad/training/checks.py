@@ -16,6 +16,7 @@ graph ``Model`` knows each Input's shape: every input array must match it exactl
 from __future__ import annotations
 
 from .._checks import is_int
+from ..layers.symbolic import shape_matches
 
 _CHANNELS_FIRST_MAX = 4  # at most this many channels on axis 1 ...
 _SPATIAL_MIN = 8  # ... and at least this many positions on every later axis
@@ -50,9 +51,10 @@ def _check_shape(op, label, code, shape, expected, what, exact):
                 if shape[1:] + (1,) == expected else "")
         raise ValueError(f"{op}: {label} must have shape {wanted} ({what} {expected} with a "
                          f"batch axis); received an array of shape {shape}{hint}")
-    if len(shape) >= 3 and shape[1:] != expected and (*shape[2:], shape[1]) == expected:
+    if len(shape) >= 3 and not shape_matches(shape[1:], expected) and \
+            shape_matches((*shape[2:], shape[1]), expected):
         raise ValueError(_channels_first_message(op, label, code, shape, expected))
-    if exact and shape[1:] != expected:
+    if exact and not shape_matches(shape[1:], expected):
         raise ValueError(f"{op}: {label} must have shape {wanted} ({what} {expected} with a "
                          f"batch axis); received an array of shape {shape}")
 

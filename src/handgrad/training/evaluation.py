@@ -62,11 +62,12 @@ class EvaluationMixin:
             check_layout("predict", self, x)
         batch_size = positive_int("predict", "batch_size", batch_size)
         callbacks = hooks.prepare("predict", callbacks, self)
+        single = getattr(self, "single_output", True)
         if flag("predict", "distributed", distributed):
             self._arrays_only("predict", x, steps)
-            return parallel.run(parallel.predict, self, x, batch_size, callbacks)
+            outputs = parallel.run(parallel.predict, self, x, batch_size, callbacks)
+            return outputs if single else self.named_outputs(outputs)
         hooks.notify(callbacks, "on_predict_begin", {})
-        single = getattr(self, "single_output", True)
         if isinstance(x, Stream):
             pairs, xp = x.batches(), None
         else:
@@ -92,7 +93,13 @@ class EvaluationMixin:
             xp = xp or array_module(*(a for _, a in leaves("x", parts[0])))
             outputs = [xp.concatenate(column, axis=0) for column in zip(*parts)]
         hooks.notify(callbacks, "on_predict_end", {})
-        return outputs[0] if single else outputs
+        return outputs[0] if single else self.named_outputs(outputs)
+
+    def named_outputs(self, outputs):
+        """A list of outputs as the model was made: a dict for a graph ``Model`` made with
+        a dict of outputs (keyed by its names), else the list."""
+        keys = getattr(self, "output_keys", None)
+        return outputs if keys is None else dict(zip(keys, outputs))
 
     def _bar(self, op, verbose) -> bool:
         """Whether ``verbose`` (0 or 1, or a bool) asks for a progress bar."""
