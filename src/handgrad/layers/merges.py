@@ -107,31 +107,15 @@ def concatenate(inputs, axis=-1, **kwargs):
     return _call(Concatenate, "concatenate", inputs, axis=axis, **kwargs)
 
 
-def add(inputs, **kwargs):
-    """``Add(**kwargs)(inputs)``."""
-    return _call(Add, "add", inputs, **kwargs)
+def _helper(cls):
+    """Keras's lower-case helper of a merge layer: ``cls(**kwargs)(inputs)``."""
+    def helper(inputs, **kwargs):
+        return _call(cls, helper.__name__, inputs, **kwargs)
+
+    helper.__name__ = helper.__qualname__ = cls.__name__.lower()
+    helper.__doc__ = f"``{cls.__name__}(**kwargs)(inputs)``."
+    return helper
 
 
-def subtract(inputs, **kwargs):
-    """``Subtract(**kwargs)(inputs)``."""
-    return _call(Subtract, "subtract", inputs, **kwargs)
-
-
-def multiply(inputs, **kwargs):
-    """``Multiply(**kwargs)(inputs)``."""
-    return _call(Multiply, "multiply", inputs, **kwargs)
-
-
-def average(inputs, **kwargs):
-    """``Average(**kwargs)(inputs)``."""
-    return _call(Average, "average", inputs, **kwargs)
-
-
-def maximum(inputs, **kwargs):
-    """``Maximum(**kwargs)(inputs)``."""
-    return _call(Maximum, "maximum", inputs, **kwargs)
-
-
-def minimum(inputs, **kwargs):
-    """``Minimum(**kwargs)(inputs)``."""
-    return _call(Minimum, "minimum", inputs, **kwargs)
+add, subtract, multiply = _helper(Add), _helper(Subtract), _helper(Multiply)
+average, maximum, minimum = _helper(Average), _helper(Maximum), _helper(Minimum)

@@ -70,14 +70,8 @@ class SymbolicTensor:
     def __mul__(self, other):
         return self._merge(other, "Multiply", "*")
 
-    def __radd__(self, other):
-        return self._merge(other, "Add", "+")
-
-    def __rsub__(self, other):
-        return self._merge(other, "Subtract", "-")
-
-    def __rmul__(self, other):
-        return self._merge(other, "Multiply", "*")
+    # reached only when the left operand is not a tensor: refused by _merge
+    __radd__, __rsub__, __rmul__ = __add__, __sub__, __mul__
 
     def __repr__(self):
         source = "input" if self.node is None else f"{self.node.layer.label}"
