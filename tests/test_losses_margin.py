@@ -117,6 +117,18 @@ def test_multilabel_margin_matches_torch(dtype, reduction):
                grad_sizes=[np.ones(1)], terms=3 * C * C)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_multilabel_margin_counts_a_repeated_id_as_torch(dtype):
+    """torch sums over the listed ids, so an id listed twice counts twice."""
+    x = _rng(dtype, 7).standard_normal((3, C)).astype(dtype)
+    y = np.array([[2, 0, 0, -1], [1, 1, 1, 1], [3, 2, 3, -1]])
+    tensors = _tensors(x)
+    t_loss = F.multilabel_margin_loss(tensors[0], torch.tensor(y), reduction="none")
+    check_loss(losses.multilabel_margin(x, y, reduction="none"), t_loss, tensors,
+               dtype=dtype, reduction="none", item_sizes=C * (1 + 2 * np.max(_w(x), 1)),
+               grad_sizes=[np.ones(1)], terms=3 * C * C)
+
+
 @pytest.mark.parametrize("margin", [0.0, 0.3])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)

@@ -80,8 +80,8 @@ def multi_margin(x, y, *, p=1, margin=1.0, weight=None, reduction="mean"):
 def multilabel_margin(x, y, *, reduction="mean"):
     """Multi-label margin (torch's ``multilabel_margin_loss``): x (N, C), y (N, C) class
     ids of each row's targets, ended by the first -1. Per row
-    sum_{j target, i not} max(0, 1 - (x_j - x_i)) / C; each active pair gives dx_i += 1/C,
-    dx_j -= 1/C."""
+    sum_{j listed, i not} max(0, 1 - (x_j - x_i)) / C (an id listed twice counts twice, as
+    in torch); each active pair gives dx_i += 1/C, dx_j -= 1/C."""
     op = "multilabel_margin"
     xp, x = _scores(op, x)
     y = _class_ids(op, xp, y, x)
@@ -93,11 +93,13 @@ def multilabel_margin(x, y, *, reduction="mean"):
     if bool(xp.any(listed & ((y < 0) | (y >= classes)))):
         raise ValueError(f"{op}: 'y' must hold class ids in [0, {classes}) ended by -1; "
                          f"received {describe(y)}")
-    target = xp.any((y[:, :, None] == xp.arange(classes)) & listed[:, :, None], axis=1)
+    # each listed id counts once per listing (torch sums over the list, repeats included)
+    listings = xp.sum((y[:, :, None] == xp.arange(classes)) & listed[:, :, None], axis=1)
+    target = listings > 0
     h = 1 - x[:, :, None] + x[:, None, :]  # [n, j, i]: 1 - (x_j - x_i)
     on = (h > 0) & target[:, :, None] & ~target[:, None, :]
     c = x.dtype.type(classes)
-    values = xp.sum(xp.where(on, h, 0), axis=(1, 2)).astype(x.dtype) / c
-    on = on.astype(x.dtype)
+    on = on.astype(x.dtype) * listings[:, :, None].astype(x.dtype)
+    values = xp.sum(on * h, axis=(1, 2)).astype(x.dtype) / c
     grad = (xp.sum(on, axis=1) - xp.sum(on, axis=2)) / c
     return reduce(op, values, grad, reduction)
