@@ -1,0 +1,171 @@
+"""Adapters of the loss rows: torch's call bound by name, renamed to handgrad's loss of
+``handgrad.losses`` (which returns ``(loss, gradient(s))``); classes moved from axis 1
+to the last axis where torch reads them there."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import torch
+
+from handgrad import losses
+
+from .core import Plan
+from .helpers import Sample, Unsupported, leaf_call, value
+
+
+class Loss:
+    """One row: handgrad's ``loss``, torch's parameter name -> handgrad's (``rename``),
+    the handgrad names the returned gradients belong to (``grads``), torch names whose
+    gradient is minus another's (``negate``: {name: of}), classes on torch's axis 1."""
+
+    def __init__(self, loss, grads, rename=None, negate=None, classes=(), data=("target",),
+                 rows=False, check=None, ids=False):
+        self.loss, self.grads = loss, grads
+        self.rename, self.negate = rename or {}, negate or {}
+        self.classes, self.data, self.rows = classes, data, rows
+        self.check, self.ids = check, ids
+
+    def __call__(self, op, sample):
+        bound = inspect.signature(op.op).bind(sample.input, *sample.args, **sample.kwargs)
+        sample = _as_data(sample, [v for k, v in bound.arguments.items()
+                                   if k in self.data and k not in self.negate])
+        leaves, call = leaf_call(op.op, sample)
+        bound = inspect.signature(op.op).bind(sample.input, *sample.args, **sample.kwargs)
+        names = []
+        for leaf in leaves:
+            names.append(next(k for k, v in bound.arguments.items() if v is leaf))
+        params = dict(bound.arguments)
+        if self.check is not None:
+            self.check(params)
+        for old in ("size_average", "reduce"):
+            if params.get(old) is not None:
+                raise Unsupported("size_average/reduce")
+        return Plan(leaves, call, lambda *arrays: self.run(params, names, arrays))
+
+    def _moved(self, key, a, batched_classes):
+        if key in self.classes and isinstance(a, np.ndarray) and batched_classes:
+            return np.moveaxis(a, 1, -1)
+        return a
+
+    def run(self, params, names, arrays):
+        dtype = arrays[0].dtype
+        given = dict(params)
+        given.update(zip(names, arrays))
+        first_name = next(iter(params))
+        x = given[first_name]
+        added = self.rows and x.ndim == 1
+        if self.rows and x.ndim == 0:
+            raise Unsupported("0-d input")
+        if added:  # torch's unbatched (C,) input: one row
+            given = {k: (value(v)[None] if isinstance(value(v), np.ndarray)
+                         and k not in ("weight", "pos_weight") else v) for k, v in given.items()}
+            if self.ids:  # one class id for the row, () or (1,)
+                given["target"] = value(given["target"]).reshape(1)
+        moved = x.ndim >= 2 and bool(self.classes)
+        kwargs = {}
+        for key, v in given.items():
+            v = value(v, dtype)
+            if key == "target" and np.ndim(v) != x.ndim:
+                kwargs[self.rename.get(key, key)] = v  # class ids: no class axis to move
+                continue
+            kwargs[self.rename.get(key, key)] = self._moved(key, v, moved)
+        loss, grads = self.loss(**kwargs)
+        if added:
+            loss = loss[0] if np.ndim(loss) else loss
+            grads = tuple(None if g is None else g[0]
+                          for g in (grads if isinstance(grads, tuple) else (grads,)))
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        by_name = dict(zip(self.grads, grads))
+        missing = [n for n in names if self.rename.get(n, n) not in by_name
+                   and n not in self.negate]
+        if missing:
+            raise Unsupported(f"gradient of {missing[0]}")
+        y = np.asarray(loss)
+
+        def backward(dy):
+            out = []
+            for n in names:
+                g = by_name.get(self.rename.get(n, self.negate.get(n, n)))
+                g = -g if n in self.negate else g
+                if g is None:
+                    out.append(None)
+                    continue
+                up = np.reshape(dy, np.shape(y) + (1,) * (np.ndim(g) - np.ndim(y)))
+                if self.rename.get(n, n) in self.classes and moved and np.ndim(y):
+                    up = np.reshape(dy, np.shape(y) + (1,))
+                g = g * up
+                out.append(self._moved_back(n, g, moved))
+            return out
+
+        return y, backward, {}
+
+    def _moved_back(self, key, g, moved):
+        if key in self.classes and moved:
+            return np.moveaxis(g, -1, 1)
+        return g
+
+
+def _as_data(sample, tensors):
+    """``sample`` with ``tensors`` (targets: handgrad's losses take them as data, never
+    differentiated) detached, so they are not leaves."""
+    def fix(v):
+        return v.detach() if any(v is t for t in tensors) else v
+
+    return Sample(fix(sample.input), tuple(fix(v) for v in sample.args),
+                   {k: fix(v) for k, v in sample.kwargs.items()})
+
+
+def _gaussian(params):
+    shape = params["input"].shape
+    target = params["target"]
+    if target.shape != shape:
+        try:
+            params["target"] = target.expand(shape)  # data: its broadcast is its value
+        except RuntimeError:
+            pass  # not broadcastable to the input: handgrad must refuse it
+    if params["var"].shape != shape and params.get("reduction", "mean") == "none":
+        raise Unsupported("broadcast var, reduction none")  # dvar comes summed
+
+
+def _symmetric(loss, **rename):
+    return Loss(loss, ("pred",), {"input": "pred", **rename}, {"target": "pred"})
+
+
+OPS = {
+    "mse_loss": _symmetric(losses.mse),
+    "l1_loss": _symmetric(losses.mae),
+    "huber_loss": _symmetric(losses.huber),
+    "smooth_l1_loss": _symmetric(losses.smooth_l1),
+    "binary_cross_entropy": Loss(losses.binary_cross_entropy, ("probabilities",),
+                                 {"input": "probabilities", "target": "targets"}),
+    "binary_cross_entropy_with_logits": Loss(
+        losses.binary_cross_entropy_with_logits, ("logits",),
+        {"input": "logits", "target": "targets"}),
+    "cosine_embedding_loss": Loss(losses.cosine_embedding, ("x1", "x2"),
+                                  {"input1": "x1", "input2": "x2", "target": "y"}, rows=True),
+    "hinge_embedding_loss": Loss(losses.hinge_embedding, ("x",),
+                                 {"input": "x", "target": "y"}),
+    "kl_div": Loss(losses.kl_div, ("input_log_probs",), {"input": "input_log_probs"}),
+    "margin_ranking_loss": Loss(losses.margin_ranking, ("x1", "x2"),
+                                {"input1": "x1", "input2": "x2", "target": "y"}),
+    "multi_margin_loss": Loss(losses.multi_margin, ("x",), {"input": "x", "target": "y"},
+                              rows=True, ids=True),
+    "multilabel_margin_loss": Loss(losses.multilabel_margin, ("x",),
+                                   {"input": "x", "target": "y"}, rows=True),
+    "multilabel_soft_margin_loss": Loss(losses.multilabel_soft_margin, ("x",),
+                                        {"input": "x", "target": "y"}, rows=True),
+    "soft_margin_loss": Loss(losses.soft_margin, ("x",), {"input": "x", "target": "y"}),
+    "poisson_nll_loss": Loss(losses.poisson_nll, ("input",)),
+    "gaussian_nll_loss": Loss(losses.gaussian_nll, ("mean", "var"), {"input": "mean"},
+                              check=_gaussian),
+    "triplet_margin_loss": Loss(losses.triplet_margin, ("anchor", "positive", "negative"), rows=True),
+    "nll_loss": Loss(losses.nll_loss, ("log_probs",),
+                     {"input": "log_probs", "target": "labels"}, classes=("input",),
+                     rows=True),
+    "cross_entropy": Loss(losses.softmax_cross_entropy, ("logits",),
+                          {"input": "logits", "target": "labels"},
+                          classes=("input", "target"), rows=True),
+}
+__all__ = ["OPS", "torch"]

@@ -1,0 +1,113 @@
+"""Run torch's own test inputs (``op_db``'s ``nn.functional`` rows, ``module_db``) through
+the adapters and count, per row: passed, unsupported (by reason), mismatches, crashes."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from .helpers import with_grad
+from .core import Mismatch, Unsupported, run_error, run_plan
+from .registry import MODULES, OPS
+
+PREFIX = "nn.functional."
+
+
+@dataclass
+class RowResult:
+    row: str
+    passed: int = 0
+    unsupported: Counter = field(default_factory=Counter)
+    mismatches: list = field(default_factory=list)
+    crashes: list = field(default_factory=list)
+    mapped: bool = True
+
+    @property
+    def samples(self):
+        return (self.passed + sum(self.unsupported.values()) + len(self.mismatches)
+                + len(self.crashes))
+
+    def record(self, what, fn):
+        try:
+            fn()
+            self.passed += 1
+        except Unsupported as exc:
+            self.unsupported[exc.reason] += 1
+        except Mismatch as exc:
+            self.mismatches.append(f"{what}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - counted and reported as a crash
+            self.crashes.append(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def op_name(op):
+    name = op.name[len(PREFIX):]
+    return f"{name}.{op.variant_test_name}" if op.variant_test_name else name
+
+
+def op_rows():
+    """{row name: OpInfo} of every ``nn.functional`` row of torch's ``op_db``."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return {op_name(op): op for op in op_db if op.name.startswith(PREFIX)}
+
+
+def module_rows():
+    """{row name: ModuleInfo} of torch's ``module_db`` (name + variant)."""
+    from torch.testing._internal.common_modules import module_db
+
+    rows = {}
+    for info in module_db:
+        name = info.module_cls.__name__
+        rows[f"{name}.{info.variant_name}" if info.variant_name else name] = info
+    return rows
+
+
+def _quiet():
+    warnings.simplefilter("ignore")
+    torch.manual_seed(0)
+
+
+def run_op_row(name, op):
+    result = RowResult(f"F.{name}", mapped=name in OPS)
+    adapter = OPS.get(name)
+    with warnings.catch_warnings():
+        _quiet()
+        for dtype in ("float32", "float64"):
+            tdtype = getattr(torch, dtype)
+            for i, sample in enumerate(op.sample_inputs("cpu", tdtype, requires_grad=True)):
+                if adapter is None:
+                    result.unsupported["no adapter"] += 1
+                    continue
+                result.record(f"{dtype} sample {i}",
+                              lambda: run_plan(adapter(op, sample), dtype, seed=i))
+        errors = op.error_inputs("cpu") if op.error_inputs_func is not None else []
+        for i, error in enumerate(errors):
+            if adapter is None:
+                result.unsupported["no adapter"] += 1
+                continue
+            result.record(f"error input {i}", lambda: run_error(
+                lambda s: adapter(op, s), with_grad(error.sample_input)))
+    return result
+
+
+def run_module_row(name, info):
+    result = RowResult(name, mapped=name in MODULES)
+    adapter = MODULES.get(name)
+    modes = (True, False) if info.train_and_eval_differ else (True,)
+    with warnings.catch_warnings():
+        _quiet()
+        for dtype in ("float32", "float64"):
+            for training in modes:
+                inputs = info.module_inputs_func(info, device="cpu", dtype=getattr(torch, dtype),
+                                                 requires_grad=True, training=training)
+                for i, module_input in enumerate(inputs):
+                    if adapter is None:
+                        result.unsupported["no adapter"] += 1
+                        continue
+                    result.record(
+                        f"{dtype} {'train' if training else 'eval'} sample {i}",
+                        lambda: run_plan(adapter(info, module_input, training), dtype, seed=i))
+    return result
