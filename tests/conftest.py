@@ -25,3 +25,18 @@ def kernel_path(request):
         pytest.skip("numba is not installed: the compiled kernels are not available")
     with _accel.use_compiled(request.param == "compiled"):
         yield request.param
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The torch suite's per-row passed / unsupported counts, when its rows ran."""
+    import sys
+
+    runner = sys.modules.get("torch_suite.runner")
+    if runner is None or not runner.RESULTS:
+        return
+    from torch_suite import report
+
+    terminalreporter.section("torch suite")
+    for line in report.row_lines(runner.RESULTS):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(report.summary_line(runner.RESULTS))

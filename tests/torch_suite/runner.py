@@ -14,6 +14,8 @@ from .core import Mismatch, Unsupported, run_error, run_plan
 from .registry import MODULES, OPS
 
 PREFIX = "nn.functional."
+#: the rows run in this session, for the pytest summary
+RESULTS: list = []
 
 
 @dataclass
@@ -61,23 +63,36 @@ def module_rows():
     rows = {}
     for info in module_db:
         name = info.module_cls.__name__
-        rows[f"{name}.{info.variant_name}" if info.variant_name else name] = info
+        variant = getattr(info, "variant_name", "")
+        rows[f"{name}.{variant}" if variant else name] = info
     return rows
 
 
 def _quiet():
     warnings.simplefilter("ignore")
     torch.manual_seed(0)
+    torch.set_num_threads(1)  # tiny tensors: threads only contend
 
 
-def run_op_row(name, op):
+def spread(items, limit):
+    """At most ``limit`` of ``items`` (a list), evenly spread (all when ``limit`` is None)."""
+    if limit is None or len(items) <= limit:
+        return list(enumerate(items))
+    step = len(items) / limit
+    return [(int(k * step), items[int(k * step)]) for k in range(limit)]
+
+
+def run_op_row(name, op, limit=None):
+    """Every sample (or ``limit`` per dtype, spread evenly) and error input of a row."""
     result = RowResult(f"F.{name}", mapped=name in OPS)
     adapter = OPS.get(name)
+    threads = torch.get_num_threads()
     with warnings.catch_warnings():
         _quiet()
         for dtype in ("float32", "float64"):
             tdtype = getattr(torch, dtype)
-            for i, sample in enumerate(op.sample_inputs("cpu", tdtype, requires_grad=True)):
+            samples = list(op.sample_inputs("cpu", tdtype, requires_grad=True))
+            for i, sample in spread(samples, limit):
                 if adapter is None:
                     result.unsupported["no adapter"] += 1
                     continue
@@ -90,12 +105,15 @@ def run_op_row(name, op):
                 continue
             result.record(f"error input {i}", lambda: run_error(
                 lambda s: adapter(op, s), with_grad(error.sample_input)))
+    torch.set_num_threads(threads)
     return result
 
 
-def run_module_row(name, info):
+def run_module_row(name, info, limit=None):
+    """Every module input (or ``limit`` per dtype and mode), training and eval modes."""
     result = RowResult(name, mapped=name in MODULES)
     adapter = MODULES.get(name)
+    threads = torch.get_num_threads()
     modes = (True, False) if info.train_and_eval_differ else (True,)
     with warnings.catch_warnings():
         _quiet()
@@ -103,11 +121,12 @@ def run_module_row(name, info):
             for training in modes:
                 inputs = info.module_inputs_func(info, device="cpu", dtype=getattr(torch, dtype),
                                                  requires_grad=True, training=training)
-                for i, module_input in enumerate(inputs):
+                for i, module_input in spread(list(inputs), limit):
                     if adapter is None:
                         result.unsupported["no adapter"] += 1
                         continue
                     result.record(
                         f"{dtype} {'train' if training else 'eval'} sample {i}",
                         lambda: run_plan(adapter(info, module_input, training), dtype, seed=i))
+    torch.set_num_threads(threads)
     return result
