@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tolerances import activation_bounds
+
 from .helpers import Unsupported, kernel, op_row, value
 
 #: torch row -> handgrad op, where the names differ
@@ -35,7 +37,12 @@ def elementwise(row):
         y, back = kernel(name, x, **_hyper(name, sample))
         return y, lambda dy: list(back(dy))
 
-    return op_row(run)
+    def bounds(sample, arrays, dy):
+        """The activation table's bounds (``tolerances.activation_bounds``)."""
+        forward, backward = activation_bounds(name, arrays[0], dy, **_hyper(name, sample))
+        return {"y": forward, "grad 0": backward}
+
+    return op_row(run, bounds=bounds)
 
 
 def along(name):
@@ -78,4 +85,8 @@ def prelu(sample, x, *rest):
 
 OPS = {row: elementwise(row) for row in ELEMENTWISE}
 OPS.update({row: along(row) for row in ("softmin", "softmin.with_dtype", "glu")})
+#: not op_db rows: the functional forms the module rows (Softmax, LogSoftmax, Sigmoid,
+#: Tanh) go through
+OPS.update({row: along(row) for row in ("softmax", "log_softmax")})
+OPS.update({row: elementwise(row) for row in ("sigmoid", "tanh")})
 OPS["prelu"] = op_row(prelu)

@@ -68,9 +68,10 @@ def with_grad(sample):
                   {k: fix(v) for k, v in sample.kwargs.items()})
 
 
-def op_row(handgrad, torch_fn=None):
+def op_row(handgrad, torch_fn=None, bounds=None):
     """An OpInfo adapter from ``handgrad(sample, *arrays) -> (y, backward[, extras])``:
-    ``arrays`` are NumPy copies of the sample's differentiable tensors in order."""
+    ``arrays`` are NumPy copies of the sample's differentiable tensors in order;
+    ``bounds(sample, arrays, dy)``: the family's derived bounds (see ``core.Plan``)."""
 
     def adapter(op, sample):
         leaves, call = leaf_call(torch_fn or op.op, sample)
@@ -79,7 +80,8 @@ def op_row(handgrad, torch_fn=None):
             out = handgrad(sample, *arrays)
             return out if len(out) == 3 else (*out, {})
 
-        return Plan(leaves, call, run)
+        derived = None if bounds is None else (lambda arrays, dy: bounds(sample, arrays, dy))
+        return Plan(leaves, call, run, derived)
 
     return adapter
 

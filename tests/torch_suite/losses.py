@@ -50,7 +50,9 @@ class Loss:
         return a
 
     def run(self, params, names, arrays):
-        dtype = arrays[0].dtype
+        floats = [a for a in (*arrays, *map(value, params.values()))
+                  if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+        dtype = floats[0].dtype
         given = dict(params)
         given.update(zip(names, arrays))
         first_name = next(iter(params))
@@ -125,7 +127,10 @@ def _gaussian(params):
             params["target"] = target.expand(shape)  # data: its broadcast is its value
         except RuntimeError:
             pass  # not broadcastable to the input: handgrad must refuse it
-    if params["var"].shape != shape and params.get("reduction", "mean") == "none":
+    var = params["var"].shape
+    if var not in (shape, shape[:-1], shape[:-1] + (1,)):
+        raise Unsupported("broadcast var")
+    if var != shape and params.get("reduction", "mean") == "none":
         raise Unsupported("broadcast var, reduction none")  # dvar comes summed
 
 

@@ -8,10 +8,10 @@ adapter") and is listed by name in the report.
 
 from __future__ import annotations
 
-from . import activations, conv, losses, pooling
+from . import activations, conv, losses, modules, pooling
 
 OPS: dict = {}
 MODULES: dict = {}
-for _family in (activations, conv, losses, pooling):
+for _family in (activations, conv, losses, modules, pooling):
     OPS.update(getattr(_family, "OPS", {}))
     MODULES.update(getattr(_family, "MODULES", {}))

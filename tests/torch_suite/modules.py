@@ -1,0 +1,120 @@
+"""Adapters of the ``module_db`` rows: the torch module is built from the row's
+constructor input, then its call becomes the ``nn.functional`` row it computes, with
+the module's settings (read from its attributes) and parameters as that row's keywords,
+so the parameters are compared as differentiable inputs of the functional adapter."""
+
+from __future__ import annotations
+
+import torch
+
+from .helpers import Sample, Unsupported
+
+F = torch.nn.functional
+ACT = {"ReLU": "relu", "ReLU6": "relu6", "SELU": "selu", "SiLU": "silu", "Mish": "mish",
+       "Hardswish": "hardswish", "LogSigmoid": "logsigmoid", "Softsign": "softsign",
+       "Tanhshrink": "tanhshrink", "LeakyReLU": "leaky_relu", "ELU": "elu", "CELU": "celu",
+       "GELU": "gelu", "Hardshrink": "hardshrink", "Softshrink": "softshrink",
+       "Hardtanh": "hardtanh", "Softplus": "softplus", "Threshold": "threshold"}
+ATTRS = {"leaky_relu": ("negative_slope",), "elu": ("alpha",), "celu": ("alpha",),
+         "gelu": ("approximate",), "hardshrink": ("lambd",), "softshrink": ("lambd",),
+         "hardtanh": ("min_val", "max_val"), "softplus": ("beta", "threshold"),
+         "threshold": ("threshold", "value")}
+LOSSES = {"L1Loss": ("l1_loss", ()), "MSELoss": ("mse_loss", ()),
+          "SmoothL1Loss": ("smooth_l1_loss", ("beta",)), "HuberLoss": ("huber_loss", ("delta",)),
+          "BCELoss": ("binary_cross_entropy", ("weight",)),
+          "BCEWithLogitsLoss": ("binary_cross_entropy_with_logits", ("weight", "pos_weight")),
+          "CrossEntropyLoss": ("cross_entropy", ("weight", "ignore_index", "label_smoothing")),
+          "NLLLoss": ("nll_loss", ("weight", "ignore_index")),
+          "KLDivLoss": ("kl_div", ("log_target",)),
+          "MarginRankingLoss": ("margin_ranking_loss", ("margin",)),
+          "MultiLabelMarginLoss": ("multilabel_margin_loss", ()),
+          "MultiMarginLoss": ("multi_margin_loss", ("p", "margin", "weight")),
+          "SoftMarginLoss": ("soft_margin_loss", ()),
+          "MultiLabelSoftMarginLoss": ("multilabel_soft_margin_loss", ("weight",)),
+          "GaussianNLLLoss": ("gaussian_nll_loss", ("full", "eps")),
+          "PoissonNLLLoss": ("poisson_nll_loss", ("log_input", "full", "eps")),
+          "HingeEmbeddingLoss": ("hinge_embedding_loss", ("margin",)),
+          "CosineEmbeddingLoss": ("cosine_embedding_loss", ("margin",))}
+POOL = ("kernel_size", "stride", "padding")
+CONV = ("stride", "padding", "dilation", "groups")
+
+
+class _Op:
+    """The part of an OpInfo an adapter reads: the torch function."""
+
+    def __init__(self, fn):
+        self.op = fn
+
+
+def _materialize(m, args):
+    """A lazy module's parameters, from one call on ``args``."""
+    lazy = torch.nn.parameter.UninitializedParameter
+    if any(isinstance(p, lazy) for p in m.parameters()):
+        with torch.no_grad():
+            m(*[a.detach().float() if isinstance(a, torch.Tensor) else a for a in args])
+
+
+def as_functional(row, fn, attrs=(), params=(), check=None, fixed=None):
+    """A module adapter: the module's call as ``fn(input, *other inputs, **{attr: the
+    module's attribute}, **{param: the module's parameter})`` through ``OPS[row]``."""
+
+    def adapter(info, module_input, training):
+        from .registry import OPS
+
+        ci, fi = module_input.constructor_input, module_input.forward_input
+        m = info.module_cls(*ci.args, **ci.kwargs)
+        if fi.kwargs:
+            raise Unsupported("forward keywords")
+        if not fi.args or not isinstance(fi.args[0], torch.Tensor):
+            raise Unsupported("input type")
+        _materialize(m, fi.args)
+        m = m.to(fi.args[0].dtype).train(training)
+        if check is not None:
+            check(m)
+        kwargs = {a: getattr(m, a) for a in attrs}
+        if "reduction" in vars(m):
+            kwargs["reduction"] = m.reduction
+        kwargs.update({p: getattr(m, p) for p in params})
+        kwargs.update(fixed or {})
+        return OPS[row](_Op(fn), Sample(fi.args[0], fi.args[1:], kwargs))
+
+    return adapter
+
+
+def _zeros_padding(m):
+    if m.padding_mode != "zeros":
+        raise Unsupported(f"padding_mode {m.padding_mode}")
+
+
+MODULES = {name: as_functional(row, getattr(F, row), ATTRS.get(row, ()))
+           for name, row in ACT.items()}
+MODULES.update({name: as_functional(row, getattr(F, row), attrs)
+                for name, (row, attrs) in LOSSES.items()})
+for _nd in (1, 2, 3):
+    MODULES[f"MaxPool{_nd}d"] = as_functional(
+        f"max_pool{_nd}d", getattr(F, f"max_pool{_nd}d"),
+        POOL + ("dilation", "ceil_mode", "return_indices"))
+    MODULES[f"AvgPool{_nd}d"] = as_functional(
+        f"avg_pool{_nd}d", getattr(F, f"avg_pool{_nd}d"),
+        POOL + ("ceil_mode", "count_include_pad") + (("divisor_override",) if _nd > 1 else ()))
+    MODULES[f"AdaptiveMaxPool{_nd}d"] = as_functional(
+        f"adaptive_max_pool{_nd}d", getattr(F, f"adaptive_max_pool{_nd}d"),
+        ("output_size", "return_indices"))
+    MODULES[f"AdaptiveAvgPool{_nd}d"] = as_functional(
+        f"adaptive_avg_pool{_nd}d", getattr(F, f"adaptive_avg_pool{_nd}d"), ("output_size",))
+    for _lazy in ("", "Lazy"):
+        MODULES[f"{_lazy}Conv{_nd}d"] = as_functional(
+            f"conv{_nd}d", getattr(F, f"conv{_nd}d"), CONV, ("weight", "bias"), _zeros_padding)
+        MODULES[f"{_lazy}ConvTranspose{_nd}d"] = as_functional(
+            f"conv_transpose{_nd}d", getattr(F, f"conv_transpose{_nd}d"),
+            CONV + ("output_padding",), ("weight", "bias"), _zeros_padding)
+MODULES["Linear"] = as_functional("linear", F.linear, (), ("weight", "bias"))
+MODULES["Bilinear"] = as_functional("bilinear", F.bilinear, (), ("weight", "bias"))
+MODULES["PReLU"] = as_functional("prelu", F.prelu, (), ("weight",))
+MODULES["Sigmoid"] = as_functional("sigmoid", torch.sigmoid)
+MODULES["Tanh"] = as_functional("tanh", torch.tanh)
+MODULES["Softmax2d"] = as_functional("softmax", F.softmax, fixed={"dim": -3})
+MODULES["GLU"] = as_functional("glu", F.glu, ("dim",))
+for _name, _fn in (("Softmax", F.softmax), ("LogSoftmax", F.log_softmax),
+                   ("Softmin", F.softmin)):
+    MODULES[_name] = as_functional(_fn.__name__, _fn, ("dim",))
