@@ -36,7 +36,7 @@ def leaf_call(fn, sample):
             if _leaf(v):
                 return next(it)
             if isinstance(v, torch.Tensor) and v.is_floating_point():
-                return v.detach().to(dtype)
+                return v.detach().to(dtype, copy=True)
             return v
 
         args = [swap(v) for v in (sample.input, *sample.args)]

@@ -54,9 +54,10 @@ def _materialize(m, args):
             m(*[a.detach().float() if isinstance(a, torch.Tensor) else a for a in args])
 
 
-def as_functional(row, fn, attrs=(), params=(), check=None, fixed=None):
+def as_functional(row, fn, attrs=(), params=(), check=None, fixed=None, derive=None):
     """A module adapter: the module's call as ``fn(input, *other inputs, **{attr: the
-    module's attribute}, **{param: the module's parameter})`` through ``OPS[row]``."""
+    module's attribute}, **{param: the module's parameter}, **fixed, **derive(module))``
+    through ``OPS[row]``; ``check(module)`` raises Unsupported for what it cannot say."""
 
     def adapter(info, module_input, training):
         from .registry import OPS
@@ -76,9 +77,25 @@ def as_functional(row, fn, attrs=(), params=(), check=None, fixed=None):
             kwargs["reduction"] = m.reduction
         kwargs.update({p: getattr(m, p) for p in params})
         kwargs.update(fixed or {})
+        kwargs.update(derive(m, fi.args[0]) if derive is not None else {})
         return OPS[row](_Op(fn), Sample(fi.args[0], fi.args[1:], kwargs))
 
     return adapter
+
+
+def _batch_stats(m, x):
+    """What a BatchNorm / InstanceNorm module passes to its functional form."""
+    if m.momentum is None:
+        raise Unsupported("momentum None (cumulative average)")
+    use_batch = m.training or m.running_mean is None
+    flag = "training" if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) else \
+        "use_input_stats"
+    if flag == "use_input_stats" and x.dim() == m._get_no_batch_dim():
+        raise Unsupported("unbatched input")
+    return {"running_mean": m.running_mean if not m.training or m.track_running_stats
+            else None,
+            "running_var": m.running_var if not m.training or m.track_running_stats else None,
+            flag: use_batch, "momentum": m.momentum, "eps": m.eps}
 
 
 def _zeros_padding(m):
@@ -111,6 +128,19 @@ for _nd in (1, 2, 3):
 MODULES["Linear"] = as_functional("linear", F.linear, (), ("weight", "bias"))
 MODULES["Bilinear"] = as_functional("bilinear", F.bilinear, (), ("weight", "bias"))
 MODULES["PReLU"] = as_functional("prelu", F.prelu, (), ("weight",))
+for _nd in (1, 2, 3):
+    MODULES[f"BatchNorm{_nd}d"] = as_functional("batch_norm", F.batch_norm, (),
+                                                ("weight", "bias"), derive=_batch_stats)
+    MODULES[f"InstanceNorm{_nd}d"] = as_functional("instance_norm", F.instance_norm, (),
+                                                   ("weight", "bias"), derive=_batch_stats)
+MODULES["LayerNorm"] = as_functional("layer_norm", F.layer_norm, ("normalized_shape", "eps"),
+                                     ("weight", "bias"))
+MODULES["RMSNorm"] = as_functional("rms_norm", F.rms_norm, ("normalized_shape", "eps"),
+                                   ("weight",))
+MODULES["GroupNorm"] = as_functional("group_norm", F.group_norm, ("num_groups", "eps"),
+                                     ("weight", "bias"))
+MODULES["LocalResponseNorm"] = as_functional("local_response_norm", F.local_response_norm,
+                                             ("size", "alpha", "beta", "k"))
 MODULES["Sigmoid"] = as_functional("sigmoid", torch.sigmoid)
 MODULES["Tanh"] = as_functional("tanh", torch.tanh)
 MODULES["Softmax2d"] = as_functional("softmax", F.softmax, fixed={"dim": -3})

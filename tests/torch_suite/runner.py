@@ -3,6 +3,7 @@ the adapters and count, per row: passed, unsupported (by reason), mismatches, cr
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,8 +41,16 @@ class RowResult:
             self.unsupported[exc.reason] += 1
         except Mismatch as exc:
             self.mismatches.append(f"{what}: {exc}")
+        except (ValueError, TypeError) as exc:  # handgrad refuses a sample torch takes
+            self.unsupported[refusal(exc)] += 1
         except Exception as exc:  # noqa: BLE001 - counted and reported as a crash
             self.crashes.append(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def refusal(exc):
+    """A short reason for handgrad's refusal: ``refused: <op> '<argument>'``."""
+    found = re.match(r"(\w+): (?:\w+ )?'(\w+)'", str(exc))
+    return f"refused: {found[1]} '{found[2]}'" if found else f"refused: {str(exc)[:48]}"
 
 
 def op_name(op):
