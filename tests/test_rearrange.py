@@ -118,3 +118,15 @@ def test_fold_is_the_adjoint_of_unfold():
     scale = np.vdot(np.abs(cols), np.abs(c))
     assert_close(np.vdot(cols, c), np.vdot(x, folded), dtype=np.float64, terms=cols.size,
                  scale=scale, what="<unfold(x), c> vs <x, fold(c)>")
+
+
+@pytest.mark.parametrize("module", [ops, reference], ids=["ops", "reference"])
+def test_unfold_and_fold_take_an_empty_batch(module):
+    """N = 0 (torch takes it): empty columns and an empty gradient, not a reshape error."""
+    x = np.zeros((0, 5, 6, 2))
+    cols, cache = module.unfold(x, 2, padding=1)
+    assert cols.shape == (0, 42, 8)
+    assert module.unfold_backward(cols, cache).shape == x.shape
+    y, cache = module.fold(cols, (5, 6), 2, padding=1)
+    assert y.shape == x.shape
+    assert module.fold_backward(y, cache).shape == cols.shape

@@ -82,8 +82,8 @@ def _gather(x, cache):
 def _scatter(cols, cache):
     """col2im: columns (N, L, C*K) -> map (N, H, W, C), overlapping taps summed."""
     xp, axes = array_module(cols), cache.axes
-    c = cache.map_shape[-1]
-    cols = cols.reshape(cols.shape[0], *(a.size_out for a in axes), c, -1)
+    c, k = cache.map_shape[-1], math.prod(a.kernel for a in axes)
+    cols = cols.reshape(cols.shape[0], *(a.size_out for a in axes), c, k)  # no -1: N may be 0
     buffer, inner = padded_zeros(xp, cache.map_shape, axes, cols.dtype)
     for t, slices in taps(axes):
         buffer[(slice(None), *slices)] += cols[..., t]
