@@ -42,15 +42,20 @@ class RowResult:
         except Mismatch as exc:
             self.mismatches.append(f"{what}: {exc}")
         except (ValueError, TypeError) as exc:  # handgrad refuses a sample torch takes
-            self.unsupported[refusal(exc)] += 1
+            reason = refusal(exc)
+            if reason is None:  # not handgrad's own message: a NumPy error leaked out
+                self.crashes.append(f"{what}: {type(exc).__name__}: {exc}")
+            else:
+                self.unsupported[reason] += 1
         except Exception as exc:  # noqa: BLE001 - counted and reported as a crash
             self.crashes.append(f"{what}: {type(exc).__name__}: {exc}")
 
 
 def refusal(exc):
-    """A short reason for handgrad's refusal: ``refused: <op> '<argument>'``."""
+    """A short reason for handgrad's refusal, ``refused: <op> '<argument>'`` (handgrad's
+    messages name the op and the argument), or None for any other message."""
     found = re.match(r"(\w+): (?:\w+ )?'(\w+)'", str(exc))
-    return f"refused: {found[1]} '{found[2]}'" if found else f"refused: {str(exc)[:48]}"
+    return f"refused: {found[1]} '{found[2]}'" if found else None
 
 
 def op_name(op):
