@@ -21,11 +21,12 @@ class Loss:
     gradient is minus another's (``negate``: {name: of}), classes on torch's axis 1."""
 
     def __init__(self, loss, grads, rename=None, negate=None, classes=(), data=("target",),
-                 rows=False, check=None, ids=False):
+                 rows=False, check=None, ids=False, drop=(), shared=()):
         self.loss, self.grads = loss, grads
         self.rename, self.negate = rename or {}, negate or {}
         self.classes, self.data, self.rows = classes, data, rows
-        self.check, self.ids = check, ids
+        self.check, self.ids, self.drop = check, ids, drop
+        self.shared = ("weight", "pos_weight", *shared)  # not per row: no batch axis added
 
     def __call__(self, op, sample):
         bound = inspect.signature(op.op).bind(sample.input, *sample.args, **sample.kwargs)
@@ -62,12 +63,14 @@ class Loss:
             raise Unsupported("0-d input")
         if added:  # torch's unbatched (C,) input: one row
             given = {k: (value(v)[None] if isinstance(value(v), np.ndarray)
-                         and k not in ("weight", "pos_weight") else v) for k, v in given.items()}
+                         and k not in self.shared else v) for k, v in given.items()}
             if self.ids:  # one class id for the row, () or (1,)
                 given["target"] = value(given["target"]).reshape(1)
         moved = x.ndim >= 2 and bool(self.classes)
         kwargs = {}
         for key, v in given.items():
+            if key in self.drop:
+                continue
             v = value(v, dtype)
             if key == "target" and np.ndim(v) != x.ndim:
                 kwargs[self.rename.get(key, key)] = v  # class ids: no class axis to move
@@ -76,8 +79,8 @@ class Loss:
         loss, grads = self.loss(**kwargs)
         if added:
             loss = loss[0] if np.ndim(loss) else loss
-            grads = tuple(None if g is None else g[0]
-                          for g in (grads if isinstance(grads, tuple) else (grads,)))
+            grads = tuple(g if g is None or name in self.shared else g[0] for name, g in
+                          zip(self.grads, grads if isinstance(grads, tuple) else (grads,)))
         grads = grads if isinstance(grads, tuple) else (grads,)
         by_name = dict(zip(self.grads, grads))
         missing = [n for n in names if self.rename.get(n, n) not in by_name
@@ -134,10 +137,31 @@ def _gaussian(params):
         raise Unsupported("broadcast var, reduction none")  # dvar comes summed
 
 
+def _linear_ce(params):
+    if params["linear_weight"].ndim != 2:
+        raise Unsupported("several class axes")
+    if params.get("reduction", "mean") == "none" and params["linear_weight"].requires_grad:
+        raise Unsupported("reduction none: per-item weight gradients")
+
+
+def _triplet_distance(params):
+    """The default distance (or nn.PairwiseDistance with its defaults) is the triplet
+    margin loss's own p = 2 distance."""
+    distance = params.pop("distance_function", None)
+    default = torch.nn.PairwiseDistance()
+    if distance is not None and not (isinstance(distance, torch.nn.PairwiseDistance) and
+                                     (distance.norm, distance.eps, distance.keepdim) ==
+                                     (default.norm, default.eps, default.keepdim)):
+        raise Unsupported("distance function")
+
+
 def _symmetric(loss, **rename):
     return Loss(loss, ("pred",), {"input": "pred", **rename}, {"target": "pred"})
 
 
+_LCE = Loss(losses.linear_cross_entropy, ("inputs", "linear_weight", "linear_bias"),
+           {"input": "inputs", "target": "labels"}, rows=True, check=_linear_ce,
+           drop=("options",), shared=("linear_weight", "linear_bias"))
 OPS = {
     "mse_loss": _symmetric(losses.mse),
     "l1_loss": _symmetric(losses.mae),
@@ -166,6 +190,12 @@ OPS = {
     "gaussian_nll_loss": Loss(losses.gaussian_nll, ("mean", "var"), {"input": "mean"},
                               check=_gaussian),
     "triplet_margin_loss": Loss(losses.triplet_margin, ("anchor", "positive", "negative"), rows=True),
+    "triplet_margin_with_distance_loss": Loss(
+        losses.triplet_margin, ("anchor", "positive", "negative"), rows=True,
+        check=_triplet_distance, data=()),
+    "linear_cross_entropy": _LCE,
+    "linear_cross_entropy.chunked": _LCE,
+    "linear_cross_entropy.chunked_none": _LCE,
     "nll_loss": Loss(losses.nll_loss, ("log_probs",),
                      {"input": "log_probs", "target": "labels"}, classes=("input",),
                      rows=True),
