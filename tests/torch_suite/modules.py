@@ -148,3 +148,35 @@ MODULES["GLU"] = as_functional("glu", F.glu, ("dim",))
 for _name, _fn in (("Softmax", F.softmax), ("LogSoftmax", F.log_softmax),
                    ("Softmin", F.softmin)):
     MODULES[_name] = as_functional(_fn.__name__, _fn, ("dim",))
+
+_PAD_MODES = {"Reflection": "reflect", "Replication": "replicate", "Zero": "constant",
+              "Circular": "circular", "Constant": "constant"}
+
+
+def _pad_args(m, x):
+    mode = next(v for k, v in _PAD_MODES.items() if type(m).__name__.startswith(k))
+    return {"pad": tuple(m.padding), "mode": mode,
+            **({"value": m.value} if mode == "constant" else {})}
+
+
+for _kind, _mode in _PAD_MODES.items():
+    for _nd in (1, 2, 3):
+        MODULES[f"{_kind}Pad{_nd}d"] = as_functional(f"pad.{_mode}", F.pad, derive=_pad_args)
+
+
+def embedding(info, module_input, training):
+    """Embedding: op_db's embedding row takes ``(weight, ids)``."""
+    from .registry import OPS
+
+    ci, fi = module_input.constructor_input, module_input.forward_input
+    m = info.module_cls(*ci.args, **ci.kwargs)
+    kwargs = {"padding_idx": m.padding_idx, "max_norm": m.max_norm,
+              "scale_grad_by_freq": m.scale_grad_by_freq}
+    weight = m.weight.detach().to(torch.get_default_dtype()).requires_grad_(True)
+    if fi.kwargs or len(fi.args) != 1:
+        raise Unsupported("forward keywords")
+    return OPS["embedding"](_Op(lambda w, ids, **k: F.embedding(ids, w, **k)),
+                            Sample(weight, fi.args, kwargs))
+
+
+MODULES["Embedding"] = embedding

@@ -8,10 +8,10 @@ adapter") and is listed by name in the report.
 
 from __future__ import annotations
 
-from . import activations, conv, losses, modules, norms, pooling, shape
+from . import activations, conv, losses, misc, modules, norms, pooling, shape
 
 OPS: dict = {}
 MODULES: dict = {}
-for _family in (activations, conv, losses, modules, norms, pooling, shape):
+for _family in (activations, conv, losses, misc, modules, norms, pooling, shape):
     OPS.update(getattr(_family, "OPS", {}))
     MODULES.update(getattr(_family, "MODULES", {}))
