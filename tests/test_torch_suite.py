@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("expecttest")  # torch's test inputs import it
 
-from torch_suite import runner  # noqa: E402
+from torch_suite import runner
 
 #: samples per row and dtype in the suite (the report runs all)
 LIMIT = 30

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tolerances import activation_bounds
-
 from .helpers import Unsupported, kernel, op_row, value
+from tolerances import activation_bounds
 
 #: torch row -> handgrad op, where the names differ
 RENAMED = {"logsigmoid": "log_sigmoid", "hardsigmoid": "hard_sigmoid"}

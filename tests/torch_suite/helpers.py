@@ -10,8 +10,18 @@ from handgrad import ops
 
 from .core import Plan, Unsupported, numpy
 
-__all__ = ["Sample", "Unsupported", "with_grad", "batched", "first", "kernel", "last", "leaf_call", "op_row",
-           "value"]
+__all__ = [
+    "Sample",
+    "Unsupported",
+    "batched",
+    "first",
+    "kernel",
+    "last",
+    "leaf_call",
+    "op_row",
+    "value",
+    "with_grad",
+]
 
 
 def _leaf(v):

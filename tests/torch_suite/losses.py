@@ -189,7 +189,8 @@ OPS = {
     "poisson_nll_loss": Loss(losses.poisson_nll, ("input",)),
     "gaussian_nll_loss": Loss(losses.gaussian_nll, ("mean", "var"), {"input": "mean"},
                               check=_gaussian),
-    "triplet_margin_loss": Loss(losses.triplet_margin, ("anchor", "positive", "negative"), rows=True),
+    "triplet_margin_loss": Loss(losses.triplet_margin, ("anchor", "positive", "negative"),
+                                rows=True),
     "triplet_margin_with_distance_loss": Loss(
         losses.triplet_margin, ("anchor", "positive", "negative"), rows=True,
         check=_triplet_distance, data=()),

@@ -3,6 +3,7 @@ the adapters and count, per row: passed, unsupported (by reason), mismatches, cr
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections import Counter
@@ -10,8 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .helpers import with_grad
 from .core import Mismatch, Unsupported, run_error, run_plan
+from .helpers import with_grad
 from .registry import MODULES, OPS
 
 PREFIX = "nn.functional."
@@ -33,9 +34,9 @@ class RowResult:
         return (self.passed + sum(self.unsupported.values()) + len(self.mismatches)
                 + len(self.crashes))
 
-    def record(self, what, fn):
+    def record(self, what, fn, *args, **kwargs):
         try:
-            fn()
+            fn(*args, **kwargs)
             self.passed += 1
         except Unsupported as exc:
             self.unsupported[exc.reason] += 1
@@ -47,7 +48,7 @@ class RowResult:
                 self.crashes.append(f"{what}: {type(exc).__name__}: {exc}")
             else:
                 self.unsupported[reason] += 1
-        except Exception as exc:  # noqa: BLE001 - counted and reported as a crash
+        except Exception as exc:
             self.crashes.append(f"{what}: {type(exc).__name__}: {exc}")
 
 
@@ -96,6 +97,14 @@ def spread(items, limit):
     return [(int(k * step), items[int(k * step)]) for k in range(limit)]
 
 
+def _run_op(adapter, op, sample, dtype, seed):
+    run_plan(adapter(op, sample), dtype, seed=seed)
+
+
+def _run_module(adapter, info, module_input, training, dtype, seed):
+    run_plan(adapter(info, module_input, training), dtype, seed=seed)
+
+
 def run_op_row(name, op, limit=None):
     """Every sample (or ``limit`` per dtype, spread evenly) and error input of a row."""
     result = RowResult(f"F.{name}", mapped=name in OPS)
@@ -110,15 +119,14 @@ def run_op_row(name, op, limit=None):
                 if adapter is None:
                     result.unsupported["no adapter"] += 1
                     continue
-                result.record(f"{dtype} sample {i}",
-                              lambda: run_plan(adapter(op, sample), dtype, seed=i))
+                result.record(f"{dtype} sample {i}", _run_op, adapter, op, sample, dtype, i)
         errors = op.error_inputs("cpu") if op.error_inputs_func is not None else []
         for i, error in enumerate(errors):
             if adapter is None:
                 result.unsupported["no adapter"] += 1
                 continue
-            result.record(f"error input {i}", lambda: run_error(
-                lambda s: adapter(op, s), with_grad(error.sample_input)))
+            result.record(f"error input {i}", run_error, functools.partial(adapter, op),
+                          with_grad(error.sample_input))
     torch.set_num_threads(threads)
     return result
 
@@ -139,8 +147,7 @@ def run_module_row(name, info, limit=None):
                     if adapter is None:
                         result.unsupported["no adapter"] += 1
                         continue
-                    result.record(
-                        f"{dtype} {'train' if training else 'eval'} sample {i}",
-                        lambda: run_plan(adapter(info, module_input, training), dtype, seed=i))
+                    result.record(f"{dtype} {'train' if training else 'eval'} sample {i}",
+                                  _run_module, adapter, info, module_input, training, dtype, i)
     torch.set_num_threads(threads)
     return result
