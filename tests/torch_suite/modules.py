@@ -180,3 +180,28 @@ def embedding(info, module_input, training):
 
 
 MODULES["Embedding"] = embedding
+
+
+def _linear_ce(m, x):
+    """LinearCrossEntropyLoss holds a Linear (its weight, and its bias when asked)."""
+    return {"linear_weight": m.linear.weight, "linear_bias": m.linear.bias,
+            "weight": m.weight, "ignore_index": m.ignore_index,
+            "label_smoothing": m.label_smoothing}
+
+
+def _lce_adapter(info, module_input, training):
+    """The functional row takes ``(input, linear_weight, target)``: reorder."""
+    from .registry import OPS
+
+    ci, fi = module_input.constructor_input, module_input.forward_input
+    m = info.module_cls(*ci.args, **ci.kwargs).to(fi.args[0].dtype)
+    if m.out_features:
+        raise Unsupported("several class axes")
+    kwargs = {k: v for k, v in _linear_ce(m, fi.args[0]).items() if v is not None}
+    kwargs["reduction"] = m.reduction
+    weight = kwargs.pop("linear_weight")
+    return OPS["linear_cross_entropy"](_Op(F.linear_cross_entropy),
+                                       Sample(fi.args[0], (weight, fi.args[1]), kwargs))
+
+
+MODULES["LinearCrossEntropyLoss"] = _lce_adapter
