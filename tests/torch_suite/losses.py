@@ -12,7 +12,7 @@ import torch
 from handgrad import losses
 
 from .core import Plan
-from .helpers import Sample, Unsupported, leaf_call, value
+from .helpers import Sample, Unsupported, kernel, leaf_call, value
 
 
 class Loss:
@@ -140,8 +140,35 @@ def _gaussian(params):
 def _linear_ce(params):
     if params["linear_weight"].ndim != 2:
         raise Unsupported("several class axes")
-    if params.get("reduction", "mean") == "none" and params["linear_weight"].requires_grad:
-        raise Unsupported("reduction none: per-item weight gradients")
+
+
+class _LinearCrossEntropy(Loss):
+    """``reduction="none"``: handgrad's linear_cross_entropy gives the items' losses and
+    the weight gradients summed over them, which an upstream ``dy`` per item cannot
+    weight; the gradients are then those of its two stages, ``ops.linear`` and
+    ``losses.softmax_cross_entropy``, with ``dy`` between them."""
+
+    def run(self, params, names, arrays):
+        if params.get("reduction", "mean") != "none":
+            return super().run(params, names, arrays)
+        y = super().run(params, names, arrays)[0]
+        v = dict(params, **dict(zip(names, arrays)))
+        v = {k: value(a, arrays[0].dtype) for k, a in v.items()}
+        unbatched = v["input"].ndim == 1
+        if unbatched:  # one row: a class id () or probabilities (C,) for it
+            v["input"], v["target"] = v["input"][None], np.asarray(v["target"])[None]
+        z, back = kernel("linear", v["input"], v["linear_weight"].T, v.get("linear_bias"))
+        keywords = {k: v[k] for k in ("weight", "ignore_index", "label_smoothing")
+                    if v.get(k) is not None}
+        _, dz = losses.softmax_cross_entropy(z, v["target"], reduction="none", **keywords)
+
+        def backward(dy):
+            dx, dw, db = back(dz * np.reshape(dy, np.shape(dz)[:-1])[..., None])
+            got = {"input": dx[0] if unbatched else dx, "linear_weight": dw.T,
+                   "linear_bias": db}
+            return [got.get(n) for n in names]
+
+        return y, backward, {}
 
 
 def _triplet_distance(params):
@@ -159,7 +186,7 @@ def _symmetric(loss, **rename):
     return Loss(loss, ("pred",), {"input": "pred", **rename}, {"target": "pred"})
 
 
-_LCE = Loss(losses.linear_cross_entropy, ("inputs", "linear_weight", "linear_bias"),
+_LCE = _LinearCrossEntropy(losses.linear_cross_entropy, ("inputs", "linear_weight", "linear_bias"),
            {"input": "inputs", "target": "labels"}, rows=True, check=_linear_ce,
            drop=("options",), shared=("linear_weight", "linear_bias"))
 OPS = {
