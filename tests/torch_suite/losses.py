@@ -133,8 +133,29 @@ def _gaussian(params):
     var = params["var"].shape
     if var not in (shape, shape[:-1], shape[:-1] + (1,)):
         raise Unsupported("broadcast var")
-    if var != shape and params.get("reduction", "mean") == "none":
-        raise Unsupported("broadcast var, reduction none")  # dvar comes summed
+
+
+class _GaussianNLL(Loss):
+    """``reduction="none"`` with one variance per row: handgrad's dvar comes summed over
+    the row, which an upstream ``dy`` per entry cannot weight; the variance is given
+    broadcast to the mean's shape and its gradient summed back."""
+
+    def run(self, params, names, arrays):
+        shape = tuple(params["input"].shape)
+        if params.get("reduction", "mean") != "none" or params["var"].shape == shape \
+                or "var" not in names:
+            return super().run(params, names, arrays)
+        i = names.index("var")
+        var = arrays[i].reshape(shape[:-1] + (1,))
+        wide = [*arrays[:i], np.ascontiguousarray(np.broadcast_to(var, shape)), *arrays[i + 1:]]
+        y, backward, extras = super().run(params, names, wide)
+
+        def summed(dy):
+            grads = backward(dy)
+            grads[i] = grads[i].sum(axis=-1).reshape(arrays[i].shape)
+            return grads
+
+        return y, summed, extras
 
 
 def _linear_ce(params):
@@ -214,7 +235,7 @@ OPS = {
                                         {"input": "x", "target": "y"}, rows=True),
     "soft_margin_loss": Loss(losses.soft_margin, ("x",), {"input": "x", "target": "y"}),
     "poisson_nll_loss": Loss(losses.poisson_nll, ("input",)),
-    "gaussian_nll_loss": Loss(losses.gaussian_nll, ("mean", "var"), {"input": "mean"},
+    "gaussian_nll_loss": _GaussianNLL(losses.gaussian_nll, ("mean", "var"), {"input": "mean"},
                               check=_gaussian),
     "triplet_margin_loss": Loss(losses.triplet_margin, ("anchor", "positive", "negative"),
                                 rows=True),
