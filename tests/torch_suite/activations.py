@@ -100,3 +100,15 @@ OPS.update({row: along(row) for row in ("softmin", "softmin.with_dtype", "glu")}
 OPS.update({row: along(row) for row in ("softmax", "log_softmax")})
 OPS.update({row: elementwise(row) for row in ("sigmoid", "tanh")})
 OPS["prelu"] = op_row(prelu)
+
+
+def rrelu(sample, x):
+    """Not training: the fixed slope (lower + upper) / 2; training draws random slopes."""
+    v = dict(zip(("lower", "upper", "training"), sample.args), **sample.kwargs)
+    if v.get("training", False):
+        raise Unsupported("random slopes")
+    y, back = kernel("rrelu", x, lower=v.get("lower", 1 / 8), upper=v.get("upper", 1 / 3))
+    return y, lambda dy: list(back(dy))
+
+
+OPS["rrelu"] = op_row(rrelu)

@@ -125,6 +125,10 @@ for _nd in (1, 2, 3):
         MODULES[f"{_lazy}ConvTranspose{_nd}d"] = as_functional(
             f"conv_transpose{_nd}d", getattr(F, f"conv_transpose{_nd}d"),
             CONV + ("output_padding",), ("weight", "bias"), _zeros_padding)
+for _nd in (1, 2):
+    MODULES[f"LPPool{_nd}d"] = as_functional(f"lp_pool{_nd}d", getattr(F, f"lp_pool{_nd}d"),
+                                             ("norm_type", "kernel_size", "stride",
+                                              "ceil_mode"))
 MODULES["Linear"] = as_functional("linear", F.linear, (), ("weight", "bias"))
 MODULES["Bilinear"] = as_functional("bilinear", F.bilinear, (), ("weight", "bias"))
 MODULES["PReLU"] = as_functional("prelu", F.prelu, (), ("weight",))

@@ -12,6 +12,7 @@ AVG = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_
        "divisor_override")
 ADAPTIVE_MAX = ("input", "output_size", "return_indices")
 ADAPTIVE_AVG = ("input", "output_size")
+LP = ("input", "norm_type", "kernel_size", "stride", "ceil_mode")
 UNPOOL = ("input", "indices", "kernel_size", "stride", "padding", "output_size")
 #: torch's defaults where handgrad's differ
 DEFAULTS = {"count_include_pad": True}
@@ -79,5 +80,7 @@ for _nd in (1, 2, 3):
     OPS[f"avg_pool{_nd}d"] = _row(f"avg_pool{_nd}d", _nd, AVG[:6] if _nd == 1 else AVG)
     OPS[f"adaptive_max_pool{_nd}d"] = _row(f"adaptive_max_pool{_nd}d", _nd, ADAPTIVE_MAX)
     OPS[f"adaptive_avg_pool{_nd}d"] = _row(f"adaptive_avg_pool{_nd}d", _nd, ADAPTIVE_AVG)
+    if _nd < 3:  # not op_db rows: the functional forms of the LPPool modules
+        OPS[f"lp_pool{_nd}d"] = _row(f"lp_pool{_nd}d", _nd, LP)
     for _variant in ("", ".grad"):
         OPS[f"max_unpool{_nd}d{_variant}"] = _row(f"max_unpool{_nd}d", _nd, UNPOOL)
