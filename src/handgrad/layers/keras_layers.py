@@ -40,18 +40,25 @@ def _alias(name, base, defaults=None, doc=None):
     return register(type(name, (base,), namespace))
 
 
-#: alias -> (handgrad's class, Keras's defaults)
-_ALIASES = {
-    **{f"MaxPooling{r}D": (getattr(pooling, f"MaxPool{r}D"), _POOL) for r in (1, 2, 3)},
-    **{f"AveragePooling{r}D": (getattr(pooling, f"AvgPool{r}D"), _POOL) for r in (1, 2, 3)},
-    **{f"Global{k}Pooling{r}D": (getattr(pooling, f"Global{a}Pool{r}D"), None)
-       for k, a in (("Average", "Avg"), ("Max", "Max")) for r in (1, 2, 3)},
-    "Conv1DTranspose": (ConvTranspose1D, _BIAS), "Conv2DTranspose": (ConvTranspose2D, _BIAS),
-    "Conv3DTranspose": (ConvTranspose3D, _BIAS), "SpatialDropout1D": (Dropout1D, None),
-    "SpatialDropout2D": (Dropout2D, None), "SpatialDropout3D": (Dropout3D, None),
-}
-globals().update({name: _alias(name, base, defaults)
-                  for name, (base, defaults) in _ALIASES.items()})
+# One line per alias, so that each name is defined (and registered) where it is read.
+MaxPooling1D = _alias("MaxPooling1D", pooling.MaxPool1D, _POOL)
+MaxPooling2D = _alias("MaxPooling2D", pooling.MaxPool2D, _POOL)
+MaxPooling3D = _alias("MaxPooling3D", pooling.MaxPool3D, _POOL)
+AveragePooling1D = _alias("AveragePooling1D", pooling.AvgPool1D, _POOL)
+AveragePooling2D = _alias("AveragePooling2D", pooling.AvgPool2D, _POOL)
+AveragePooling3D = _alias("AveragePooling3D", pooling.AvgPool3D, _POOL)
+GlobalAveragePooling1D = _alias("GlobalAveragePooling1D", pooling.GlobalAvgPool1D)
+GlobalAveragePooling2D = _alias("GlobalAveragePooling2D", pooling.GlobalAvgPool2D)
+GlobalAveragePooling3D = _alias("GlobalAveragePooling3D", pooling.GlobalAvgPool3D)
+GlobalMaxPooling1D = _alias("GlobalMaxPooling1D", pooling.GlobalMaxPool1D)
+GlobalMaxPooling2D = _alias("GlobalMaxPooling2D", pooling.GlobalMaxPool2D)
+GlobalMaxPooling3D = _alias("GlobalMaxPooling3D", pooling.GlobalMaxPool3D)
+Conv1DTranspose = _alias("Conv1DTranspose", ConvTranspose1D, _BIAS)
+Conv2DTranspose = _alias("Conv2DTranspose", ConvTranspose2D, _BIAS)
+Conv3DTranspose = _alias("Conv3DTranspose", ConvTranspose3D, _BIAS)
+SpatialDropout1D = _alias("SpatialDropout1D", Dropout1D)
+SpatialDropout2D = _alias("SpatialDropout2D", Dropout2D)
+SpatialDropout3D = _alias("SpatialDropout3D", Dropout3D)
 LayerNormalization = _alias("LayerNormalization", LayerNorm, {"eps": 1e-3})
 
 
@@ -103,13 +110,26 @@ class UpSampling(Upsample):
         return {**config, "size": list(self.keras_size), "interpolation": self.kwargs["mode"]}
 
 
-UpSampling1D = register(type("UpSampling1D", (UpSampling,), {
-    "rank": 1, "__module__": __name__, "__qualname__": "UpSampling1D"}))
-UpSampling2D = register(type("UpSampling2D", (UpSampling,), {
-    "rank": 2, "interpolations": ("nearest", "bilinear"), "__module__": __name__,
-    "__qualname__": "UpSampling2D"}))
-UpSampling3D = register(type("UpSampling3D", (UpSampling,), {
-    "rank": 3, "__module__": __name__, "__qualname__": "UpSampling3D"}))
+@register
+class UpSampling1D(UpSampling):
+    """Keras's UpSampling1D: ``size`` repeats of each step."""
+
+    rank = 1
+
+
+@register
+class UpSampling2D(UpSampling):
+    """Keras's UpSampling2D: nearest or bilinear (half-pixel centers)."""
+
+    rank = 2
+    interpolations = ("nearest", "bilinear")
+
+
+@register
+class UpSampling3D(UpSampling):
+    """Keras's UpSampling3D: ``size`` repeats along each spatial axis."""
+
+    rank = 3
 
 
 def torch_padding(owner, padding, rank):
@@ -149,12 +169,25 @@ def _lists(value):
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-ZeroPadding1D = register(type("ZeroPadding1D", (ZeroPadding, ZeroPad1D), {
-    "__init__": ZeroPadding.__init__, "__module__": __name__, "__qualname__": "ZeroPadding1D"}))
-ZeroPadding2D = register(type("ZeroPadding2D", (ZeroPadding, ZeroPad2D), {
-    "__init__": ZeroPadding.__init__, "__module__": __name__, "__qualname__": "ZeroPadding2D"}))
-ZeroPadding3D = register(type("ZeroPadding3D", (ZeroPadding, ZeroPad3D), {
-    "__init__": ZeroPadding.__init__, "__module__": __name__, "__qualname__": "ZeroPadding3D"}))
+@register
+class ZeroPadding1D(ZeroPadding, ZeroPad1D):
+    """Keras's ZeroPadding1D (``padding`` as Keras spells it)."""
 
-__all__ = ["BatchNormalization", "LayerNormalization", "UpSampling1D", "UpSampling2D",
-           "UpSampling3D", "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", *_ALIASES]
+
+@register
+class ZeroPadding2D(ZeroPadding, ZeroPad2D):
+    """Keras's ZeroPadding2D (``padding`` as Keras spells it)."""
+
+
+@register
+class ZeroPadding3D(ZeroPadding, ZeroPad3D):
+    """Keras's ZeroPadding3D (``padding`` as Keras spells it)."""
+
+
+__all__ = ["AveragePooling1D", "AveragePooling2D", "AveragePooling3D", "BatchNormalization",
+           "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose", "GlobalAveragePooling1D",
+           "GlobalAveragePooling2D", "GlobalAveragePooling3D", "GlobalMaxPooling1D",
+           "GlobalMaxPooling2D", "GlobalMaxPooling3D", "LayerNormalization", "MaxPooling1D",
+           "MaxPooling2D", "MaxPooling3D", "SpatialDropout1D", "SpatialDropout2D",
+           "SpatialDropout3D", "UpSampling1D", "UpSampling2D", "UpSampling3D", "ZeroPadding1D",
+           "ZeroPadding2D", "ZeroPadding3D"]
