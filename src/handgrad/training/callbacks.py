@@ -136,12 +136,14 @@ class ModelCheckpoint(_Monitor):
     ``monitor`` improves with ``save_best_only``. ``path`` ends in ``.safetensors`` (the
     format written; Keras's ``.keras`` and ``.h5`` are refused) and may contain fields
     that Keras fills in: ``{epoch}`` (1-based) and the epoch's logs, e.g.
-    ``"ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"``. In data-parallel training only
-    rank 0 writes."""
+    ``"ckpt-{epoch:02d}-{val_loss:.2f}.safetensors"``. ``save_weights_only=True`` writes
+    only the parameters and buffers (``model.save_weights``), for ``model.load_weights``.
+    In data-parallel training only rank 0 writes."""
 
     rank_zero_only = True
 
-    def __init__(self, path, monitor="val_loss", save_best_only=False, mode="auto"):
+    def __init__(self, path, monitor="val_loss", save_best_only=False, mode="auto",
+                 save_weights_only=False):
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"ModelCheckpoint: 'path' must be a str or path; received "
                             f"{describe(path)}")
@@ -151,14 +153,19 @@ class ModelCheckpoint(_Monitor):
                              f"{' or '.join(CHECKPOINT_EXTENSIONS)} (a checkpoint is a "
                              f"safetensors file); received {self.path!r}")
         super().__init__("ModelCheckpoint", monitor, mode)
-        self.save_best_only = save_best_only
+        for name, value in (("save_best_only", save_best_only),
+                            ("save_weights_only", save_weights_only)):
+            if not isinstance(value, bool):
+                raise TypeError(f"ModelCheckpoint: {name!r} must be a bool; received "
+                                f"{describe(value)}")
+        self.save_best_only, self.save_weights_only = save_best_only, save_weights_only
 
     def check_logs(self, keys):
         if self.save_best_only:  # otherwise the monitor is not used
             super().check_logs(keys)
 
     def on_epoch_end(self, epoch, logs=None):
-        from ..io.checkpoint import save_checkpoint
+        from ..io.checkpoint import save_checkpoint, save_weights
 
         if self.save_best_only:
             value = self._current(logs)
@@ -171,7 +178,10 @@ class ModelCheckpoint(_Monitor):
             raise ValueError(f"ModelCheckpoint: cannot fill in 'path' {self.path!r} from "
                              f"epoch={epoch + 1} and the epoch logs {sorted(logs)}: "
                              f"{error!r}") from None
-        save_checkpoint(path, self.model, optimizer=self.model.optimizer, epoch=epoch + 1)
+        if self.save_weights_only:
+            save_weights(self.model, path)
+        else:
+            save_checkpoint(path, self.model, optimizer=self.model.optimizer, epoch=epoch + 1)
 
 
 def _arity(schedule) -> int:

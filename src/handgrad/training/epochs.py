@@ -19,7 +19,7 @@ from .._checks import array_module
 from ..data.batching import leaves
 from .data import batch_pairs, count
 from .hooks import notify
-from .progress import ProgressBar
+from .progress import epoch_bar
 from .streams import Stream
 
 HINT = ("to find the first layer that produces NaN or inf, run it inside "
@@ -83,7 +83,9 @@ def epoch_batches(run):
 
 def run_epoch(model, run, epoch):
     """Train ``model`` for one epoch of ``run``; returns the epoch's logs."""
-    bar = ProgressBar(run.steps, f"Epoch {epoch + 1}/{run.epochs}", enabled=run.verbose > 0)
+    examples = None if isinstance(run.x, Stream) else count(run.x)
+    bar = epoch_bar(run.callbacks, f"Epoch {epoch + 1}/{run.epochs}", run.steps,
+                    run.batch_size, examples, run.verbose)
     totals, seen, start = {}, 0, time.perf_counter()
     streams = reset_metrics(model)
     logs = {}
@@ -98,8 +100,9 @@ def run_epoch(model, run, epoch):
         seen += n
         notify(run.callbacks, "on_train_batch_end", step, logs)
         averages = {key: value / seen for key, value in totals.items()}
-        averages.update({key: logs[key] for key in streams if key in logs})
-        bar.update(step + 1, averages, seen / max(time.perf_counter() - start, 1e-9))
+        averages.update({key: logs[key] for key in (*streams, *bar.stateful) if key in logs})
+        bar.update(seen if bar.samples else step + 1, averages,
+                   seen / max(time.perf_counter() - start, 1e-9))
         if model.stop_training:
             break
     # a streaming metric's figure is that of its counts so far: the last step's, not a mean
@@ -111,7 +114,7 @@ def run_epoch(model, run, epoch):
     if model.optimizer is not None:
         logs["lr"] = float(model.optimizer.lr)
     logs["seconds"] = time.perf_counter() - start
-    bar.finish(logs, step + 1)
+    bar.finish(logs, seen if bar.samples else step + 1)
     return logs
 
 

@@ -1,11 +1,15 @@
 """A one-line progress bar per epoch: redrawn in a terminal (with the estimated time
-left in the epoch), a single summary line with the epoch's time otherwise, nothing
-when disabled."""
+left in the epoch), a single summary line with the epoch's time otherwise (and always
+with ``verbose=2``, Keras's one line per epoch), nothing when disabled.
+:class:`ProgbarLogger` sets the bar of ``fit``'s epochs from a callback."""
 
 from __future__ import annotations
 
 import sys
 import time
+
+from .._checks import choice, describe, is_int
+from .hooks import Callback
 
 
 def format_duration(seconds) -> str:
@@ -38,13 +42,17 @@ class ProgressBar:
     """
 
     width = 24
+    samples = False  # the steps counted are examples (ProgbarLogger's count_mode)
+    stateful: tuple = ()  # keys shown as the last value given to update (see run_epoch)
 
-    def __init__(self, total, title, enabled=True, stream=None, clock=time.perf_counter):
+    def __init__(self, total, title, enabled=True, stream=None, clock=time.perf_counter,
+                 redraw=True):
         self.total = None if total is None else max(int(total), 1)  # None: unknown
         self.title = title
         self.stream = stream or sys.stdout
         self.enabled = enabled
-        self.interactive = enabled and getattr(self.stream, "isatty", lambda: False)()
+        self.interactive = (enabled and redraw
+                            and getattr(self.stream, "isatty", lambda: False)())
         self.speed = 0.0
         self.clock = clock
         self.start = clock()
@@ -85,3 +93,56 @@ class ProgressBar:
         else:
             self.stream.write(line + "\n")
             self.stream.flush()
+
+
+def check_verbose(op, verbose):
+    """``verbose`` of ``fit``: 0 (silent), 1 (a bar), 2 (one line per epoch), "auto"
+    (1, as Keras's) or a bool; returned as 0, 1 or 2."""
+    if verbose == "auto":
+        return 1
+    if not (is_int(verbose) or isinstance(verbose, bool)) or verbose not in (0, 1, 2):
+        raise ValueError(f"{op}: 'verbose' must be 0 (silent), 1 (a progress bar), 2 (one "
+                         f"line per epoch) or 'auto'; received {describe(verbose)}")
+    return int(verbose)
+
+
+class ProgbarLogger(Callback):
+    """Keras's ProgbarLogger: the progress bar of ``fit``'s epochs, set by a callback.
+
+    ``verbose``: 0, 1, 2 or "auto" as ``fit``'s (None: ``fit``'s own), given to the bar
+    of every epoch; ``count_mode``: "steps" (the bar counts batches, Keras 3's) or
+    "samples" (examples, Keras 2's default); ``stateful_metrics``: log keys shown as
+    their last batch's value rather than the epoch's running mean (the streaming metrics
+    always are). Display only: the epoch logs are the same. Under MPI only rank 0 draws."""
+
+    rank_zero_only = True
+
+    def __init__(self, count_mode="steps", stateful_metrics=None, verbose=None):
+        op = "ProgbarLogger"
+        self.count_mode = choice(op, "count_mode", count_mode, ("steps", "samples"))
+        names = () if stateful_metrics is None else stateful_metrics
+        if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+            raise TypeError(f"{op}: 'stateful_metrics' must be None or a list of log keys; "
+                            f"received {describe(stateful_metrics)}")
+        self.stateful_metrics = tuple(names)
+        self.verbose = None if verbose is None else check_verbose(op, verbose)
+
+    def bar(self, title, steps, batch_size, examples, verbose) -> ProgressBar:
+        """The bar of one epoch of ``steps`` batches of ``batch_size`` out of
+        ``examples`` (None: unknown), ``fit`` given ``verbose``."""
+        verbose = verbose if self.verbose is None else self.verbose
+        total = steps
+        if self.count_mode == "samples" and steps is not None:
+            total = steps * batch_size if examples is None else \
+                min(steps * batch_size, examples)
+        bar = ProgressBar(total, title, enabled=verbose > 0, redraw=verbose == 1)
+        bar.samples, bar.stateful = self.count_mode == "samples", self.stateful_metrics
+        return bar
+
+
+def epoch_bar(callbacks, title, steps, batch_size, examples, verbose) -> ProgressBar:
+    """The bar of a ``fit`` epoch: that of the last :class:`ProgbarLogger` in
+    ``callbacks``, else one counting steps at ``fit``'s ``verbose``."""
+    loggers = [c for c in callbacks if isinstance(c, ProgbarLogger)]
+    logger = loggers[-1] if loggers else ProgbarLogger()
+    return logger.bar(title, steps, batch_size, examples, verbose)
