@@ -1,5 +1,6 @@
 """Training: the fit loop (:mod:`.loop`), callbacks, metrics and the progress bar."""
 
+from .backup import BackupAndRestore
 from .callbacks import (
     Callback,
     EarlyStopping,
@@ -9,13 +10,16 @@ from .callbacks import (
     ModelCheckpoint,
     TerminateOnNaN,
 )
+from .keras_callbacks import CSVLogger, LambdaCallback
 from .king import KingScheduler
 from .loop import NonFiniteLossError, TrainingMixin
 from .metrics import confusion_counts
 from .plateau import ReduceLROnPlateau
+from .progress import ProgbarLogger
 from .sparse_evolution import SparseEvolutionCallback
 
 __all__ = [
+    "BackupAndRestore", "CSVLogger", "LambdaCallback", "ProgbarLogger",
     "Callback", "EarlyStopping", "GradientNormLogger", "History", "KingScheduler",
     "LearningRateScheduler", "ModelCheckpoint", "NonFiniteLossError", "ReduceLROnPlateau",
     "SparseEvolutionCallback", "TerminateOnNaN", "TrainingMixin", "confusion_counts",

@@ -32,6 +32,7 @@ from .._checks import as_generator, choice, describe, is_int
 from .._hyper import flag
 from . import metrics as _metrics
 from . import parallel
+from .backup import back_up, resume
 from .callbacks import History, TerminateOnNaN
 from .data import (
     given_data,
@@ -42,6 +43,7 @@ from .evaluation import EvaluationMixin, as_list
 from .fit_data import fit_data
 from .hooks import notify, prepare
 from .objective import Objective
+from .progress import check_verbose
 
 METRICS = tuple(_metrics.METRICS)
 NONFINITE = ("raise", "stop", "ignore")
@@ -287,10 +289,11 @@ class TrainingMixin(EvaluationMixin):
         failed, logs = True, {}
         try:
             notify(run.callbacks, "on_train_begin", {})
-            for epoch in range(run.initial_epoch, run.epochs):
+            for epoch in range(resume(run.callbacks, run), run.epochs):
                 notify(run.callbacks, "on_epoch_begin", epoch, {})
                 logs = run_epoch(self, run, epoch)
                 notify(run.callbacks, "on_epoch_end", epoch, logs)
+                back_up(run.callbacks, epoch)
                 if self.stop_training:
                     break
             notify(run.callbacks, "on_train_end", logs)
@@ -313,6 +316,7 @@ class TrainingMixin(EvaluationMixin):
             value = getattr(run, name)
             if not is_int(value) or value < low:
                 raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
+        run = replace(run, verbose=check_verbose("fit", run.verbose))
         x, y, validation_data, steps = fit_data(self, run)
         callbacks = self._fit_callbacks(run.callbacks, validation_data is not None)
         if run.augment is not None and not callable(run.augment):
