@@ -124,7 +124,11 @@ def test_lambda_callback_calls_each_function_at_its_hook():
     # Keras: on_epoch_*(epoch, logs), on_train_batch_*(batch, logs), on_train_*(logs)
     x, y = data(n=8)
     calls = []
-    hooks = {name: (lambda name: lambda *args: calls.append((name, *args[:-1])))(name)
+
+    def recorder(name):
+        return lambda *args: calls.append((name, *args[:-1]))
+
+    hooks = {name: recorder(name)
              for name in ("on_epoch_begin", "on_epoch_end", "on_train_begin",
                           "on_train_end", "on_train_batch_begin", "on_train_batch_end")}
     tested = []

@@ -19,8 +19,8 @@ from .progress import ProgbarLogger
 from .sparse_evolution import SparseEvolutionCallback
 
 __all__ = [
-    "BackupAndRestore", "CSVLogger", "LambdaCallback", "ProgbarLogger",
-    "Callback", "EarlyStopping", "GradientNormLogger", "History", "KingScheduler",
-    "LearningRateScheduler", "ModelCheckpoint", "NonFiniteLossError", "ReduceLROnPlateau",
-    "SparseEvolutionCallback", "TerminateOnNaN", "TrainingMixin", "confusion_counts",
+    "BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "GradientNormLogger",
+    "History", "KingScheduler", "LambdaCallback", "LearningRateScheduler", "ModelCheckpoint",
+    "NonFiniteLossError", "ProgbarLogger", "ReduceLROnPlateau", "SparseEvolutionCallback",
+    "TerminateOnNaN", "TrainingMixin", "confusion_counts",
 ]

@@ -39,7 +39,7 @@ class CSVLogger(Callback):
         if self.append and os.path.exists(self.filename):
             with open(self.filename, encoding="utf-8") as existing:
                 header = not existing.readline()
-        self._file = open(self.filename, "a" if self.append else "w",  # noqa: SIM115
+        self._file = open(self.filename, "a" if self.append else "w",
                           newline="", encoding="utf-8")
         self._header, self.keys, self.writer = header, None, None
 
