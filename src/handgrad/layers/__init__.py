@@ -109,6 +109,7 @@ from .recurrent import GRU, LSTM, RNN, BiLSTM, Recurrent
 from .recurrent_cells import GRUCell, LSTMCell, RecurrentCell, RNNCell
 from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
+from .reshaping import Cropping, Cropping1D, Cropping2D, Cropping3D, Permute, RepeatVector
 from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample

@@ -8,6 +8,7 @@ import inspect
 from .. import layers as L
 from .. import ops
 from ..model.sequential import Sequential
+from .keras_cases import KERAS_CASES
 
 F64 = "float64"
 
@@ -362,6 +363,10 @@ LAYER_CASES.update({
     "Activation": _simple(lambda rng: L.Activation(_pick(rng, ["gelu", "softmax", "selu"])),
                           (3, 4)),
 })
+
+
+# Keras's reshaping layers, wrappers, Lambda and masking: handgrad.testing.keras_cases.
+LAYER_CASES.update(KERAS_CASES)
 
 
 def _seeded(draw):
