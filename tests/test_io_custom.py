@@ -14,6 +14,7 @@ from handgrad import layers as L
 from handgrad.io import safetensors as _safetensors
 from handgrad.model import Sequential
 from handgrad.testing import LAYER_CASES
+from handgrad.testing.keras_cases import CUSTOM_OBJECTS
 
 
 def half_glorot(shape, dtype=np.float32, rng=None):
@@ -303,8 +304,8 @@ def test_every_layer_case_saves_and_loads_back(tmp_path, name):
     layer, shape = LAYER_CASES[name](rng)
     layer.build(shape)
     path = tmp_path / f"{name}.safetensors"
-    io.save_checkpoint(path, layer)
-    loaded = io.load_checkpoint(path).model
+    io.save_checkpoint(path, layer, custom_objects=CUSTOM_OBJECTS)  # Lambda's callables
+    loaded = io.load_checkpoint(path, custom_objects=CUSTOM_OBJECTS).model
     assert type(loaded) is type(layer)
     assert json.dumps(loaded.get_config()) == json.dumps(layer.get_config())
     for what in ("named_parameters", "named_buffers"):

@@ -24,6 +24,7 @@ from .embedding import Embedding, EmbeddingBag
 from .fractional_pool import FractionalMaxPool, FractionalMaxPool2D, FractionalMaxPool3D
 from .gated_activations import GLU, PReLU, RReLU
 from .keras_layers import *  # noqa: F403  Keras's class names (MaxPooling2D, ...)
+from .lambda_layer import Lambda
 from .lrn import LocalResponseNorm
 from .merges import (
     Average,

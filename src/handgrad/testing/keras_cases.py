@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import layers as L
+from .._custom import register_custom
 
 F64 = "float64"
 
@@ -24,6 +27,25 @@ def _cropping(rank):
     return draw
 
 
+# Registered (so that a config names them and loads back) under names of this module.
+@register_custom("handgrad.testing.scaled_tanh")
+def scaled_tanh(x):
+    """y = 2 tanh(x), a Lambda case's function."""
+    return 2 * np.tanh(x)
+
+
+@register_custom("handgrad.testing.scaled_tanh_backward")
+def scaled_tanh_backward(dy, x, y):
+    """dx = dy (2 - y^2 / 2), from the cached y = 2 tanh(x)."""
+    return dy * (2 - y * y / 2)
+
+
+#: The Lambda case's callables by the names a saved file gives them (pass as
+#: ``custom_objects`` to save and load).
+CUSTOM_OBJECTS = {"handgrad.testing.scaled_tanh": scaled_tanh,
+                  "handgrad.testing.scaled_tanh_backward": scaled_tanh_backward}
+
+
 KERAS_CASES = {
     "Permute": lambda rng: _pick(rng, [(L.Permute((2, 1)), (3, 4)),
                                        (L.Permute((3, 1, 2)), (2, 3, 4))]),
@@ -31,4 +53,6 @@ KERAS_CASES = {
     "Cropping1D": _cropping(1),
     "Cropping2D": _cropping(2),
     "Cropping3D": _cropping(3),
+    "Lambda": lambda rng: (L.Lambda(scaled_tanh, backward=scaled_tanh_backward,
+                                    output_shape=_pick(rng, [None, (3, 4)])), (3, 4)),
 }
