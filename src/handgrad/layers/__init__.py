@@ -122,3 +122,4 @@ from .transformer_model import Transformer
 from .unpool import MaxUnpool, MaxUnpool1D, MaxUnpool2D, MaxUnpool3D
 from .wavenet import WaveNetBlock
 from .weighted import WeightedLayer
+from .wrappers import Bidirectional, TimeDistributed, Wrapper

@@ -245,6 +245,19 @@ class Concatenate(Merge):
         return grads
 
 
+def layer_entry(layer):
+    """A nested layer's saved form: ``{"class": <registered name>, "config": ...}``."""
+    return {"class": type(layer).__name__, "config": layer.get_config()}
+
+
+def layer_from_entry(owner, role, entry):
+    """The layer a :func:`layer_entry` describes (``role``: the config key, for errors)."""
+    if not isinstance(entry, dict) or entry.get("class") not in REGISTRY:
+        raise ValueError(f"{owner}.from_config: '{role}' must be {{'class': <a registered "
+                         f"layer>, 'config': ...}}; received {entry!r}")
+    return REGISTRY[entry["class"]].from_config(entry["config"])
+
+
 @register
 class Residual(Layer):
     """y = block(x) + shortcut(x); the shortcut is the identity when None.
@@ -298,21 +311,15 @@ class Residual(Layer):
     def get_config(self):
         config = super().get_config()
         for role, child in (("block", self.block), ("shortcut", self.shortcut)):
-            config[role] = None if child is None else {"class": type(child).__name__,
-                                                       "config": child.get_config()}
+            config[role] = None if child is None else layer_entry(child)
         return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         for role in ("block", "shortcut"):
-            entry = config.get(role)
-            if entry is None:
-                continue
-            if not isinstance(entry, dict) or entry.get("class") not in REGISTRY:
-                raise ValueError(f"Residual.from_config: '{role}' must be {{'class': <a "
-                                 f"registered layer>, 'config': ...}}; received {entry!r}")
-            config[role] = REGISTRY[entry["class"]].from_config(entry["config"])
+            if config.get(role) is not None:
+                config[role] = layer_from_entry(cls.__name__, role, config[role])
         return cls(**config)
 
     # ------------------------------------------------------------------ build

@@ -46,6 +46,18 @@ CUSTOM_OBJECTS = {"handgrad.testing.scaled_tanh": scaled_tanh,
                   "handgrad.testing.scaled_tanh_backward": scaled_tanh_backward}
 
 
+def _bidirectional(rng):
+    cls = _pick(rng, [L.RNN, L.GRU, L.LSTM])
+    inner = cls(int(rng.integers(2, 4)), return_sequences=bool(rng.integers(2)))
+    merge_mode = _pick(rng, ["concat", "sum", "mul", "ave"])
+    return L.Bidirectional(inner, merge_mode=merge_mode, dtype=F64), (int(rng.integers(3, 6)), 3)
+
+
+def _time_distributed(rng):
+    return _pick(rng, [(L.TimeDistributed(L.Dense(3), dtype=F64), (4, 2)),
+                       (L.TimeDistributed(L.Conv1D(2, 3, padding="same"), dtype=F64), (3, 5, 2))])
+
+
 KERAS_CASES = {
     "Permute": lambda rng: _pick(rng, [(L.Permute((2, 1)), (3, 4)),
                                        (L.Permute((3, 1, 2)), (2, 3, 4))]),
@@ -53,6 +65,8 @@ KERAS_CASES = {
     "Cropping1D": _cropping(1),
     "Cropping2D": _cropping(2),
     "Cropping3D": _cropping(3),
+    "Bidirectional": _bidirectional,
+    "TimeDistributed": _time_distributed,
     "Lambda": lambda rng: (L.Lambda(scaled_tanh, backward=scaled_tanh_backward,
                                     output_shape=_pick(rng, [None, (3, 4)])), (3, 4)),
 }
