@@ -26,6 +26,7 @@ from .gated_activations import GLU, PReLU, RReLU
 from .keras_layers import *  # noqa: F403  Keras's class names (MaxPooling2D, ...)
 from .lambda_layer import Lambda
 from .lrn import LocalResponseNorm
+from .masking import Masking
 from .merges import (
     Average,
     Maximum,

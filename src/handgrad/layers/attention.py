@@ -193,9 +193,20 @@ class MultiHeadAttention(Layer):
         dquery = self.backward(dy)
         return (dquery, *self.key_value_grads)
 
-    def graph_forward(self, inputs, training):
+    def forward_masked(self, x, mask, training):
+        """Self-attention with the steps a mask (N, T) drops as masked keys (:mod:`.masking`)."""
+        return self.forward(x, training=training, key_padding_mask=~mask)
+
+    def graph_forward_masked(self, inputs, masks, training):
+        """The graph call with the key input's mask (the query's in self-attention) as
+        masked keys (Keras's value mask); the output keeps the query's mask."""
+        keys = 1 if len(inputs) - len(self.mask_inputs) > 1 else 0
+        return self.graph_forward(inputs, training, key_mask=masks[keys])
+
+    def graph_forward(self, inputs, training, key_mask=None):
         """Graph call ``mha(q)`` (self-attention), ``mha([q, kv])`` or ``mha([q, k, v])``,
-        each followed by the masks named in ``mask_inputs``."""
+        each followed by the masks named in ``mask_inputs``; ``key_mask`` (N, Tk): the
+        keys kept (a carried mask, joined with a given key_padding_mask)."""
         count = len(inputs) - len(self.mask_inputs)
         if not 1 <= count <= 3:
             masks = "".join(f", {name}" for name in self.mask_inputs)
@@ -203,6 +214,9 @@ class MultiHeadAttention(Layer):
                             f"value]]){masks and ' then' + masks[1:]} (mask_inputs="
                             f"{self.mask_inputs}); received {len(inputs)} tensors")
         masks = graph_masks(self.label, self.mask_inputs, inputs[count:])
+        if key_mask is not None:
+            given = masks.get("key_padding_mask")
+            masks["key_padding_mask"] = ~key_mask if given is None else given | ~key_mask
         key = inputs[1] if count > 1 else None
         value = inputs[2] if count > 2 else key
         kept = len(self._caches)

@@ -41,9 +41,10 @@ class Embedding(Layer):
     takes_ids = True
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
-                 norm_type=2.0, **kwargs):
+                 norm_type=2.0, mask_zero=False, **kwargs):
         super().__init__(**kwargs)
         owner = type(self).__name__
+        self.mask_zero = flag(owner, "mask_zero", mask_zero)
         self.num_embeddings = positive_int(owner, "num_embeddings", num_embeddings)
         self.embedding_dim = positive_int(owner, "embedding_dim", embedding_dim)
         check_padding_idx(owner, padding_idx, self.num_embeddings)
@@ -53,7 +54,12 @@ class Embedding(Layer):
     def get_config(self):
         return {**super().get_config(), "num_embeddings": self.num_embeddings,
                 "embedding_dim": self.embedding_dim, "padding_idx": self.padding_idx,
-                "max_norm": self.max_norm, "norm_type": self.norm_type}
+                "max_norm": self.max_norm, "norm_type": self.norm_type,
+                **({"mask_zero": True} if self.mask_zero else {})}
+
+    def compute_mask(self, x, y, mask):
+        """Keras's ``mask_zero``: the ids 0 are padding, masked for the layers after it."""
+        return (x != 0) if self.mask_zero else None
 
     def _build(self, input_shape, rng):
         self.add_parameter("W", (self.num_embeddings, self.embedding_dim), standard_normal, rng)

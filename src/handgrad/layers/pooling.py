@@ -9,6 +9,7 @@ from .._checks import is_int
 from . import declarations as twins
 from . import onnx_forms
 from .base import Layer
+from .masking import MaskedPool, masked_forward
 from .registry import register
 
 
@@ -165,13 +166,29 @@ class GlobalPool(Pool):
         return super()._forward(x, training)
 
 
+class MaskedGlobalPool(GlobalPool):
+    """A 1-D global pooling that honors a mask (N, L) of kept steps (:mod:`.masking`)."""
+
+    kind = "avg"
+
+    def forward_masked(self, x, mask, training):
+        return masked_forward(self, x, mask, training,
+                              lambda x, mask: MaskedPool.run(x, mask, self.kind))
+
+    def _backward(self, dy, cache):
+        if isinstance(cache, MaskedPool):
+            return cache.backward(self.label, dy), {}
+        return super()._backward(dy, cache)
+
+
 @register
-class GlobalAvgPool1D(GlobalPool):
-    """Mean over L: (N, L, C) -> (N, C)."""
+class GlobalAvgPool1D(MaskedGlobalPool):
+    """Mean over L: (N, L, C) -> (N, C); with a mask, over the kept steps."""
 
     forward_op = staticmethod(ops.global_avg_pool)
     backward_op = staticmethod(ops.global_avg_pool_backward)
     rank = 1
+    kind = "avg"
 
 
 @register
@@ -193,12 +210,13 @@ class GlobalAvgPool3D(GlobalPool):
 
 
 @register
-class GlobalMaxPool1D(GlobalPool):
-    """Max over L: (N, L, C) -> (N, C)."""
+class GlobalMaxPool1D(MaskedGlobalPool):
+    """Max over L: (N, L, C) -> (N, C); with a mask, over the kept steps."""
 
     forward_op = staticmethod(ops.global_max_pool)
     backward_op = staticmethod(ops.global_max_pool_backward)
     rank = 1
+    kind = "max"
 
 
 @register

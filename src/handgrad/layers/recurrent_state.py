@@ -17,6 +17,7 @@ have P features: h0/h_n (N, L*D, P), c0/c_n (N, L*D, H).
 from __future__ import annotations
 
 from .._checks import array_module, describe, float_array, is_int
+from .masking import mask_lengths
 
 
 def _swap(a):
@@ -81,7 +82,18 @@ class StateCalls:
                              f"handgrad.Model")
         return super().output_shape(input_shape)
 
-    def graph_forward(self, inputs, training):
+    def forward_masked(self, x, mask, training):
+        """The forward with ``lengths`` read from a mask (N, T) (see :mod:`.masking`)."""
+        return self.forward(x, training, lengths=mask_lengths(self.label, mask, *x.shape[:2]))
+
+    def graph_forward_masked(self, inputs, masks, training):
+        """The graph call with ``lengths`` read from the mask of ``x``."""
+        x = inputs[0]
+        lengths = None if masks[0] is None else mask_lengths(self.label, masks[0],
+                                                             *x.shape[:2])
+        return self.graph_forward(inputs, training, lengths)
+
+    def graph_forward(self, inputs, training, lengths=None):
         """Graph call on ``x``, ``[x, h0]`` or (LSTM) ``[x, h0, c0]``, states (N, L*D, H);
         ``[y, h_n(, c_n)]`` with ``return_state``."""
         if not 1 <= len(inputs) <= 1 + self.n_states:
@@ -102,7 +114,7 @@ class StateCalls:
             states[i] = _swap(state)
         states += [None] * (self.n_states - len(states))
         y, *finals = self.forward_with_state(x, training, self._pack(states) if inputs[1:]
-                                             else None)
+                                             else None, lengths)
         return [y, *map(_swap, finals)] if self.return_state else y
 
     def graph_backward(self, dy):

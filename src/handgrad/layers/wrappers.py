@@ -27,6 +27,7 @@ from .._checks import array_module, describe, float_array, upstream_grad
 from ..ops import check_lengths
 from .base import Layer
 from .caching import forward_scope, keeps_cache
+from .masking import mask_lengths
 from .recurrent import Recurrent
 from .registry import register
 from .structure import layer_entry, layer_from_entry
@@ -129,6 +130,10 @@ class Bidirectional(Wrapper):
 
     def _forward(self, x, training):
         return self._run(x, training, None)
+
+    def forward_masked(self, x, mask, training):
+        """The forward with ``lengths`` read from a mask (N, T) (see :mod:`.masking`)."""
+        return self.forward(x, training, lengths=mask_lengths(self.label, mask, *x.shape[:2]))
 
     def _run(self, x, training, lengths):
         xp = array_module(x)

@@ -22,6 +22,7 @@ from ..inspect.anomaly import AnomalyError, at_node, reports_anomalies
 from ..inspect.summary import print_summary
 from ..layers.base import Layer, check_dtype, snake_case
 from ..layers.caching import forward_scope, keeps_cache
+from ..layers.masking import graph_call
 from ..layers.registry import REGISTRY, register
 from ..layers.symbolic import GraphNetwork, SymbolicTensor, concrete, input_tensor
 from ..training.loop import TrainingMixin
@@ -237,14 +238,17 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
         grad = keeps_cache(self.label, training, grad)
         values = dict(zip((t.uid for t in self.inputs), arrays_by_input(self, x)))
         shapes = {uid: (value.shape, value.dtype) for uid, value in values.items()}
-        node = None
+        node, masks = None, {}  # masks of padded steps by tensor (layers/masking.py)
         try:
             with forward_scope(self, grad):
                 for node in self.nodes:
                     inputs = [values[t.uid] for t in node.inputs]
-                    out = node.layer.graph_forward(inputs, training)
+                    out, out_masks = graph_call(node.layer, inputs,
+                                                [masks.get(t.uid) for t in node.inputs],
+                                                training)
                     outs = out if isinstance(out, (list, tuple)) else [out]
-                    for tensor, value in zip(node.outputs, outs):
+                    for tensor, value, mask in zip(node.outputs, outs, out_masks):
+                        masks[tensor.uid] = mask
                         values[tensor.uid] = value
                         shapes[tensor.uid] = (value.shape, value.dtype)
         except AnomalyError as error:

@@ -8,6 +8,7 @@ from ..inspect.summary import print_summary
 from ..layers import REGISTRY, Layer, register
 from ..layers.base import snake_case
 from ..layers.caching import forward_scope, keeps_cache
+from ..layers.masking import chain_call
 from ..layers.tied import link_tied
 from ..training.loop import TrainingMixin
 from .keras_api import KerasModelAPI
@@ -129,9 +130,10 @@ class Sequential(KerasModelAPI, TrainingMixin, Layer):
                 raise TypeError(f"{self.label}: 'x' must be an array with a batch axis; "
                                 f"received {describe(x)}")
             self.ensure_built(shape[1:])
+        mask = None  # a mask of padded steps, carried along (layers/masking.py)
         with forward_scope(self, grad):
             for layer in self.layers:
-                x = layer.forward(x, training=training)
+                x, mask = chain_call(layer, x, mask, training)
         return x
 
     def backward(self, dy):

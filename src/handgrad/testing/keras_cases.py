@@ -67,6 +67,7 @@ KERAS_CASES = {
     "Cropping3D": _cropping(3),
     "Bidirectional": _bidirectional,
     "TimeDistributed": _time_distributed,
+    "Masking": lambda rng: (L.Masking(_pick(rng, [0.0, 0.5])), (4, 3)),
     "Lambda": lambda rng: (L.Lambda(scaled_tanh, backward=scaled_tanh_backward,
                                     output_shape=_pick(rng, [None, (3, 4)])), (3, 4)),
 }
