@@ -147,6 +147,15 @@ def test_attention_masks_the_padded_keys():
         assert_close(y[n, :length], alone[0], dtype=np.float64, terms=T * 4)
 
 
+def test_permute_passes_the_mask_only_while_time_stays_first():
+    x = padded(T)  # F == T: the shapes alone cannot tell the axes apart
+    kept = Sequential([L.Masking(), L.Permute((1, 2)), L.GlobalAvgPool1D()], dtype="float64")
+    swapped = Sequential([L.Masking(), L.Permute((2, 1)), L.GlobalAvgPool1D()],
+                         dtype="float64")
+    assert_close(kept.forward(x)[1], x[1, :LENGTHS[1]].mean(axis=0), dtype=np.float64, terms=T)
+    assert_close(swapped.forward(x), x.mean(axis=2), dtype=np.float64, terms=T)
+
+
 def test_a_mask_that_is_not_right_padding_is_refused_by_name():
     x = padded()
     x[0, 1] = 0.0  # a hole in the first sequence

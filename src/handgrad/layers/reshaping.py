@@ -67,6 +67,10 @@ class Permute(Layer):
     def get_config(self):
         return {**super().get_config(), "dims": list(self.dims)}
 
+    def compute_mask(self, x, y, mask):
+        """A mask of padded steps (:mod:`.masking`) goes on only while T stays axis 1."""
+        return mask if self.dims[0] == 1 else None
+
     def _build(self, input_shape, rng):
         if len(input_shape) != len(self.dims):
             raise ValueError(f"{self.label}: 'dims' {self.dims} permutes {len(self.dims)} "
