@@ -347,8 +347,7 @@ def _keras(name, make, rank):
 
 LAYER_CASES.update({
     **{f"MaxPooling{r}D": _pool(getattr(L, f"MaxPooling{r}D"), r, False) for r in (1, 2, 3)},
-    **{f"AveragePooling{r}D": _pool(getattr(L, f"AveragePooling{r}D"), r, True)
-       for r in (1, 2, 3)},
+    **{f"AveragePooling{r}D": _pool(getattr(L, f"AveragePooling{r}D"), r, True) for r in (1, 2, 3)},
     **{f"Global{kind}Pooling{r}D": _keras(f"Global{kind}Pooling{r}D", lambda c: c(), r)
        for kind in ("Average", "Max") for r in (1, 2, 3)},
     **{f"Conv{r}DTranspose": _keras(f"Conv{r}DTranspose", lambda c: c(
@@ -362,11 +361,8 @@ LAYER_CASES.update({
     "LayerNormalization": _simple(lambda rng: L.LayerNormalization(dtype=F64), (3, 4)),
     "Activation": _simple(lambda rng: L.Activation(_pick(rng, ["gelu", "softmax", "selu"])),
                           (3, 4)),
+    **KERAS_CASES,  # Keras's reshaping layers, wrappers, Lambda, masking (keras_cases.py)
 })
-
-
-# Keras's reshaping layers, wrappers, Lambda and masking: handgrad.testing.keras_cases.
-LAYER_CASES.update(KERAS_CASES)
 
 
 def _seeded(draw):
