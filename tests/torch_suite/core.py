@@ -56,6 +56,9 @@ class Plan:
     #: ``bounds(arrays, dy) -> {"y" or "grad i": (terms, scale)}``: a family's derived
     #: bounds (``tests/tolerances.py``), which the measured ones never go below
     bounds: object = None
+    #: ``{"y" or "grad i": terms}`` replacing the fan-in where one result depends on more
+    #: values than it (a composite layer: the count of values it depends on)
+    terms: dict = None
 
 
 def numpy(t):
@@ -121,16 +124,17 @@ def run_plan(plan, dtype_name, seed=0):
     y, backward, extras = plan.handgrad_fn(*arrays)
     derived = {} if plan.bounds is None else plan.bounds(
         [numpy(t).astype(np.float64) for t in plan.leaves], dy)
-    _check("y", y, ref[0], [lo[0] for lo in lows], ndtype, fan_in(arrays or [y], ref[0]),
-           derived.get("y"))
+    terms = plan.terms or {}
+    _check("y", y, ref[0], [lo[0] for lo in lows], ndtype,
+           terms.get("y", fan_in(arrays or [y], ref[0])), derived.get("y"))
     if np.ndim(y) and np.asarray(y).dtype != ndtype:  # a reduced loss may be a float
         raise Mismatch(f"y: dtype {np.asarray(y).dtype} for {dtype_name} inputs")
     grads = backward(dy.astype(ndtype))
     if len(grads) != len(ref[1]):
         raise Mismatch(f"{len(grads)} gradients for {len(ref[1])} inputs")
     for i, (g, r) in enumerate(zip(grads, ref[1])):
-        _check(f"grad {i}", g, r, [lo[1][i] for lo in lows], ndtype, fan_in([ref[0]], r),
-               derived.get(f"grad {i}"))
+        _check(f"grad {i}", g, r, [lo[1][i] for lo in lows], ndtype,
+               terms.get(f"grad {i}", fan_in([ref[0]], r)), derived.get(f"grad {i}"))
     for key, want in ref[2].items():
         _check(key, extras.get(key), want, [lo[2][key] for lo in lows], ndtype)
 
