@@ -8,11 +8,23 @@ adapter") and is listed by name in the report.
 
 from __future__ import annotations
 
-from . import activations, conv, layers, losses, misc, modules, norms, pooling, recurrent, shape
+from . import (
+    activations,
+    conv,
+    layers,
+    losses,
+    misc,
+    modules,
+    norms,
+    pooling,
+    recurrent,
+    shape,
+    transformers,
+)
 
 OPS: dict = {}
 MODULES: dict = {}
 for _family in (activations, conv, losses, misc, modules, layers, norms, pooling, recurrent,
-                shape):
+                shape, transformers):
     OPS.update(getattr(_family, "OPS", {}))
     MODULES.update(getattr(_family, "MODULES", {}))
