@@ -129,6 +129,10 @@ for _nd in (1, 2):
     MODULES[f"LPPool{_nd}d"] = as_functional(f"lp_pool{_nd}d", getattr(F, f"lp_pool{_nd}d"),
                                              ("norm_type", "kernel_size", "stride",
                                               "ceil_mode"))
+for _nd in (2, 3):
+    MODULES[f"FractionalMaxPool{_nd}d"] = as_functional(
+        f"fractional_max_pool{_nd}d", getattr(F, f"fractional_max_pool{_nd}d"),
+        ("kernel_size", "output_size", "output_ratio", "return_indices"))
 MODULES["Linear"] = as_functional("linear", F.linear, (), ("weight", "bias"))
 MODULES["Bilinear"] = as_functional("bilinear", F.bilinear, (), ("weight", "bias"))
 MODULES["PReLU"] = as_functional("prelu", F.prelu, (), ("weight",))

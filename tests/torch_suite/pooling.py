@@ -5,7 +5,10 @@ compared exactly."""
 
 from __future__ import annotations
 
-from .helpers import Unsupported, batched, first, last, named, op_row
+import numpy as np
+import torch
+
+from .helpers import Sample, Unsupported, batched, first, last, named, op_row
 
 MAX = ("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
 AVG = ("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
@@ -14,8 +17,12 @@ ADAPTIVE_MAX = ("input", "output_size", "return_indices")
 ADAPTIVE_AVG = ("input", "output_size")
 LP = ("input", "norm_type", "kernel_size", "stride", "ceil_mode")
 UNPOOL = ("input", "indices", "kernel_size", "stride", "padding", "output_size")
+FRACTIONAL = ("input", "kernel_size", "output_size", "output_ratio", "return_indices",
+              "_random_samples")
 #: torch's defaults where handgrad's differ
 DEFAULTS = {"count_include_pad": True}
+#: torch's keyword -> handgrad's
+RENAME = {"_random_samples": "samples"}
 
 
 def pool(name, nd, names):
@@ -27,7 +34,7 @@ def pool(name, nd, names):
         if leaves != ["input"]:
             raise Unsupported("gradient of a non-input")
         x, added = batched(v["input"], nd)
-        keywords = {k: v.get(k, DEFAULTS.get(k)) for k in names[1:]
+        keywords = {RENAME.get(k, k): v.get(k, DEFAULTS.get(k)) for k in names[1:]
                     if k in v or k in DEFAULTS}
         if keywords.get("stride") == ():
             keywords["stride"] = None
@@ -70,6 +77,24 @@ def _row(name, nd, names):
     return wrapped
 
 
+def fractional(nd):
+    """A fractional max pool row on fixed regions: where torch would draw its own
+    ``_random_samples``, one draw (float32 values, exact in both dtypes) goes to torch
+    and, as ``samples``, to handgrad."""
+    adapter = _row(f"fractional_max_pool{nd}d", nd, FRACTIONAL)
+
+    def wrapped(op, sample):
+        kwargs = dict(sample.kwargs)
+        if kwargs.get("_random_samples") is None:
+            x = sample.input
+            shape = (x.shape[0] if x.dim() == nd + 2 else 1, x.shape[-nd - 1], nd)
+            u = np.random.default_rng(x.numel()).random(shape).astype(np.float32)
+            kwargs["_random_samples"] = torch.as_tensor(u, dtype=x.dtype)
+        return adapter(op, Sample(sample.input, sample.args, kwargs))
+
+    return wrapped
+
+
 def _indices_extra(out):
     return (out[0], {"indices": out[1]}) if isinstance(out, tuple) else out
 
@@ -82,5 +107,7 @@ for _nd in (1, 2, 3):
     OPS[f"adaptive_avg_pool{_nd}d"] = _row(f"adaptive_avg_pool{_nd}d", _nd, ADAPTIVE_AVG)
     if _nd < 3:  # not op_db rows: the functional forms of the LPPool modules
         OPS[f"lp_pool{_nd}d"] = _row(f"lp_pool{_nd}d", _nd, LP)
+    if _nd > 1:
+        OPS[f"fractional_max_pool{_nd}d"] = fractional(_nd)
     for _variant in ("", ".grad"):
         OPS[f"max_unpool{_nd}d{_variant}"] = _row(f"max_unpool{_nd}d", _nd, UNPOOL)
