@@ -18,6 +18,7 @@ from . import (
     norms,
     pooling,
     recurrent,
+    sampling,
     shape,
     transformers,
 )
@@ -25,6 +26,6 @@ from . import (
 OPS: dict = {}
 MODULES: dict = {}
 for _family in (activations, conv, losses, misc, modules, layers, norms, pooling, recurrent,
-                shape, transformers):
+                sampling, shape, transformers):
     OPS.update(getattr(_family, "OPS", {}))
     MODULES.update(getattr(_family, "MODULES", {}))
