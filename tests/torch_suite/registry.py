@@ -19,6 +19,7 @@ from . import (
     pooling,
     recurrent,
     sampling,
+    sequence,
     shape,
     transformers,
 )
@@ -26,6 +27,6 @@ from . import (
 OPS: dict = {}
 MODULES: dict = {}
 for _family in (activations, conv, losses, misc, modules, layers, norms, pooling, recurrent,
-                sampling, shape, transformers):
+                sampling, sequence, shape, transformers):
     OPS.update(getattr(_family, "OPS", {}))
     MODULES.update(getattr(_family, "MODULES", {}))
