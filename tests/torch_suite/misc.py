@@ -81,3 +81,18 @@ OPS = {"cosine_similarity": op_row(cosine_similarity),
 OPS.update({row: op_row(no_mask) for row in (
     "dropout", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout.with_train",
     "feature_alpha_dropout.without_train")})
+
+
+def _named_refusal(reason):
+    """A row handgrad has no counterpart for: every sample counts under ``reason``."""
+
+    def adapter(*_):
+        raise Unsupported(reason)
+
+    return adapter
+
+
+OPS["pdist"] = _named_refusal("no pdist op (pairwise_distance pairs rows, not all pairs)")
+OPS["multi_head_attention_forward"] = _named_refusal(
+    "functional MHA with explicit weights (see the MultiheadAttention module row)")
+MODULES = {"LPPool3d": _named_refusal("no 3-D lp_pool kernel")}
