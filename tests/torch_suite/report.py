@@ -46,6 +46,13 @@ NOTES = [
     "  takes (negative eps or momentum, p < 1, negative padding, ...), by design.",
     "- Module rows run as the functional row they compute, with the module's settings and",
     "  parameters; recurrent modules (stacked, bidirectional) through `ops.rnn/gru/lstm`.",
+    "- `MultiheadAttention` and the transformer rows run through handgrad's layers, the",
+    "  torch weights imported with `handgrad.io.from_torch`; parameter gradients are",
+    "  compared by torch name. Unbatched inputs get a batch axis, `batch_first=False` is",
+    "  transposed; of `MultiheadAttention`'s `(output, weights)` the output is compared.",
+    "- `ctc_loss` runs through a `log_softmax` (torch's kernel returns the derivative for",
+    "  normalized log-probabilities); `fractional_max_pool` rows where torch draws its own",
+    "  regions get one fixed draw of `_random_samples`, passed to both.",
     "",
 ]
 
