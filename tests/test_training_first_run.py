@@ -1,5 +1,6 @@
 """The first run explains itself: the progress bar's ETA, Keras's loss and metric names
-(logged as given; the cross-entropies take logits) and channels-first data refused with
+(logged as given; handgrad's cross-entropies take logits, Keras's names with
+``from_logits=True``) and channels-first data refused with
 the fix."""
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def test_loss_aliases_are_the_same_function(alias, name):
     assert losses.get(alias) is losses.LOSSES[name]
 
 
-def test_sparse_and_categorical_crossentropy_take_logits():
+def test_sparse_and_categorical_crossentropy_take_logits_with_from_logits():
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((6, 4))
     ids = rng.integers(0, 4, 6)
@@ -89,7 +90,7 @@ def test_sparse_and_categorical_crossentropy_take_logits():
                          ("sparse_categorical_crossentropy", ids[:, None]),
                          ("categorical_crossentropy", one_hot),
                          ("categorical_crossentropy", one_hot.astype(np.int64))]:
-        value, grad = losses.get(loss)(logits, labels)
+        value, grad = losses.get(loss)(logits, labels, from_logits=True)
         assert_close(value, expected, terms=4 * 6, what=loss)
         assert_close(grad, dexpected, terms=4, what=loss)
     with pytest.raises(TypeError, match=r"sparse_categorical_crossentropy: 'labels' must be "
@@ -102,7 +103,7 @@ def test_sparse_and_categorical_crossentropy_take_logits():
 
 def test_keras_names_train_and_log_under_the_given_name(tmp_path):
     x, y = data(24)
-    net = mlp(loss="sparse_categorical_crossentropy", metrics=["acc"])
+    net = mlp(loss=losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["acc"])
     history = net.fit(x, y[:, None], epochs=2, batch_size=8, validation_split=0.25, rng=0,
                       verbose=0)
     assert {"loss", "acc", "val_loss", "val_acc"} <= set(history.history)
@@ -199,9 +200,8 @@ def test_compile_metric_arguments():
 
 
 @pytest.mark.parametrize("last, loss", [
-    (L.Softmax(), "sparse_categorical_crossentropy"), (L.Softmax(), "cross_entropy"),
+    (L.Softmax(), "softmax_cross_entropy"), (L.Softmax(), "cross_entropy"),
     (L.Sigmoid(), "binary_cross_entropy_with_logits"),
-    (L.Softmax(), "categorical_crossentropy"),
 ])
 def test_a_probability_output_is_refused_by_a_logits_loss(last, loss):
     net = Sequential([L.Dense(3), last], input_shape=(2,))

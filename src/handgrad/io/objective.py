@@ -1,7 +1,9 @@
 """What ``compile`` chose, in a file: the ``optimizer``, ``loss``, ``metrics`` and
 ``loss_weights`` fields of the ``handgrad`` document.
 
-A model with one output stores its loss as a built-in name or ``{"custom": <name>}``,
+A model with one output stores its loss as a built-in name, a Keras loss object as
+``{"class": "CategoricalCrossentropy", "config": {"from_logits": true, ...}}``, or
+``{"custom": <name>}``,
 its metrics as a list and its loss weight as a number (the field is left out at 1).
 A model with several outputs (a graph ``Model``) stores each of them as an object keyed
 by the output names (``model.output_names``): ``{"logits": "cross_entropy", "score":
@@ -35,6 +37,8 @@ def _loss_entry(spec, what):
     """A built-in loss name, or a custom reference, for a loss given to ``compile``."""
     if isinstance(spec, str):
         return spec
+    if isinstance(spec, losses.KerasLoss):  # a Keras loss object: its class and options
+        return {"class": type(spec).__name__, "config": spec.get_config()}
     own = getattr(spec, "__name__", None)  # a built-in function: by its own name first
     if losses.LOSSES.get(own) is spec:
         return own
@@ -90,8 +94,19 @@ def optimizer(where, config):
 def _one_loss(where, field, value, custom_objects):
     if _custom.is_reference(value):
         return _custom.resolve(value, custom_objects, where, field)
+    if isinstance(value, dict) and set(value) == {"class", "config"}:
+        cls = losses.LOSS_CLASSES.get(value["class"])
+        if cls is None or not isinstance(value["config"], dict):
+            raise fail(where, field, f"must name a loss class of {sorted(losses.LOSS_CLASSES)} "
+                                     f"with a config object; received {value!r}")
+        try:
+            return cls(**value["config"])
+        except (TypeError, ValueError) as error:
+            raise fail(where, field, f"is not a valid {value['class']} config: {error}") \
+                from None
     if not isinstance(value, str):
-        raise fail(where, field, f"must be null, a loss name or {{'custom': <name>}}; "
+        raise fail(where, field, f"must be null, a loss name, {{'class': <loss class>, "
+                                 f"'config': {{...}}}} or {{'custom': <name>}}; "
                                  f"received {describe(value)}")
     try:
         losses.get(value)

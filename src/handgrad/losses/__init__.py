@@ -33,13 +33,15 @@ number, so logits of any finite size (e.g. +-1000) give finite results.
 
 The names follow torch's: ``binary_cross_entropy`` takes probabilities in [0, 1] (it
 refuses other values) and ``binary_cross_entropy_with_logits`` logits; the softmax
-cross-entropies take logits. Keras's ``sparse_categorical_crossentropy`` (class ids) and
-``categorical_crossentropy`` (one-hot targets) are the ``from_logits=True`` versions;
-``binary_crossentropy`` takes probabilities unless ``from_logits=True`` (Keras's default).
-``compile`` refuses a loss that takes logits on a model that ends with a ``Softmax`` or
-``Sigmoid`` layer (:func:`takes_logits`). ``mean_squared_error``, ``mean_absolute_error``
-and ``huber_loss`` are ``mse``, ``mae`` and ``huber`` (torch's ``HuberLoss``);
-``smooth_l1`` is torch's ``SmoothL1Loss``, ``huber`` divided by ``beta = delta``.
+cross-entropies take logits. Keras's names (:mod:`.keras`) follow Keras:
+``sparse_categorical_crossentropy`` (class ids), ``categorical_crossentropy`` (one-hot
+targets) and ``binary_crossentropy`` take probabilities unless ``from_logits=True``, with
+Keras's clipping to [1e-7, 1 - 1e-7]; so do the loss objects
+``SparseCategoricalCrossentropy(from_logits=...)``, ``CategoricalCrossentropy`` and
+``BinaryCrossentropy``. ``compile`` refuses a loss that takes logits on a model that ends
+with a ``Softmax`` or ``Sigmoid`` layer (:func:`takes_logits`). ``mean_squared_error``,
+``mean_absolute_error`` and ``huber_loss`` are ``mse``, ``mae`` and ``huber`` (torch's
+``HuberLoss``); ``smooth_l1`` is torch's ``SmoothL1Loss``, ``huber`` divided by ``beta = delta``.
 
 Every loss takes ``reduction``: ``"none"``, ``"sum"`` or ``"mean"`` (and ``kl_div``
 ``"batchmean"``). The modules: :mod:`.classification` (softmax cross-entropy with
@@ -54,39 +56,40 @@ from __future__ import annotations
 
 from .._checks import describe
 from ._common import REDUCTIONS
-from .binary import (
-    BCE_GRAD_EPS,
-    LOG_FLOOR,
-    binary_cross_entropy,
-    binary_cross_entropy_with_logits,
+from .binary import BCE_GRAD_EPS, LOG_FLOOR, binary_cross_entropy, binary_cross_entropy_with_logits
+from .classification import linear_cross_entropy, nll_loss, softmax_cross_entropy
+from .ctc import ctc_loss
+from .keras import (
+    EPSILON,
+    LOSS_CLASSES,
+    BinaryCrossentropy,
+    CategoricalCrossentropy,
+    KerasLoss,
+    SparseCategoricalCrossentropy,
     binary_crossentropy,
-)
-from .classification import (
     categorical_crossentropy,
-    linear_cross_entropy,
-    nll_loss,
-    softmax_cross_entropy,
     sparse_categorical_crossentropy,
 )
-from .ctc import ctc_loss
 from .margin import cosine_embedding, hinge_embedding, margin_ranking, triplet_margin
 from .multiclass_margin import multi_margin, multilabel_margin, multilabel_soft_margin, soft_margin
 from .probabilistic import gaussian_nll, kl_div, poisson_nll
 from .regression import huber, mae, mse, smooth_l1
 
 #: Losses that take logits: a model that ends with a softmax or sigmoid is refused.
-LOGIT_LOSSES = (softmax_cross_entropy, sparse_categorical_crossentropy,
-                categorical_crossentropy, binary_cross_entropy_with_logits,
+LOGIT_LOSSES = (softmax_cross_entropy, binary_cross_entropy_with_logits,
                 multilabel_soft_margin)
+#: Keras's names: probabilities unless ``from_logits=True``.
+KERAS_LOSSES = (categorical_crossentropy, sparse_categorical_crossentropy,
+                binary_crossentropy)
 
 
 def takes_logits(loss) -> bool:
-    """Whether ``loss`` (a function from :data:`LOSSES` or a ``functools.partial`` of
-    one) takes logits: one of :data:`LOGIT_LOSSES`, or ``binary_crossentropy`` with
-    ``from_logits=True``."""
+    """Whether ``loss`` (a function from :data:`LOSSES`, a ``functools.partial`` of one or
+    a :class:`KerasLoss`) takes logits: one of :data:`LOGIT_LOSSES`, or one of
+    :data:`KERAS_LOSSES` with ``from_logits=True``."""
     keywords = getattr(loss, "keywords", None) or {}
     loss = getattr(loss, "func", loss)
-    return loss in LOGIT_LOSSES or (loss is binary_crossentropy
+    return loss in LOGIT_LOSSES or (loss in KERAS_LOSSES
                                     and keywords.get("from_logits") is True)
 
 

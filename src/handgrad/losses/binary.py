@@ -1,10 +1,10 @@
-"""Binary cross-entropy of probabilities and of logits, and Keras's ``binary_crossentropy``."""
+"""Binary cross-entropy of probabilities and of logits (torch's; Keras's name is in
+:mod:`.keras`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._hyper import flag
 from ..ops import special
 from ._common import first_index, pair, weighted, weights
 
@@ -63,11 +63,3 @@ def binary_cross_entropy_with_logits(logits, targets, weight=None, pos_weight=No
         grad = scale * special.sigmoid(xp, z) - pos_weight * t
     return weighted(op, values, grad, weight, reduction)
 
-
-def binary_crossentropy(pred, targets, *, from_logits=False, reduction="mean"):
-    """Keras's name: :func:`binary_cross_entropy` of probabilities, or with
-    ``from_logits=True`` :func:`binary_cross_entropy_with_logits` (Keras's default is
-    probabilities, as here)."""
-    if flag("binary_crossentropy", "from_logits", from_logits):
-        return binary_cross_entropy_with_logits(pred, targets, reduction=reduction)
-    return binary_cross_entropy(pred, targets, reduction=reduction)

@@ -150,34 +150,3 @@ def linear_cross_entropy(inputs, linear_weight, labels, *, linear_bias=None, wei
     db = None if linear_bias is None else dz_flat.sum(axis=0)
     return loss, (dz @ w, dw, db)
 
-
-def sparse_categorical_crossentropy(logits, labels, *, label_smoothing=0.0, reduction="mean"):
-    """Keras's name: :func:`softmax_cross_entropy` from logits with integer class ids of
-    shape (N, ...) or (N, ..., 1)."""
-    op = "sparse_categorical_crossentropy"
-    logits = float_array(op, "logits", logits)
-    labels = labels_array(logits, labels)
-    if labels.dtype.kind not in "iu":
-        raise TypeError(f"{op}: 'labels' must be integer class ids; received {describe(labels)}"
-                        f" (for one-hot targets use 'categorical_crossentropy')")
-    if logits.ndim >= 1 and tuple(labels.shape) == (*logits.shape[:-1], 1):
-        labels = labels[..., 0]
-    return softmax_cross_entropy(logits, labels, label_smoothing=label_smoothing,
-                                 reduction=reduction)
-
-
-def categorical_crossentropy(logits, labels, *, label_smoothing=0.0, reduction="mean"):
-    """Keras's name: :func:`softmax_cross_entropy` from logits with one-hot (or probability)
-    targets of the logits' shape; integer or bool one-hot targets are exact in any dtype
-    and are taken in the logits' dtype."""
-    op = "categorical_crossentropy"
-    logits = float_array(op, "logits", logits)
-    labels = labels_array(logits, labels)
-    if tuple(labels.shape) != tuple(logits.shape):
-        raise ValueError(f"{op}: 'labels' must be one-hot targets of the logits' shape "
-                         f"{tuple(logits.shape)}; received {describe(labels)} (for class ids "
-                         f"use 'sparse_categorical_crossentropy')")
-    if labels.dtype.kind in "biu":
-        labels = labels.astype(logits.dtype)
-    return softmax_cross_entropy(logits, labels, label_smoothing=label_smoothing,
-                                 reduction=reduction)
