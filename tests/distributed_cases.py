@@ -2,7 +2,8 @@
 
 Each case is a small float64 model and data set whose batches do not divide evenly among
 2, 3 or 4 processes, with a last partial batch; ``mlp`` ends with a batch of one example, so
-some processes get an empty share. ``bn_dropout`` trains through ``fit`` with validation,
+some processes get an empty share; ``mlp`` and ``bn_dropout`` weigh their examples
+(``sample_weight``). ``bn_dropout`` trains through ``fit`` with validation,
 BatchNorm (global statistics) and Dropout (global masks) without a seed of its own (its
 stream comes from the model's seed); ``graph`` is a residual graph ``Model`` with both (a
 seeded Dropout) and augmented batches. :func:`explicit_loop` is the README's loop
@@ -73,6 +74,14 @@ def _finish(net, perturb):
     return net
 
 
+def sample_weights(case):
+    """Per-example loss weights of the ``mlp`` (empty shares) and ``bn_dropout``
+    (``validation_split`` splits them) cases; None for the others."""
+    if case not in ("mlp", "bn_dropout"):
+        return None
+    return np.random.default_rng(13).uniform(0.0, 3.0, EXAMPLES[case])
+
+
 def train(case, distributed, perturb=0.0, verbose=0, callbacks=()):
     """``(model, history)`` after ``fit`` on the case's data."""
     x, y = data(case)
@@ -81,7 +90,7 @@ def train(case, distributed, perturb=0.0, verbose=0, callbacks=()):
     augment = augmentation(shift=2, noise=0.1) if case == "graph" else None
     history = net.fit(x, y, epochs=EPOCHS, batch_size=BATCH[case], rng=7, verbose=verbose,
                       validation_split=split, callbacks=list(callbacks), augment=augment,
-                      distributed=distributed)
+                      distributed=distributed, sample_weight=sample_weights(case))
     return net, history
 
 

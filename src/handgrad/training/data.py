@@ -19,6 +19,7 @@ from .._checks import describe, is_int
 from .._hyper import number
 from ..data.batching import as_data, batches, example_count, is_structure, leaves, take
 from .objective import output_names
+from .weights import check_sample_weight
 
 
 def _brief(value) -> str:
@@ -134,20 +135,36 @@ def batch_pairs(x, y, batch_size, **kwargs):
     return ((xb, None) for xb in batches(x, None, batch_size, **kwargs))
 
 
+def weighted_batches(x, y, weights, batch_size, **kwargs):
+    """``(xb, yb, wb)``: :func:`batch_pairs` with the weights (N,) of each batch's
+    examples (``wb`` None without weights): the same batches in the same order."""
+    if weights is None:
+        for xb, yb in batch_pairs(x, y, batch_size, **kwargs):
+            yield xb, yb, None
+        return
+    for index in batches(np.arange(count(x)), None, batch_size, **kwargs):
+        yield take(x, index), take(y, index), weights[index]
+
+
 def count(x) -> int:
     """The number of examples of ``x``: an array, or a list or dict of arrays."""
     return int(leaves("x", x)[0][1].shape[0])
 
 
 def check_validation_data(op, validation_data, check, x):
-    """``(x_val, y_val)`` checked by ``check(op, x_val, y_val)`` (None stays None); one
-    input array must have the rank of the training inputs ``x``."""
+    """``(x_val, y_val, w_val)`` of ``(x_val, y_val)`` or, as Keras, ``(x_val, y_val,
+    sample_weight_val)`` (``w_val`` None when not given), checked by ``check(op, x_val,
+    y_val)`` (None stays None); one input array must have the rank of the training
+    inputs ``x``."""
     if validation_data is None:
         return None
-    if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-        raise ValueError(f"{op}: 'validation_data' must be a pair (x_val, y_val); received "
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        raise ValueError(f"{op}: 'validation_data' must be a pair (x_val, y_val) or a triple "
+                         f"(x_val, y_val, sample_weight_val); received "
                          f"{_brief(validation_data)}")
-    x_val, y_val = check(f"{op}: 'validation_data'", *validation_data)
+    x_val, y_val = check(f"{op}: 'validation_data'", *validation_data[:2])
+    w_val = None if len(validation_data) == 2 else check_sample_weight(
+        op, validation_data[2], count(x_val), "validation_data[2]")
     if count(x_val) == 0:
         shapes = [tuple(v.shape) for _, v in leaves("x", x_val)]
         raise ValueError(f"{op}: 'validation_data' has no examples (x_val of shape "
@@ -155,7 +172,7 @@ def check_validation_data(op, validation_data, check, x):
     if hasattr(x_val, "ndim") and hasattr(x, "ndim") and x_val.ndim != x.ndim:
         raise ValueError(f"{op}: 'validation_data' inputs of shape {tuple(x_val.shape)} must "
                          f"have the rank of 'x' {tuple(x.shape)}")
-    return x_val, y_val
+    return x_val, y_val, w_val
 
 
 def split_validation(op, x, y, validation_split, validation_data):

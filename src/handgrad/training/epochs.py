@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .._checks import array_module
 from ..data.batching import leaves
-from .data import batch_pairs, count
+from .data import count, weighted_batches
 from .hooks import notify
 from .progress import epoch_bar
 from .streams import Stream
@@ -61,6 +61,8 @@ class Run:
     distributed: bool = False
     steps_per_epoch: object = None
     validation_steps: object = None
+    sample_weight: object = None  # checked: the (N,) weights of sample and class weights
+    class_weight: object = None
     steps: object = 0  # None: unknown (an iterable without steps_per_epoch)
     step: object = None
     evaluate: object = None
@@ -73,12 +75,13 @@ def finite_inputs(xb) -> bool:
 
 
 def epoch_batches(run):
-    """The ``(xb, yb)`` of one epoch: the next batches of a :class:`Stream`, else the
-    first ``run.steps`` batches of the arrays (shuffled each epoch)."""
+    """The ``(xb, yb, wb)`` of one epoch (``wb`` the batch's (B,) sample weights or None):
+    the next batches of a :class:`Stream`, else the first ``run.steps`` batches of the
+    arrays (shuffled each epoch)."""
     if isinstance(run.x, Stream):
-        return run.x.batches()
-    return itertools.islice(batch_pairs(run.x, run.y, run.batch_size, shuffle=run.shuffle,
-                                        rng=run.rng), run.steps)
+        return ((xb, yb, None) for xb, yb in run.x.batches())
+    return itertools.islice(weighted_batches(run.x, run.y, run.sample_weight, run.batch_size,
+                                             shuffle=run.shuffle, rng=run.rng), run.steps)
 
 
 def run_epoch(model, run, epoch):
@@ -90,10 +93,10 @@ def run_epoch(model, run, epoch):
     streams = reset_metrics(model)
     logs = {}
     step = -1
-    for step, (xb, yb) in enumerate(epoch_batches(run)):
+    for step, (xb, yb, wb) in enumerate(epoch_batches(run)):
         xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
         notify(run.callbacks, "on_train_batch_begin", step, {})
-        logs = checked_step(model, run, epoch, step, xb, yb)
+        logs = checked_step(model, run, epoch, step, xb, yb, wb)
         n = count(xb)
         for key, value in logs.items():
             totals[key] = totals.get(key, 0.0) + value * n
@@ -109,7 +112,8 @@ def run_epoch(model, run, epoch):
     logs = {**{key: value / max(seen, 1) for key, value in totals.items()},
             **{key: logs[key] for key in streams if key in logs}}
     if run.validation_data is not None and not model.stop_training:
-        val = run.evaluate(*run.validation_data, max(run.batch_size, 256), run.callbacks)
+        x_val, y_val, w_val = run.validation_data
+        val = run.evaluate(x_val, y_val, max(run.batch_size, 256), run.callbacks, w_val)
         logs.update({f"val_{key}": value for key, value in val.items()})
     if model.optimizer is not None:
         logs["lr"] = float(model.optimizer.lr)
@@ -137,10 +141,12 @@ def streamed(model, logs: dict, gather=None) -> dict:
                        if key in logs}}
 
 
-def checked_step(model, run, epoch, step, xb, yb):
-    """``run.step``, then the ``on_nonfinite`` policy for a NaN or infinite loss."""
+def checked_step(model, run, epoch, step, xb, yb, wb=None):
+    """``run.step`` (with ``sample_weight=wb`` when weighted), then the ``on_nonfinite``
+    policy for a NaN or infinite loss."""
     try:
-        logs, applied = run.step(xb, yb), True
+        logs = run.step(xb, yb) if wb is None else run.step(xb, yb, sample_weight=wb)
+        applied = True
     except NonFiniteLossError as error:
         logs, applied = error.logs, False
     loss = logs.get("loss")

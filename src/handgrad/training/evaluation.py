@@ -20,10 +20,11 @@ from .._hyper import flag
 from ..data.batching import batches, leaves, num_batches
 from . import hooks, parallel
 from .checks import check_layout
-from .data import batch_pairs, count, model_data
+from .data import count, model_data, weighted_batches
 from .epochs import reset_metrics, streamed
 from .progress import ProgressBar
 from .streams import Stream, check_steps, is_stream
+from .weights import check_sample_weight
 
 
 def as_list(value, single):
@@ -141,7 +142,7 @@ class EvaluationMixin:
                              f"{'a generator' if isinstance(x, Stream) else f'steps={steps}'}")
 
     def evaluate(self, x, y=None, batch_size=256, *, verbose=0, steps=None, callbacks=(),
-                 return_dict=False, distributed=False):
+                 return_dict=False, distributed=False, sample_weight=None):
         """Mean loss and metrics over the data set in inference mode, as Keras gives
         them: the loss (a float) when there are no metrics, else a list in the order of
         the logs (``loss, accuracy = model.evaluate(x, y)``); ``return_dict=True`` gives
@@ -150,7 +151,9 @@ class EvaluationMixin:
         that many batches; ``verbose=1``: a progress bar. ``callbacks`` get the
         ``on_test_*`` hooks. ``distributed=True``: each process evaluates its share and
         the results are reduced (every process gets the means over the whole data set; a
-        streaming metric, the figure of every process's counts summed)."""
+        streaming metric, the figure of every process's counts summed). ``sample_weight``
+        (N,) weighs each example's loss as Keras (:mod:`handgrad.training.weights`:
+        sum w_i l_i / N)."""
         if not self._custom("test_step"):
             self._require_compiled("evaluate")
         distributed = flag("evaluate", "distributed", distributed)
@@ -164,42 +167,57 @@ class EvaluationMixin:
             if not self._custom("test_step"):
                 check_layout("evaluate", self, x)
         batch_size = positive_int("evaluate", "batch_size", batch_size)
+        if sample_weight is not None and isinstance(x, Stream):
+            raise ValueError(f"evaluate: 'sample_weight' is for array data; received a "
+                             f"generator 'x' and sample_weight={describe(sample_weight)}")
+        weights = None if isinstance(x, Stream) else check_sample_weight(
+            "evaluate", sample_weight, count(x))
+        if weights is not None and self._custom("test_step"):
+            raise ValueError("evaluate: 'sample_weight' weighs the built-in test_step's loss; "
+                             "a custom test_step weighs its examples itself")
         callbacks = hooks.prepare("evaluate", callbacks, self)
         if distributed:
             self._arrays_only("evaluate", x, steps)
-            logs = parallel.run(self.evaluation_logs, x, y, batch_size, callbacks, distributed=True)
+            logs = parallel.run(self.evaluation_logs, x, y, batch_size, callbacks, distributed=True,
+                                sample_weight=weights)
         else:
             bar = ProgressBar(self._total(x, batch_size, steps), "evaluate", bar)
-            logs = self.evaluation_logs(x, y, batch_size, callbacks, steps=steps, bar=bar)
+            logs = self.evaluation_logs(x, y, batch_size, callbacks, steps=steps, bar=bar,
+                                        sample_weight=weights)
         return keras_result(logs, return_dict)
 
     def evaluation_logs(self, x, y, batch_size, callbacks=(), distributed=False, *,
-                        steps=None, bar=None):
+                        steps=None, bar=None, sample_weight=None):
         """The logs of ``evaluate`` (a dict) for checked ``x``, ``y``, between the
         ``on_test_begin`` and ``on_test_end`` hooks; ``distributed``: inside the MPI job,
         each process measuring its share."""
         hooks.notify(callbacks, "on_test_begin", {})
         if distributed:
-            logs = parallel.evaluate(self, x, y, batch_size, callbacks)
+            logs = parallel.evaluate(self, x, y, batch_size, callbacks, sample_weight)
         else:
-            totals, seen = self.evaluation_totals(x, y, batch_size, callbacks, steps, bar)
+            totals, seen = self.evaluation_totals(x, y, batch_size, callbacks, steps, bar,
+                                                  sample_weight)
             logs = streamed(self, {key: value / seen for key, value in totals.items()})
         hooks.notify(callbacks, "on_test_end", logs)
         return logs
 
-    def evaluation_totals(self, x, y, batch_size, callbacks=(), steps=None, bar=None):
+    def evaluation_totals(self, x, y, batch_size, callbacks=(), steps=None, bar=None,
+                          sample_weight=None):
         """``({key: sum over examples of the logs}, examples)`` of ``test_step`` on
-        ``x``, ``y`` (already checked; or a :class:`Stream`), batch by batch (the first
-        ``steps``), each between the ``on_test_batch_begin`` and ``on_test_batch_end``
-        hooks; ``bar``: a :class:`ProgressBar` to update."""
+        ``x``, ``y`` (already checked; or a :class:`Stream`; ``sample_weight`` (N,) or
+        None), batch by batch (the first ``steps``), each between the
+        ``on_test_batch_begin`` and ``on_test_batch_end`` hooks; ``bar``: a
+        :class:`ProgressBar` to update."""
         totals, seen, start = {}, 0, time.perf_counter()
         reset_metrics(self)
-        pairs = x.batches() if isinstance(x, Stream) else batch_pairs(x, y, batch_size,
-                                                                        shuffle=False)
+        triples = ((xb, yb, None) for xb, yb in x.batches()) if isinstance(x, Stream) else \
+            weighted_batches(x, y, sample_weight, batch_size, shuffle=False)
         index = -1
-        for index, (xb, yb) in enumerate(itertools.islice(pairs, steps)):
+        for index, (xb, yb, wb) in enumerate(itertools.islice(triples, steps)):
             hooks.notify(callbacks, "on_test_batch_begin", index, {})
-            n, logs = count(xb), self.test_step(xb, yb)
+            logs = self.test_step(xb, yb) if wb is None else \
+                self.test_step(xb, yb, sample_weight=wb)
+            n = count(xb)
             for key, value in logs.items():
                 totals[key] = totals.get(key, 0.0) + value * n
             seen += n

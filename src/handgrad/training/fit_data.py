@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+from .._checks import describe
 from ..data.batching import num_batches
 from .checks import check_layout
 from .data import check_validation_data, count, split_validation
 from .streams import check_steps, is_stream
+from .weights import example_weights
 
 
 def fit_data(model, run):
-    """``(x, y, validation_data, steps per epoch)`` of ``run`` checked: arrays in the
-    step's form, or :class:`~.streams.Stream` of batches (``y`` None)."""
+    """``(x, y, validation_data, steps per epoch, weights)`` of ``run`` checked: arrays in
+    the step's form, or :class:`~.streams.Stream` of batches (``y`` None);
+    ``validation_data`` ``(x_val, y_val, w_val)``; ``weights`` the (N,) example weights of
+    ``sample_weight`` and ``class_weight`` (:mod:`.weights`), or None."""
     steps = check_steps("fit", "steps_per_epoch", run.steps_per_epoch)
     check_steps("fit", "validation_steps", run.validation_steps)
     if run.distributed and (steps is not None or run.validation_steps is not None
@@ -26,9 +30,19 @@ def fit_data(model, run):
                              f" (pass validation_data)")
         x = model._stream("fit", "x", run.x, run.y, steps, "steps_per_epoch", "train_step")
         x.require_steps()
-        y, validation_data = None, run.validation_data
+        y, validation_data, weights = None, run.validation_data, None
+        for name in ("sample_weight", "class_weight"):
+            if getattr(run, name) is not None:
+                raise ValueError(f"fit: '{name}' is for array data; received a generator "
+                                 f"'x' and {name}={describe(getattr(run, name))}")
     else:
         x, y = model._data("fit", run.x, run.y, "train_step")
+        weights = example_weights("fit", model, y, run.sample_weight, run.class_weight,
+                                  count(x))
+        if weights is not None and custom:
+            raise ValueError("fit: 'sample_weight' and 'class_weight' weigh the built-in "
+                             "train_step's loss; a custom train_step weighs its examples "
+                             "itself")
         batches = num_batches(count(x), run.batch_size)
         if steps is not None and steps > batches:
             raise ValueError(f"fit: 'steps_per_epoch' ({steps}) must be at most the "
@@ -37,6 +51,10 @@ def fit_data(model, run):
         steps = batches if steps is None else steps
         x, y, validation_data = split_validation("fit", x, y, run.validation_split,
                                                  run.validation_data)
+        if validation_data is not None and weights is not None and \
+                run.validation_data is None:  # validation_split: the weights split too
+            weights, held_out = weights[:count(x)], weights[count(x):]
+            validation_data = (*validation_data, held_out)
         if not custom:
             check_layout("fit", model, x)
     if validation_data is not None and not model._custom("test_step"):
@@ -44,11 +62,11 @@ def fit_data(model, run):
     if is_stream(validation_data):
         validation_data = (model._stream("fit", "validation_data", validation_data, None,
                                         run.validation_steps, "validation_steps",
-                                        "test_step"), None)
+                                        "test_step"), None, None)
     else:
         validation_data = check_validation_data(
             "fit", validation_data, lambda op, xv, yv: model._data(
                 op, xv, yv, "test_step", allow_empty=True), x)
         if validation_data is not None and not model._custom("test_step"):
             check_layout("fit", model, validation_data[0], "x_val")
-    return x, y, validation_data, steps
+    return x, y, validation_data, steps, weights

@@ -87,8 +87,8 @@ class TrainingMixin(EvaluationMixin):
         :data:`handgrad.training.metrics.METRICS`; logged under the name given, e.g. ``"acc"``;
         ``"accuracy"`` is chosen from the loss and refused where that is ambiguous, e.g. with
         mse; None: ``["accuracy"]`` for a cross-entropy loss, none for the others).
-        The cross-entropy losses take logits: an output that comes from Softmax or Sigmoid
-        is refused.
+        handgrad's cross-entropies take logits: an output that comes from Softmax or
+        Sigmoid is refused; Keras's names take probabilities unless ``from_logits=True``.
 
         With several outputs, ``loss`` and ``loss_weights`` are one value for every output,
         a list in output order or a dict keyed by ``model.output_names`` (an output left
@@ -133,8 +133,9 @@ class TrainingMixin(EvaluationMixin):
         return method in vars(self) or getattr(type(self), method) is not \
             getattr(TrainingMixin, method)
 
-    def _step_logs(self, x, y, training):
-        """Forward, then the objective: ``(logs, output gradients in the model's form)``."""
+    def _step_logs(self, x, y, training, sample_weight=None):
+        """Forward, then the objective (``sample_weight`` (B,) or None):
+        ``(logs, output gradients in the model's form)``."""
         single = getattr(self, "single_output", True)
         preds = as_list(self.forward(x, training=training), single)
         names = self._objective.names
@@ -142,12 +143,14 @@ class TrainingMixin(EvaluationMixin):
             ys = [y.get(name) for name in names]
         else:
             ys = as_list(y, single)
-        logs, dpreds = self._objective(preds, ys, gradients=training)
+        logs, dpreds = self._objective(preds, ys, gradients=training,
+                                       sample_weight=sample_weight)
         return logs, dpreds[0] if single else dpreds
 
-    def train_step(self, x, y):
+    def train_step(self, x, y, sample_weight=None):
         """One optimizer step on a batch: zero grads, forward, loss, backward, update.
-        Returns the batch's logs ({"loss": ..., "accuracy": ...}).
+        Returns the batch's logs ({"loss": ..., "accuracy": ...}); ``sample_weight`` (B,)
+        weighs the examples' losses (:mod:`handgrad.training.weights`).
 
         A NaN or infinite loss raises :class:`NonFiniteLossError` before the backward
         pass: the weights and the optimizer are left as they were.
@@ -168,7 +171,7 @@ class TrainingMixin(EvaluationMixin):
         """
         self._require_compiled("train_step")
         self.zero_grad()
-        logs, dpred = self._step_logs(x, y, training=True)
+        logs, dpred = self._step_logs(x, y, training=True, sample_weight=sample_weight)
         if self._backward_needed(logs, dpred):
             self.backward(dpred)
             self._apply_gradients()
@@ -206,12 +209,12 @@ class TrainingMixin(EvaluationMixin):
         self.optimizer.step(self.named_parameters(trainable_only=True),
                             self.named_gradients(trainable_only=True))
 
-    def test_step(self, x, y):
+    def test_step(self, x, y, sample_weight=None):
         """The logs of one batch in inference mode (loss and metrics, no update); used by
         ``evaluate`` and for ``fit``'s validation data. May be overridden like
         :meth:`train_step`."""
         self._require_compiled("evaluate")
-        return self._step_logs(x, y, training=False)[0]
+        return self._step_logs(x, y, training=False, sample_weight=sample_weight)[0]
 
     def _data(self, op, x, y, step, *, need_y=True, allow_empty=False):
         """``(x, y)`` checked: in the model's form for the built-in step, or as given
@@ -232,7 +235,7 @@ class TrainingMixin(EvaluationMixin):
     def fit(self, x, y=None, epochs=1, batch_size=32, validation_data=None, callbacks=(),
             rng=None, verbose=1, shuffle=True, initial_epoch=0, validation_split=None,
             on_nonfinite=None, augment=None, distributed=False, steps_per_epoch=None,
-            validation_steps=None, **moved):
+            validation_steps=None, sample_weight=None, class_weight=None, **moved):
         """Train for ``epochs`` epochs; returns a :class:`History`.
 
         ``x`` is an array, a list in input order or a dict keyed by ``model.input_names``;
@@ -250,7 +253,11 @@ class TrainingMixin(EvaluationMixin):
         data set and trains the same model, each on its share of every batch (see
         :mod:`handgrad.training.parallel`); ``batch_size`` is the global batch.
         A model that learns from ``x`` alone (``takes_targets = False``: the VAE, the
-        WGAN-GP, the RBM) refuses a ``y``.
+        WGAN-GP, the RBM) refuses a ``y``. ``sample_weight`` (N,) and ``class_weight``
+        ``{class id: weight}`` weigh each example's loss as Keras (sum w_i l_i / batch
+        size, :mod:`handgrad.training.weights`); ``validation_data`` may carry a third
+        element, the validation sample weights, and ``validation_split`` splits the
+        weights too.
 
         ``x`` may also be a generator or any iterable of ``(x, y)`` batches (``y`` then
         None; see :mod:`handgrad.training.streams`), and ``validation_data`` too.
@@ -261,7 +268,8 @@ class TrainingMixin(EvaluationMixin):
         self._refuse_moved(moved, y)
         run = Run(x, y, epochs, batch_size, validation_data, callbacks, rng, verbose,
                   shuffle, initial_epoch, validation_split, on_nonfinite, augment,
-                  flag("fit", "distributed", distributed), steps_per_epoch, validation_steps)
+                  flag("fit", "distributed", distributed), steps_per_epoch, validation_steps,
+                  sample_weight, class_weight)
         return parallel.run(self._fit, run) if run.distributed else self._fit(run)
 
     def _refuse_moved(self, moved, y):
@@ -275,7 +283,8 @@ class TrainingMixin(EvaluationMixin):
             raise TypeError(f"{op}: unexpected keyword argument {key!r}; fit takes x, y, "
                             f"epochs, batch_size, validation_data, callbacks, rng, verbose, "
                             f"shuffle, initial_epoch, validation_split, on_nonfinite, "
-                            f"augment, distributed, steps_per_epoch and validation_steps")
+                            f"augment, distributed, steps_per_epoch, validation_steps, "
+                            f"sample_weight and class_weight")
         if y is not None and not self.takes_targets:
             raise TypeError(f"{op}: 'y' must be None (the model learns from x alone; give "
                             f"epochs and batch_size by keyword, fit(x, epochs=10)); received "
@@ -317,7 +326,7 @@ class TrainingMixin(EvaluationMixin):
             if not is_int(value) or value < low:
                 raise ValueError(f"fit: '{name}' must be an int >= {low}; received {value!r}")
         run = replace(run, verbose=check_verbose("fit", run.verbose))
-        x, y, validation_data, steps = fit_data(self, run)
+        x, y, validation_data, steps, weights = fit_data(self, run)
         callbacks = self._fit_callbacks(run.callbacks, validation_data is not None)
         if run.augment is not None and not callable(run.augment):
             raise TypeError(f"fit: 'augment' must be None or a callable (x_batch, rng) -> "
@@ -331,17 +340,18 @@ class TrainingMixin(EvaluationMixin):
             callback.set_params({"verbose": run.verbose, "epochs": run.epochs, "steps": steps})
         rng = as_generator("fit", "rng", run.rng)
         checked = {"x": x, "y": y, "validation_data": validation_data, "rng": rng,
-                   "on_nonfinite": on_nonfinite, "steps": steps}
+                   "on_nonfinite": on_nonfinite, "steps": steps, "sample_weight": weights}
         if run.distributed:
             reducer = parallel.prepare(self, replace(run, **checked))
             wiring = parallel.wiring(self, reducer, callbacks, run.verbose)
         else:
             reducer, wiring = None, {
                 "step": self.train_step, "callbacks": callbacks,
-                "evaluate": lambda xv, yv, size, hooked: self.evaluate(
+                "evaluate": lambda xv, yv, size, hooked, wv: self.evaluate(
                     xv, yv, size, callbacks=hooked, return_dict=True,
                     **({} if run.validation_steps is None else
-                       {"steps": run.validation_steps}))}
+                       {"steps": run.validation_steps}),
+                    **({} if wv is None else {"sample_weight": wv}))}
         return replace(run, **checked, **wiring), reducer
 
     def _fit_callbacks(self, callbacks, validating):

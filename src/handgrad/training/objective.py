@@ -34,6 +34,7 @@ from .streaming import (
     SparseTopKCategoricalAccuracy,
     TopKCategoricalAccuracy,
 )
+from .weights import weighted_loss
 
 #: Keras's names of the streaming metrics (``compile(metrics=["auc"])``).
 STREAMING = {"precision": Precision, "recall": Recall, "auc": AUC,
@@ -194,14 +195,17 @@ class Objective:
         return (["loss"] + [f"{name}_loss" for name in self.names if self.losses[name]]
                 + [f"{name}_{metric}" for name in self.names for metric in self.metric_fns[name]])
 
-    def __call__(self, preds, ys, *, gradients=True):
+    def __call__(self, preds, ys, *, gradients=True, sample_weight=None):
         """``(logs, dpreds)`` for lists (in output order) of predictions and targets;
-        ``dpreds[i]`` is None for an output without a loss or with weight 0."""
+        ``dpreds[i]`` is None for an output without a loss or with weight 0.
+        ``sample_weight`` (B,) weighs each example of every loss
+        (:func:`handgrad.training.weights.weighted_loss`)."""
         logs, dpreds, total = {}, [], 0.0
         for name, pred, y in zip(self.names, preds, ys):
             fn, weight, grad = self.losses[name], self.weights[name], None
             if fn is not None:
-                value, dpred = fn(pred, y)
+                value, dpred = fn(pred, y) if sample_weight is None else \
+                    weighted_loss(fn, pred, y, sample_weight, name)
                 total += weight * float(value)
                 if self.multi:
                     logs[f"{name}_loss"] = float(value)

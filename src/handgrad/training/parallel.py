@@ -60,8 +60,8 @@ def wiring(model, reducer, callbacks, verbose) -> dict:
     files (``Callback.rank_zero_only``)."""
     lead = dist.rank() == 0
     return {"step": ShardedStep(model, reducer),
-            "evaluate": lambda x, y, batch_size, hooked: model.evaluation_logs(
-                x, y, batch_size, hooked, distributed=True),
+            "evaluate": lambda x, y, batch_size, hooked, w: model.evaluation_logs(
+                x, y, batch_size, hooked, distributed=True, sample_weight=w),
             "verbose": verbose if lead else 0,
             "callbacks": callbacks if lead else [
                 c for c in callbacks if not getattr(c, "rank_zero_only", False)]}
@@ -82,12 +82,14 @@ class ShardedStep:
     def __init__(self, model, reducer):
         self.model, self.reducer = model, reducer
 
-    def _local(self, x, y):
+    def _local(self, x, y, w):
         """``(logs, output gradients)`` of the share (zeros for an empty share, which
-        still runs forward and backward: BatchNorm and Dropout take part everywhere)."""
+        still runs forward and backward: BatchNorm and Dropout take part everywhere).
+        Sample weights ``w`` give sum w l / share; the allreduce's ``share / batch`` makes
+        it sum w l / batch, Keras's weighted mean of the global batch."""
         model = self.model
         if count(x):
-            return model._step_logs(x, y, training=True)
+            return model._step_logs(x, y, training=True, sample_weight=w)
         single = getattr(model, "single_output", True)
         preds = model.forward(x, training=True)
         preds = [preds] if single else list(preds)
@@ -97,11 +99,11 @@ class ShardedStep:
                  for name, pred in zip(objective.names, preds)]
         return dict.fromkeys(objective.keys(), 0.0), grads[0] if single else grads
 
-    def __call__(self, x, y):
+    def __call__(self, x, y, sample_weight=None):
         model, reducer = self.model, self.reducer
         part = reducer.batch(count(x))
         model.zero_grad()
-        logs, dpred = self._local(take(x, part), take(y, part))
+        logs, dpred = self._local(take(x, part), take(y, part), take(sample_weight, part))
         logs = reducer.mean(logs)  # the same on every rank: so is the decision below
         logs = streamed(model, logs, dist.allgather)  # streaming metrics: summed counts
         if not model._backward_needed(logs, dpred):
@@ -115,13 +117,14 @@ class ShardedStep:
         return logs
 
 
-def evaluate(model, x, y, batch_size, callbacks=()):
+def evaluate(model, x, y, batch_size, callbacks=(), sample_weight=None):
     """``model.evaluate``'s logs of the whole data set, each process measuring its share
     (``callbacks`` see its batches); the example-weighted sums are gathered and added in
     rank order, so every process gets the same means."""
     part = dist.shard(count(x))
-    gathered = dist.allgather(model.evaluation_totals(take(x, part), take(y, part),
-                                                      batch_size, callbacks))
+    gathered = dist.allgather(model.evaluation_totals(
+        take(x, part), take(y, part), batch_size, callbacks,
+        sample_weight=take(sample_weight, part)))
     totals, seen = {}, 0
     for rank_totals, rank_seen in gathered:
         for key, value in rank_totals.items():
