@@ -8,6 +8,7 @@ finds the zoo's model classes in a fresh interpreter).
 """
 
 from . import layers, ops, zoo
+from . import regularizers as regularizers
 from .io import load as load_model
 from .model import Input, Model, Sequential
 

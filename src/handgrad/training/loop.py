@@ -31,7 +31,7 @@ from .. import optimizers
 from .._checks import as_generator, choice, describe, is_int
 from .._hyper import flag
 from . import metrics as _metrics
-from . import parallel
+from . import parallel, regularization
 from .backup import back_up, resume
 from .callbacks import History, TerminateOnNaN
 from .data import (
@@ -137,6 +137,7 @@ class TrainingMixin(EvaluationMixin):
         """Forward, then the objective (``sample_weight`` (B,) or None):
         ``(logs, output gradients in the model's form)``."""
         single = getattr(self, "single_output", True)
+        regularization.reset(self)
         preds = as_list(self.forward(x, training=training), single)
         names = self._objective.names
         if isinstance(y, dict) and getattr(self, "output_names", None):
@@ -145,6 +146,7 @@ class TrainingMixin(EvaluationMixin):
             ys = as_list(y, single)
         logs, dpreds = self._objective(preds, ys, gradients=training,
                                        sample_weight=sample_weight)
+        logs["loss"] += regularization.penalty(self)  # the regularizers' (Keras logs them)
         return logs, dpreds[0] if single else dpreds
 
     def train_step(self, x, y, sample_weight=None):
@@ -205,7 +207,9 @@ class TrainingMixin(EvaluationMixin):
         return True
 
     def _apply_gradients(self):
-        """One optimizer step on the trainable parameters with their gradients."""
+        """One optimizer step on the trainable parameters with their gradients (the
+        regularizers' penalty gradients added first)."""
+        regularization.add_gradients(self)
         self.optimizer.step(self.named_parameters(trainable_only=True),
                             self.named_gradients(trainable_only=True))
 

@@ -21,6 +21,7 @@ import numpy as np
 from .. import distributed as dist
 from .._checks import array_module, describe
 from ..data.batching import take
+from . import regularization
 from .data import count
 from .epochs import NonFiniteLossError, streamed
 
@@ -44,6 +45,10 @@ def prepare(model, run_):
         raise ValueError("fit: distributed=True trains with the built-in train_step; a custom "
                          "train_step must sum its gradients itself (handgrad.distributed."
                          "GradientReducer, see its docstring)")
+    if regularization.has_activity(model):
+        raise ValueError("fit: distributed=True does not take layers with an "
+                         "activity_regularizer (its gradient is per process batch); use "
+                         "kernel_regularizer/bias_regularizer, or train in one process")
     validation = run_.validation_data
     dist.check_same("fit (each process takes its share of every global batch itself)", {
         "examples": count(run_.x), "batch_size": run_.batch_size, "epochs": run_.epochs,
