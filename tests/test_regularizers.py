@@ -154,3 +154,24 @@ def test_data_parallel_training_refuses_an_activity_regularizer():
     with pytest.raises(ValueError, match=r"fit: distributed=True does not take layers with an "
                                          r"activity_regularizer"):
         net.fit(np.zeros((4, 3)), np.zeros(4, np.int64), distributed=True, verbose=0)
+
+
+def test_embedding_takes_an_embeddings_regularizer(tmp_path):
+    rng = np.random.default_rng(4)
+    ids, y = rng.integers(0, 6, (10, 3)), rng.integers(0, 2, 10)
+    net = Sequential([L.Embedding(6, 4, embeddings_regularizer=regularizers.L2(0.1)),
+                      L.Flatten(), L.Dense(2)], input_shape=(3,), seed=0, dtype="float64")
+    net.compile("sgd", "cross_entropy")
+    table, w, b = (torch.tensor(v.copy(), requires_grad=True)
+                   for v in net.named_parameters().values())
+    logits = table[torch.tensor(ids)].reshape(10, -1) @ w + b
+    loss = F.cross_entropy(logits, torch.tensor(y)) + 0.1 * (table ** 2).sum()
+    loss.backward()
+    history = net.fit(ids, y, epochs=1, batch_size=10, shuffle=False, verbose=0)
+    assert_close(history.history["loss"][0], loss.item(), terms=ids.size, what="loss")
+    lr = net.optimizer.lr
+    assert_close(net.layers[0].parameters["W"], (table - lr * table.grad).detach().numpy(),
+                 terms=ids.size, what="table")
+    save(net, tmp_path / "e.safetensors")
+    assert load(tmp_path / "e.safetensors").layers[0].embeddings_regularizer == \
+        regularizers.L2(0.1)

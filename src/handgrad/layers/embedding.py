@@ -9,7 +9,7 @@ is the first layer of a model.
 
 from __future__ import annotations
 
-from .. import ops
+from .. import ops, regularizers
 from .._checks import choice, describe, positive_int
 from .._hyper import flag
 from ..ops import check_ids, check_max_norm, check_padding_idx, embedding_renorm_
@@ -41,10 +41,14 @@ class Embedding(Layer):
     takes_ids = True
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
-                 norm_type=2.0, mask_zero=False, **kwargs):
+                 norm_type=2.0, mask_zero=False, embeddings_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         owner = type(self).__name__
         self.mask_zero = flag(owner, "mask_zero", mask_zero)
+        # Keras's embeddings_regularizer: a penalty on the table (handgrad.regularizers)
+        self.embeddings_regularizer = regularizers.get(owner, "embeddings_regularizer",
+                                                       embeddings_regularizer)
+        self.activity_regularizer, self.activity_penalty = None, 0.0
         self.num_embeddings = positive_int(owner, "num_embeddings", num_embeddings)
         self.embedding_dim = positive_int(owner, "embedding_dim", embedding_dim)
         check_padding_idx(owner, padding_idx, self.num_embeddings)
@@ -55,11 +59,20 @@ class Embedding(Layer):
         return {**super().get_config(), "num_embeddings": self.num_embeddings,
                 "embedding_dim": self.embedding_dim, "padding_idx": self.padding_idx,
                 "max_norm": self.max_norm, "norm_type": self.norm_type,
-                **({"mask_zero": True} if self.mask_zero else {})}
+                **({"mask_zero": True} if self.mask_zero else {}),
+                **({} if self.embeddings_regularizer is None else
+                   {"embeddings_regularizer": regularizers.serialize(
+                       self.embeddings_regularizer)})}
 
     def compute_mask(self, x, y, mask):
         """Keras's ``mask_zero``: the ids 0 are padding, masked for the layers after it."""
         return (x != 0) if self.mask_zero else None
+
+    @property
+    def parameter_regularizers(self) -> dict:
+        """``{"W": embeddings_regularizer}``, or {} without one."""
+        reg = self.embeddings_regularizer
+        return {} if reg is None or "W" not in self.parameters else {"W": reg}
 
     def _build(self, input_shape, rng):
         self.add_parameter("W", (self.num_embeddings, self.embedding_dim), standard_normal, rng)
