@@ -190,8 +190,8 @@ def test_logits_given_as_probabilities_are_refused_with_the_fix(fn):
     labels = np.array([0, 1]) if fn is losses.sparse_categorical_crossentropy else \
         np.eye(3)[[0, 1]]
     with pytest.raises(ValueError, match=rf"{fn.__name__}: 'probabilities' must lie in "
-                                         rf"\[0, 1\].*received 1.5 at index \(0, 0\).*"
-                                         rf"from_logits=True"):
+                                         rf"\[0, 1\]; received 1.5 at index \(0, 0\) "
+                                         rf"\(for logits.*pass from_logits=True"):
         fn(z, labels)
     with pytest.raises(TypeError, match=rf"{fn.__name__}: 'from_logits' must be a bool"):
         fn(z, labels, from_logits="yes")

@@ -33,6 +33,15 @@ def first_index(xp, mask):
     return tuple(int(i) for i in xp.argwhere(mask)[0])
 
 
+def unit_interval(op, xp, p, name, fix):
+    """Refuse a value of ``p`` outside [0, 1] (logits given as probabilities), naming the
+    first one and ``fix`` (how to pass logits)."""
+    index = first_index(xp, ~((p >= 0) & (p <= 1)))
+    if index is not None:
+        raise ValueError(f"{op}: '{name}' must lie in [0, 1]; received {float(p[index])!r} "
+                         f"at index {index} (for logits, the model's raw outputs, {fix})")
+
+
 def nonempty(op, name, array):
     if array.size == 0:
         raise ValueError(f"{op}: '{name}' must not be empty; received shape {tuple(array.shape)}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import special
-from ._common import first_index, pair, weighted, weights
+from ._common import pair, unit_interval, weighted, weights
 
 #: torch's ``BCELoss`` clamps each log at -100 and its gradient's denominator at 1e-12
 #: (a float32 constant, also in float64).
@@ -25,12 +25,7 @@ def binary_cross_entropy(probabilities, targets, weight=None, *, reduction="mean
     """
     op = "binary_cross_entropy"
     xp, p, t = pair(op, probabilities, targets, "probabilities", "targets")
-    index = first_index(xp, ~((p >= 0) & (p <= 1)))
-    if index is not None:
-        raise ValueError(
-            f"{op}: 'probabilities' must lie in [0, 1]; received {float(p[index])!r} at "
-            f"index {index} (for logits, the model's raw outputs, use "
-            f"'binary_cross_entropy_with_logits')")
+    unit_interval(op, xp, p, "probabilities", "use 'binary_cross_entropy_with_logits'")
     weight = weights(op, "weight", weight, p)
     with xp.errstate(divide="ignore"):  # log(0) = -inf, clamped at -100 as torch does
         log_p = xp.maximum(xp.log(p), LOG_FLOOR)

@@ -31,7 +31,7 @@ import functools
 
 from .._checks import array_module, choice, describe, float_array
 from .._hyper import flag, number
-from ._common import REDUCTIONS, first_index, pair, reduce
+from ._common import REDUCTIONS, first_index, pair, reduce, unit_interval
 from .binary import binary_cross_entropy_with_logits
 from .classification import _scores, _targets, softmax_cross_entropy
 
@@ -40,12 +40,7 @@ EPSILON = 1e-7
 
 
 def _check_probabilities(op, xp, p, name, rows=False):
-    index = first_index(xp, ~((p >= 0) & (p <= 1)))
-    if index is not None:
-        raise ValueError(
-            f"{op}: '{name}' must lie in [0, 1] (from_logits=False, Keras's default); "
-            f"received {float(p[index])!r} at index {index}; for logits, the model's raw "
-            f"outputs, pass from_logits=True")
+    unit_interval(op, xp, p, name, "pass from_logits=True; Keras's default is False")
     if rows:
         index = first_index(xp, xp.sum(p, axis=-1) <= 0)
         if index is not None:
