@@ -217,8 +217,10 @@ def test_generator_input_errors_name_the_fix():
     model = net()
     with pytest.raises(ValueError, match="pass steps_per_epoch="):
         model.fit(loop_batches(x, y), verbose=0)
-    with pytest.raises(ValueError, match="sample weights are not supported"):
-        model.fit(loop_batches(x, y, extra=(np.ones(BATCH),)), steps_per_epoch=1, verbose=0)
+    with pytest.raises(TypeError, match=r"batch 0 of 'x' must be a tuple \(x, y\) or "
+                                        r"\(x, y, sample_weight\)"):
+        model.fit(loop_batches(x, y, extra=(np.ones(BATCH), None)), steps_per_epoch=1,
+                  verbose=0)
     with pytest.raises(ValueError, match="ran out of batches after 4 of steps_per_epoch=5"):
         model.fit(iter(list(Batched(x, y))), steps_per_epoch=5, verbose=0)
     with pytest.raises(TypeError, match="'y' must be None when 'x' is a generator"):

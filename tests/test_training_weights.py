@@ -155,14 +155,18 @@ def test_bad_weights_are_refused_by_name(kwargs, error, message):
         _net().fit(x, y, verbose=0, **kwargs)
 
 
-def test_weights_need_a_built_in_step_and_a_loss_with_reduction():
-    x, y, w = _data()
-
+def _own_step():
+    """A compiled model with its own train_step (it weighs nothing)."""
     class Own(Sequential):
         def train_step(self, x, y):
             return {"loss": 0.0}
 
-    own = Own([L.Dense(3)], input_shape=(4,)).compile("sgd", "cross_entropy")
+    return Own([L.Dense(3)], input_shape=(4,)).compile("sgd", "cross_entropy")
+
+
+def test_weights_need_a_built_in_step_and_a_loss_with_reduction():
+    x, y, w = _data()
+    own = _own_step()
     with pytest.raises(ValueError, match=r"fit: 'sample_weight' and 'class_weight' weigh the "
                                          r"built-in train_step"):
         own.fit(x, y, verbose=0, sample_weight=w)
@@ -176,3 +180,67 @@ def test_weights_need_a_built_in_step_and_a_loss_with_reduction():
         net.evaluate(x, np.zeros((24, 3)), sample_weight=w)
     with pytest.raises(ValueError, match=r"evaluate: 'sample_weight' must have shape"):
         net.evaluate(x, np.zeros((24, 3)), sample_weight=w[:3])
+
+
+def _batches(x, y, w, size, weighted=True):
+    """A re-iterable of Keras's generator batches, (x, y, sample_weight) or (x, y)."""
+    class Batches:
+        def __iter__(self):
+            for i in range(0, len(x), size):
+                part = slice(i, i + size)
+                yield (x[part], y[part], w[part]) if weighted else (x[part], y[part])
+    return Batches()
+
+
+def test_generator_batches_with_sample_weight_train_and_evaluate_as_arrays_do():
+    # Keras: a generator may yield (x, y, sample_weight); each batch's losses are weighed
+    # by its third entry exactly as fit(x, y, sample_weight=w) weighs the same batch
+    x, y, w = _data()
+    arrays, stream = _net(), _net()
+    arrays.fit(x, y, epochs=2, batch_size=8, shuffle=False, verbose=0, sample_weight=w,
+               validation_data=(x[:10], y[:10], w[:10]))
+    plain = _net()
+    plain.fit(_batches(x, y, w, 8, weighted=False), epochs=2, verbose=0)
+    history = stream.fit(_batches(x, y, w, 8), epochs=2, verbose=0,
+                         validation_data=_batches(x[:10], y[:10], w[:10], 4))
+    for key, value in arrays.named_parameters().items():
+        assert_close(stream.named_parameters()[key], value, terms=len(x), what=key)
+        assert np.abs(plain.named_parameters()[key] - value).max() > 1e-6  # weights matter
+    expected = arrays.evaluate(x[:10], y[:10], sample_weight=w[:10], return_dict=True)
+    assert_close(history.history["val_loss"][-1], expected["loss"], terms=10, what="val_loss")
+    got = stream.evaluate(_batches(x, y, w, 5), return_dict=True)
+    want = stream.evaluate(x, y, sample_weight=w, return_dict=True)
+    assert_close(got["loss"], want["loss"], terms=len(x), what="evaluate loss")
+    assert got["accuracy"] == want["accuracy"]
+    assert stream.predict(_batches(x, y, w, 5)).shape == (len(x), 3)  # predict ignores w
+
+
+def test_class_weight_weighs_generator_batches():
+    x, y, w = _data()
+    table = {0: 0.5, 1: 2.0}  # class 2 keeps 1.0
+    arrays, stream = _net(), _net()
+    arrays.fit(x, y, epochs=1, batch_size=6, shuffle=False, verbose=0, sample_weight=w,
+               class_weight=table)
+    stream.fit(_batches(x, y, w, 6), epochs=1, verbose=0, class_weight=table)
+    for key, value in arrays.named_parameters().items():
+        assert_close(stream.named_parameters()[key], value, terms=len(x), what=key)
+
+
+def test_bad_generator_weights_are_refused_by_name():
+    x, y, w = _data()
+    with pytest.raises(ValueError, match=r"fit: 'sample_weight' is for array data; received "
+                                         r"a generator 'x'"):
+        _net().fit(_batches(x, y, w, 8), verbose=0, sample_weight=w)
+    with pytest.raises(ValueError, match=r"evaluate: 'sample_weight' is for array data"):
+        _net().evaluate(_batches(x, y, w, 8), sample_weight=w)
+    short = _batches(x, y, np.ones(3), 8)  # every batch's weights: 3 of the first batch
+    with pytest.raises(ValueError, match=r"fit: batch 0 of 'x': 'sample_weight' must have "
+                                         r"shape \(8,\)"):
+        _net().fit(short, verbose=0)
+    with pytest.raises(ValueError, match=r"evaluate: batch 0 of 'x': 'sample_weight' must "
+                                         r"be finite and >= 0"):
+        _net().evaluate(_batches(x, y, -w, 8))
+    own = _own_step()
+    with pytest.raises(ValueError, match=r"fit: batch 0 of 'x': a sample_weight weighs the "
+                                         r"built-in train_step's loss"):
+        own.fit(_batches(x, y, w, 8), verbose=0)

@@ -79,7 +79,7 @@ def epoch_batches(run):
     the next batches of a :class:`Stream`, else the first ``run.steps`` batches of the
     arrays (shuffled each epoch)."""
     if isinstance(run.x, Stream):
-        return ((xb, yb, None) for xb, yb in run.x.batches())
+        return run.x.batches()
     return itertools.islice(weighted_batches(run.x, run.y, run.sample_weight, run.batch_size,
                                              shuffle=run.shuffle, rng=run.rng), run.steps)
 

@@ -24,7 +24,7 @@ from .data import count, model_data, weighted_batches
 from .epochs import reset_metrics, streamed
 from .progress import ProgressBar
 from .streams import Stream, check_steps, is_stream
-from .weights import check_sample_weight
+from .weights import check_sample_weight, example_weights
 
 
 def as_list(value, single):
@@ -74,7 +74,7 @@ class EvaluationMixin:
         else:
             arrays = [array for _, array in leaves("x", x)]
             xp = array_module(*arrays)
-            pairs = ((xb, None) for xb in batches(x, None, batch_size, shuffle=False))
+            pairs = ((xb, None, None) for xb in batches(x, None, batch_size, shuffle=False))
         if xp is not None and count(x) == 0:  # one all-zero example: the outputs' shapes
             zeros = [xp.zeros((1, *a.shape[1:]), dtype=a.dtype) for a in arrays]
             outputs = as_list(self.forward(zeros if isinstance(x, list) else zeros[0],
@@ -83,7 +83,7 @@ class EvaluationMixin:
         else:
             bar = ProgressBar(self._total(x, batch_size, steps), "predict", bar)
             parts, seen, start = [], 0, time.perf_counter()
-            for index, (xb, _) in enumerate(itertools.islice(pairs, steps)):
+            for index, (xb, *_) in enumerate(itertools.islice(pairs, steps)):
                 hooks.notify(callbacks, "on_predict_batch_begin", index, {})
                 parts.append(as_list(self.forward(xb, training=False), single))
                 hooks.notify(callbacks, "on_predict_batch_end", index,
@@ -117,9 +117,10 @@ class EvaluationMixin:
         total = num_batches(count(x), batch_size)
         return total if steps is None else min(steps, total)
 
-    def _stream(self, op, arg, source, y, steps, steps_name, step):
+    def _stream(self, op, arg, source, y, steps, steps_name, step, class_weight=None):
         """A :class:`Stream` of ``source`` whose batches are checked as ``step``'s data
-        (``step`` None: ``predict``'s inputs alone)."""
+        (``step`` None: ``predict``'s inputs alone); a batch's ``sample_weight`` (and
+        ``class_weight``, ``fit``'s) give its example weights (:mod:`.weights`)."""
         if isinstance(source, Stream):
             return source
         if y is not None:
@@ -132,8 +133,17 @@ class EvaluationMixin:
             def check(label, xb, yb):
                 return self._data(label, xb, yb, step)
         pairs = step is not None and getattr(self, "takes_targets", True)
+
+        def weigh(label, xb, yb, w):
+            if w is None and class_weight is None:
+                return None
+            if self._custom(step):
+                raise ValueError(f"{label}: a sample_weight weighs the built-in {step}'s "
+                                 f"loss; a custom {step} weighs its examples itself (yield "
+                                 f"(x, y))")
+            return example_weights(label, self, yb, w, class_weight, count(xb))
         return Stream(op, arg, source, steps=check_steps(op, steps_name, steps),
-                      steps_name=steps_name, check=check, pairs=pairs)
+                      steps_name=steps_name, check=check, pairs=pairs, weigh=weigh)
 
     @staticmethod
     def _arrays_only(op, x, steps):
@@ -169,7 +179,8 @@ class EvaluationMixin:
         batch_size = positive_int("evaluate", "batch_size", batch_size)
         if sample_weight is not None and isinstance(x, Stream):
             raise ValueError(f"evaluate: 'sample_weight' is for array data; received a "
-                             f"generator 'x' and sample_weight={describe(sample_weight)}")
+                             f"generator 'x' and sample_weight={describe(sample_weight)} "
+                             f"(a generator yields its weights: (x, y, sample_weight))")
         weights = None if isinstance(x, Stream) else check_sample_weight(
             "evaluate", sample_weight, count(x))
         if weights is not None and self._custom("test_step"):
@@ -210,7 +221,7 @@ class EvaluationMixin:
         :class:`ProgressBar` to update."""
         totals, seen, start = {}, 0, time.perf_counter()
         reset_metrics(self)
-        triples = ((xb, yb, None) for xb, yb in x.batches()) if isinstance(x, Stream) else \
+        triples = x.batches() if isinstance(x, Stream) else \
             weighted_batches(x, y, sample_weight, batch_size, shuffle=False)
         index = -1
         for index, (xb, yb, wb) in enumerate(itertools.islice(triples, steps)):

@@ -15,7 +15,8 @@ def fit_data(model, run):
     """``(x, y, validation_data, steps per epoch, weights)`` of ``run`` checked: arrays in
     the step's form, or :class:`~.streams.Stream` of batches (``y`` None);
     ``validation_data`` ``(x_val, y_val, w_val)``; ``weights`` the (N,) example weights of
-    ``sample_weight`` and ``class_weight`` (:mod:`.weights`), or None."""
+    ``sample_weight`` and ``class_weight`` (:mod:`.weights`), or None (a generator's
+    batches carry their own weights: :mod:`.streams`)."""
     steps = check_steps("fit", "steps_per_epoch", run.steps_per_epoch)
     check_steps("fit", "validation_steps", run.validation_steps)
     if run.distributed and (steps is not None or run.validation_steps is not None
@@ -23,26 +24,26 @@ def fit_data(model, run):
         raise ValueError("fit: distributed=True takes arrays, without steps_per_epoch "
                          "or validation_steps")
     custom = model._custom("train_step")
+    if custom and (run.sample_weight is not None or run.class_weight is not None):
+        raise ValueError("fit: 'sample_weight' and 'class_weight' weigh the built-in "
+                         "train_step's loss; a custom train_step weighs its examples itself")
     if is_stream(run.x):
         if run.validation_split not in (None, 0, 0.0):
             raise ValueError(f"fit: 'validation_split' needs arrays; received a "
                              f"generator 'x' with validation_split={run.validation_split!r}"
                              f" (pass validation_data)")
-        x = model._stream("fit", "x", run.x, run.y, steps, "steps_per_epoch", "train_step")
+        if run.sample_weight is not None:
+            raise ValueError(f"fit: 'sample_weight' is for array data; received a generator "
+                             f"'x' and sample_weight={describe(run.sample_weight)} (a "
+                             f"generator yields its weights: (x, y, sample_weight))")
+        x = model._stream("fit", "x", run.x, run.y, steps, "steps_per_epoch", "train_step",
+                          run.class_weight)
         x.require_steps()
         y, validation_data, weights = None, run.validation_data, None
-        for name in ("sample_weight", "class_weight"):
-            if getattr(run, name) is not None:
-                raise ValueError(f"fit: '{name}' is for array data; received a generator "
-                                 f"'x' and {name}={describe(getattr(run, name))}")
     else:
         x, y = model._data("fit", run.x, run.y, "train_step")
         weights = example_weights("fit", model, y, run.sample_weight, run.class_weight,
                                   count(x))
-        if weights is not None and custom:
-            raise ValueError("fit: 'sample_weight' and 'class_weight' weigh the built-in "
-                             "train_step's loss; a custom train_step weighs its examples "
-                             "itself")
         batches = num_batches(count(x), run.batch_size)
         if steps is not None and steps > batches:
             raise ValueError(f"fit: 'steps_per_epoch' ({steps}) must be at most the "

@@ -4,8 +4,9 @@ the data of ``fit``, ``evaluate`` and ``predict`` (Keras's generator input).
 Each item is a tuple ``(x, y)`` of one batch (``x`` and ``y`` in the forms of
 :mod:`.data`: arrays, lists or dicts of arrays); ``predict`` and a model that learns
 from ``x`` alone also take an item that is ``x`` itself (of a tuple, only ``x`` is used).
-A third entry (Keras's ``sample_weight``) is refused: per-example weights are not
-supported here. Every batch is checked as arrays of ``fit`` are.
+A third entry is the batch's ``sample_weight`` (B,), as Keras's: ``fit`` and ``evaluate``
+weigh the batch's losses by it (:mod:`.weights`; ``predict`` ignores it). Every batch is
+checked as arrays of ``fit`` are.
 
 How many batches an epoch takes: ``steps`` (``steps_per_epoch`` of ``fit``,
 ``validation_steps``, ``steps`` of ``evaluate``/``predict``) when given; else the whole
@@ -18,9 +19,6 @@ epoch) and ``evaluate``/``predict`` run it until it stops unless ``steps`` is gi
 from __future__ import annotations
 
 from .._checks import describe, is_int
-
-SAMPLE_WEIGHT = ("yields (x, y, sample_weight) batches; per-example sample weights are "
-                 "not supported for generator input: yield (x, y)")
 
 
 def is_stream(value) -> bool:
@@ -42,12 +40,16 @@ def check_steps(op, name, steps):
 
 
 class Stream:
-    """One argument's batches: ``batches()`` yields the checked ``(xb, yb)`` of one
-    epoch (``yb`` None where ``pairs`` is False). ``check(label, xb, yb) -> (xb, yb)``
-    converts and checks one batch; ``steps``/``steps_name`` bound an epoch."""
+    """One argument's batches: ``batches()`` yields the checked ``(xb, yb, wb)`` of one
+    epoch (``yb`` None where ``pairs`` is False; ``wb`` the batch's (B,) weights or None).
+    ``check(label, xb, yb) -> (xb, yb)`` converts and checks one batch, ``weigh(label,
+    xb, yb, w) -> wb`` its weights ``w`` (None when the item has none);
+    ``steps``/``steps_name`` bound an epoch."""
 
-    def __init__(self, op, arg, source, *, steps, steps_name, check, pairs=True):
+    def __init__(self, op, arg, source, *, steps, steps_name, check, pairs=True,
+                 weigh=None):
         self.op, self.arg, self.source, self.check = op, arg, source, check
+        self.weigh = weigh or (lambda label, xb, yb, w: None)
         self.steps, self.steps_name, self.pairs = steps, steps_name, pairs
         try:
             first = iter(source)
@@ -67,15 +69,13 @@ class Stream:
 
     def _split(self, item, index):
         label = f"{self.op}: batch {index} of '{self.arg}'"
-        if isinstance(item, (tuple, list)) and len(item) == 3 and self.pairs:
-            raise ValueError(f"{label}: '{self.arg}' {SAMPLE_WEIGHT}")
         if not self.pairs:
             return label, (item[0] if isinstance(item, tuple) and 1 <= len(item) <= 3
-                           else item), None
-        if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise TypeError(f"{label} must be a tuple (x, y); received "
-                            f"{describe(item)}")
-        return label, item[0], item[1]
+                           else item), None, None
+        if not isinstance(item, (tuple, list)) or len(item) not in (2, 3):
+            raise TypeError(f"{label} must be a tuple (x, y) or (x, y, sample_weight); "
+                            f"received {describe(item)}")
+        return label, item[0], item[1], (item[2] if len(item) == 3 else None)
 
     def batches(self):
         iterator = self._iterator if self.one_shot else iter(self.source)
@@ -90,6 +90,7 @@ class Stream:
                                      f"{index}{wanted}; give fewer steps, or a generator "
                                      f"that loops over the data (while True: ...)") from None
                 return
-            label, xb, yb = self._split(item, index)
-            yield self.check(label, xb, yb)
+            label, xb, yb, w = self._split(item, index)
+            xb, yb = self.check(label, xb, yb)
+            yield xb, yb, self.weigh(label, xb, yb, w)
             index += 1
