@@ -49,7 +49,7 @@ FLOORS = [
     {"distributed"},  # data-parallel training
     {"io"},  # safetensors, checkpoints, torch layouts, ONNX export
     {"layers"},  # stateful layers
-    {"losses", "optimizers", "_optim_args", "schedulers", "initializers"},
+    {"losses", "optimizers", "_optim_args", "schedulers", "initializers", "regularizers"},
     {"ops"},  # stateless kernels and their loop twins
     {"data"},  # datasets and batching
     {"_checks", "_hyper", "_custom", "_optim_state", "_named"},  # helpers for every floor
