@@ -2,7 +2,7 @@
 
 Each layer registers itself where it is defined (``@register``, :mod:`.registry`);
 this package only gathers the public names, the family bases included (``ConvND``,
-``Pool``, ``GlobalPool``, ``Recurrent``, ``Normalization``, ``Merge``, ``Activation``)."""
+``Pool``, ``GlobalPool``, ``Recurrent``, ``NormalizationBase``, ``Merge``, ``Activation``)."""
 
 # Activation, and one class per declared activation (ReLU, GELU, ...: ops/declare.py).
 from .activations import *  # noqa: F403
@@ -45,7 +45,7 @@ from .normalization import (
     GroupNorm,
     InstanceNorm,
     LayerNorm,
-    Normalization,
+    NormalizationBase,
     RMSNorm,
     RunningNormalization,
 )

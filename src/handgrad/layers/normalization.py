@@ -30,7 +30,7 @@ from .registry import register
 from .spelling import refuse_count
 
 
-class Normalization(Layer):
+class NormalizationBase(Layer):
     """Shared config (eps, affine flags), parameters, input checks and backward.
 
     Subclasses set ``backward_op`` and implement ``_normalize(x, training)``.
@@ -107,7 +107,7 @@ class Normalization(Layer):
         return dx, grads
 
 
-class RunningNormalization(Normalization):
+class RunningNormalization(NormalizationBase):
     """Batch and instance norm: per-channel affine and optional running statistics."""
 
     #: whether a torch momentum above 0.5 warns (Keras's BatchNormalization: it is Keras's)
@@ -234,7 +234,7 @@ class InstanceNorm(RunningNormalization):
 
 
 @register
-class GroupNorm(Normalization):
+class GroupNorm(NormalizationBase):
     """Group normalization of (N, C), (N, L, C) or (N, H, W, C): the C channels split into
     ``num_groups`` contiguous groups, statistics per example and group (PyTorch's GroupNorm
     with the channel axis last). The same computation in training and evaluation. PyTorch's
@@ -269,7 +269,7 @@ class GroupNorm(Normalization):
 
 
 @register
-class LayerNorm(Normalization):
+class LayerNorm(NormalizationBase):
     """Layer normalization over the trailing axes of each example (PyTorch's LayerNorm).
 
     Give ``normalized_shape`` (an int d or a tuple, checked against the input's trailing
