@@ -98,6 +98,7 @@ from .pooling_extra import (
     MinPool1D,
     MinPool2D,
 )
+from .preprocessing import CategoryEncoding, Normalization, Rescaling
 from .rearrange import (
     ChannelShuffle,
     Columns,
@@ -116,6 +117,7 @@ from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample
 from .structure import Add, Concatenate, Merge, Multiply, Residual
+from .text_vectorization import TextVectorization
 from .tied import TiedDense, link_tied
 from .transformer import TransformerEncoderLayer
 from .transformer_decoder import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder

@@ -1,5 +1,6 @@
 """Layer cases (see :mod:`.layer_cases`) for Keras's reshaping layers, the wrappers,
-``Lambda`` and ``Masking``: layer name -> ``draw(rng) -> (layer, input_shape)``."""
+``Lambda``, ``Masking`` and the preprocessing layers, and the registered layers outside
+the float contract: layer name -> ``draw(rng) -> (layer, input_shape)``."""
 
 from __future__ import annotations
 
@@ -71,3 +72,29 @@ KERAS_CASES = {
     "Lambda": lambda rng: (L.Lambda(scaled_tanh, backward=scaled_tanh_backward,
                                     output_shape=_pick(rng, [None, (3, 4)])), (3, 4)),
 }
+
+
+# Keras's preprocessing layers (layers/preprocessing.py) on floats: statistics given, so
+# that the layer needs no adapt() (adapt is checked in tests/test_preprocessing_layers.py)
+def _normalization(rng):
+    if rng.integers(2):
+        return L.Normalization(mean=rng.uniform(-1, 1, 4).tolist(),
+                               variance=rng.uniform(0.5, 2, 4).tolist(),
+                               invert=bool(rng.integers(2)), dtype=F64), (3, 4)
+    return L.Normalization(axis=(1, 2), mean=rng.uniform(-1, 1, (2, 3, 1)).tolist(),
+                           variance=rng.uniform(0.5, 2, (2, 3, 1)).tolist(), dtype=F64), (2, 3, 2)
+
+
+KERAS_CASES.update({
+    "Rescaling": lambda rng: (L.Rescaling(float(rng.uniform(-2, 2)),
+                                          float(rng.uniform(-1, 1))), (3, 4)),
+    "Normalization": _normalization,
+})
+
+# Registered layers outside the float contract (float input, float output, a dx): their
+# contract is checked in the named test file.
+NON_FLOAT_LAYERS = {
+    "CategoryEncoding": "integer ids in, no dx: tests/test_preprocessing_layers.py",
+    "TextVectorization": "strings in, integer ids out: tests/test_text_vectorization.py",
+}
+

@@ -364,6 +364,8 @@ LAYER_CASES.update({
     **KERAS_CASES,  # Keras's reshaping layers, wrappers, Lambda, masking (keras_cases.py)
 })
 
+LAYER_CASES.update(KERAS_CASES)  # Keras's preprocessing and augmentation layers
+
 
 def _seeded(draw):
     """The same draw, with a parameter seed taken from ``rng`` too, so that a layer
