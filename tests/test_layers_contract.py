@@ -286,8 +286,8 @@ def test_eval_mode_is_deterministic_and_keeps_no_cache(name, seed):
     np.testing.assert_array_equal(y1, y2)
     with pytest.raises(RuntimeError, match="backward"):
         layer.backward(random_like(y1, seed))
-    if isinstance(layer, L.Dropout):  # every random layer (layers/dropout.py too)
-        np.testing.assert_array_equal(y1, x)
+    if isinstance(layer, (L.Dropout, L.RandomAugmentation)):  # every random layer
+        np.testing.assert_array_equal(y1, x)  # (layers/dropout.py, augmentation.py too)
     elif not layer.named_buffers():
         if redraw:
             layer.load_extra_state(state)

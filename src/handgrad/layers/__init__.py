@@ -7,6 +7,14 @@ this package only gathers the public names, the family bases included (``ConvND`
 # Activation, and one class per declared activation (ReLU, GELU, ...: ops/declare.py).
 from .activations import *  # noqa: F403
 from .attention import MultiHeadAttention
+from .augmentation import (
+    RandomAugmentation,
+    RandomContrast,
+    RandomFlip,
+    RandomRotation,
+    RandomTranslation,
+    RandomZoom,
+)
 from .base import Layer
 from .conv import (
     Conv1D,

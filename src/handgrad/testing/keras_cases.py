@@ -91,6 +91,33 @@ KERAS_CASES.update({
     "Normalization": _normalization,
 })
 
+
+# Augmentation (layers/augmentation.py): seeded, so a clone and gradcheck draw the same maps
+# (bilinear only: a float32 grid could round a nearest tap differently from float64's)
+def _augmentation(make):
+    def draw(rng):
+        fill = ["reflect", "constant", "nearest", "wrap"][int(rng.integers(4))]
+        return make(rng, fill), (5, 6, 2)
+
+    return draw
+
+
+KERAS_CASES.update({
+    "RandomFlip": _augmentation(lambda rng, fill: L.RandomFlip(
+        ["horizontal", "vertical", "horizontal_and_vertical"][int(rng.integers(3))],
+        seed=int(rng.integers(1000)))),
+    "RandomRotation": _augmentation(lambda rng, fill: L.RandomRotation(
+        float(rng.uniform(0.05, 0.5)), fill_mode=fill, fill_value=0.5,
+        seed=int(rng.integers(1000)))),
+    "RandomTranslation": _augmentation(lambda rng, fill: L.RandomTranslation(
+        (-0.3, 0.2), 0.3, fill_mode=fill, seed=int(rng.integers(1000)))),
+    "RandomZoom": _augmentation(lambda rng, fill: L.RandomZoom(
+        0.3, [None, (-0.2, 0.4)][int(rng.integers(2))], fill_mode=fill,
+        seed=int(rng.integers(1000)))),
+    "RandomContrast": _augmentation(lambda rng, fill: L.RandomContrast(
+        float(rng.uniform(0.1, 0.9)), seed=int(rng.integers(1000)))),
+})
+
 # Registered layers outside the float contract (float input, float output, a dx): their
 # contract is checked in the named test file.
 NON_FLOAT_LAYERS = {
