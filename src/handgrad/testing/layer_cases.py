@@ -363,7 +363,6 @@ LAYER_CASES.update({
                           (3, 4)),
     **KERAS_CASES,  # Keras's reshaping layers, wrappers, Lambda, masking (keras_cases.py)
 })
-
 LAYER_CASES.update(KERAS_CASES)  # Keras's preprocessing and augmentation layers
 
 
