@@ -9,9 +9,26 @@ from ..layers import REGISTRY, Layer, register
 from ..layers.base import snake_case
 from ..layers.caching import forward_scope, keeps_cache
 from ..layers.masking import chain_call
+from ..layers.symbolic import SymbolicTensor
 from ..layers.tied import link_tied
 from ..training.loop import TrainingMixin
 from .keras_api import KerasModelAPI
+
+
+def _input_shape(tensor, input_shape):
+    """The per-example shape of a leading ``Input`` (Keras's ``Sequential([keras.Input(
+    shape), ...])``); refused beside a different ``input_shape`` or as a layer's output."""
+    if tensor.node is not None:
+        raise TypeError("Sequential: the first item may be an hg.Input(shape), not the output "
+                        f"of a layer call ({tensor!r}); use handgrad.Model for a graph")
+    if None in tensor.shape:
+        raise ValueError(f"Sequential: the leading Input's shape {tensor.shape} has a free "
+                         f"(None) axis; Sequential builds for one per-example shape, a "
+                         f"graph handgrad.Model(inputs, outputs) takes variable lengths")
+    if input_shape is not None and tuple(input_shape) != tensor.shape:
+        raise ValueError(f"Sequential: 'input_shape' {tuple(input_shape)} differs from the "
+                         f"leading Input's shape {tensor.shape}; give one of them")
+    return tensor.shape
 
 
 @register
@@ -33,6 +50,9 @@ class Sequential(KerasModelAPI, TrainingMixin, Layer):
         if not isinstance(layers, (list, tuple)):
             raise TypeError(f"Sequential: 'layers' must be a list of layers; received "
                             f"{describe(layers)}")
+        layers = list(layers)
+        if layers and isinstance(layers[0], SymbolicTensor):  # Keras's [keras.Input(shape), ...]
+            input_shape = _input_shape(layers.pop(0), input_shape)
         for layer in layers:
             self.add(layer)
         if input_shape is None and self.layers:  # Keras's Dense(8, input_shape=(4,))
@@ -42,6 +62,11 @@ class Sequential(KerasModelAPI, TrainingMixin, Layer):
 
     # ------------------------------------------------------------- structure
     def add(self, layer):
+        if isinstance(layer, SymbolicTensor):
+            raise TypeError(f"Sequential.add: 'layer' must be a handgrad Layer; received "
+                            f"an hg.Input of shape {layer.shape}; an Input goes first in the "
+                            f"list given to Sequential([hg.Input(shape), ...]), or use "
+                            f"input_shape=")
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential.add: 'layer' must be a handgrad Layer; received "
                             f"{describe(layer)}")
