@@ -135,6 +135,20 @@ def test_validation_weights_from_a_triple_and_from_validation_split():
     assert split.history["val_loss"] == history.history["val_loss"]
 
 
+@pytest.mark.parametrize("with_sample_weight", [False, True])
+def test_validation_split_never_weighs_by_class_weight(with_sample_weight):
+    # Keras splits (x, y, sample_weight) and applies class_weight to the training part only
+    x, y, w = _data(30)
+    w = w if with_sample_weight else None
+    table = {0: 5.0, 1: 0.5}
+    net = _net()
+    history = net.fit(x, y, epochs=1, verbose=0, shuffle=False, validation_split=1 / 3,
+                      sample_weight=w, class_weight=table)
+    held_out = None if w is None else w[20:]
+    expected = net.evaluate(x[20:], y[20:], sample_weight=held_out, return_dict=True)
+    assert history.history["val_loss"] == [expected["loss"]]
+
+
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"sample_weight": np.ones(5)}, ValueError, r"'sample_weight' must have shape \(24,\)"),
     ({"sample_weight": np.r_[np.ones(23), -1.0]}, ValueError,

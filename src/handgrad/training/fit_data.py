@@ -8,7 +8,7 @@ from ..data.batching import num_batches
 from .checks import check_layout
 from .data import check_validation_data, count, split_validation
 from .streams import check_steps, is_stream
-from .weights import example_weights
+from .weights import check_sample_weight, example_weights
 
 
 def fit_data(model, run):
@@ -53,9 +53,13 @@ def fit_data(model, run):
         x, y, validation_data = split_validation("fit", x, y, run.validation_split,
                                                  run.validation_data)
         if validation_data is not None and weights is not None and \
-                run.validation_data is None:  # validation_split: the weights split too
-            weights, held_out = weights[:count(x)], weights[count(x):]
-            validation_data = (*validation_data, held_out)
+                run.validation_data is None:  # validation_split: the weights split too,
+            # the held-out examples keeping only their sample_weight (Keras never weighs
+            # the validation loss by class_weight)
+            held_out = check_sample_weight("fit", run.sample_weight, len(weights))
+            weights = weights[:count(x)]
+            if held_out is not None:
+                validation_data = (*validation_data, held_out[count(x):])
         if not custom:
             check_layout("fit", model, x)
     if validation_data is not None and not model._custom("test_step"):
