@@ -21,6 +21,8 @@ Keras semantics relied on (Keras is not a dependency; written down here):
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -292,3 +294,12 @@ def test_bad_data_and_names_are_named():
         model.compile("sgd", "binary_cross_entropy_with_logits", metrics=["auc", M.AUC()])
     with pytest.raises(ValueError, match=r"a metric object .* or a callable"):
         model.compile("sgd", "binary_cross_entropy_with_logits", metrics=["aucc"])
+
+
+def test_import_handgrad_gives_the_metrics_module():
+    """``import handgrad as hg; hg.metrics.AUC()`` as Keras's ``keras.metrics.AUC()``, in a
+    fresh interpreter (where nothing else has imported ``handgrad.metrics``)."""
+    code = "import handgrad as hg; print(type(hg.metrics.AUC()).__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "AUC"

@@ -7,10 +7,10 @@ layers, ``Sequential`` and ``Model`` the models with their training loop and
 finds the zoo's model classes in a fresh interpreter).
 """
 
-from . import layers, ops, zoo
-from . import regularizers as regularizers
+from . import layers, metrics, ops, regularizers, zoo
 from .io import load as load_model
 from .model import Input, Model, Sequential
 
 __version__ = "0.1.0"
-__all__ = ["Input", "Model", "Sequential", "layers", "load_model", "ops", "zoo"]
+__all__ = ["Input", "Model", "Sequential", "layers", "load_model", "metrics", "ops",
+           "regularizers", "zoo"]
