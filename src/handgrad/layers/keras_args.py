@@ -140,6 +140,8 @@ def checked_init(init):
                     "bias_initializer" in accepted:
                 kwargs.setdefault("bias_initializer", "zeros")
             _keras_defaults(cls, positional, kwargs)
+            if keras and hasattr(cls, "check_keras_call"):  # a name whose meanings differ
+                cls.check_keras_call(owner, kwargs)
             _refuse_unknown(cls, accepted, kwargs)
         init(self, *args, **kwargs)
         self.declared_input_shape = None if shape is None else _input_shape(owner, shape)

@@ -25,21 +25,23 @@ see :mod:`.recurrent_state`. ``dropout``: as torch's, in training
 each layer's output sequence but the last layer's goes through ``ops.dropout`` with
 that probability (identity in evaluation); the masks come from the layer's Generator
 ``rng`` (``Layer.draws_random``) and, in data-parallel training, are drawn for the
-global batch (``needs_communicator``, as ``Dropout``). ``LSTM(proj_size=P)``: torch's
+global batch (``needs_communicator``, as ``Dropout``). ``input_dropout``/
+``recurrent_dropout``: Keras's ``dropout``/``recurrent_dropout`` (variational masks on
+each step's inputs and on the state feeding the gates): see :mod:`.recurrent_dropout`,
+which says why ``dropout`` keeps torch's meaning. ``LSTM(proj_size=P)``: torch's
 projected LSTM (``ops.lstm_projected``, h = (o tanh(c)) W_hr with ``W_hr_l{l}`` (H, P)):
 W_hh is (P, 4H), outputs and h states have P features, c states H.
 """
 
 from __future__ import annotations
 
-import warnings
-
 from .. import initializers, ops
 from .._checks import array_module, choice, float_array, positive_int, upstream_grad
-from .._hyper import flag, number
+from .._hyper import flag
 from ..ops import RECURRENT_GATES, check_lengths
 from . import declarations as twins
 from . import onnx_recurrent
+from . import recurrent_dropout as variational
 from .base import Layer
 from .caching import keeps_cache
 from .recurrent_state import StateCalls, check_proj_size
@@ -58,22 +60,24 @@ class Recurrent(StateCalls, Layer):
     receptive_field = "whole"
 
     cell = ""
+    check_keras_call = staticmethod(variational.check_keras_call)
 
     def __init__(self, hidden_size, num_layers=1, *, bidirectional=False, bias=True,
                  return_sequences=True, return_state=False, nonlinearity="tanh", dropout=0.0,
-                 proj_size=0, name=None, trainable=True, dtype=None, seed=None):
+                 input_dropout=0.0, recurrent_dropout=0.0, proj_size=0, name=None,
+                 trainable=True, dtype=None, seed=None):
         owner = type(self).__name__
-        self.dropout = number(owner, "dropout", dropout, low=0.0, high=1.0, high_open=True)
+        hidden_size = positive_int(owner, "hidden_size", hidden_size)
+        num_layers = positive_int(owner, "num_layers", num_layers)
+        proj_size = check_proj_size(owner, proj_size, hidden_size, self.cell)
+        rates = variational.dropout_rates(owner, dropout, input_dropout,
+                                                recurrent_dropout, num_layers, proj_size)
+        self.dropout, self.input_dropout = rates["dropout"], rates["input_dropout"]
+        self.recurrent_dropout = rates["recurrent_dropout"]
         # only a layer with dropout draws random numbers or needs the global batch
-        self.draws_random = self.needs_communicator = self.dropout > 0
+        self.draws_random = self.needs_communicator = any(v > 0 for v in rates.values())
         super().__init__(name=name, trainable=trainable, dtype=dtype, seed=seed)
-        self.hidden_size = positive_int(owner, "hidden_size", hidden_size)
-        self.proj_size = check_proj_size(owner, proj_size, self.hidden_size, self.cell)
-        self.num_layers = positive_int(owner, "num_layers", num_layers)
-        if self.dropout > 0 and self.num_layers == 1:
-            warnings.warn(f"{owner}: dropout={self.dropout} acts between stacked layers "
-                          f"(on every layer's output but the last), so with num_layers=1 "
-                          f"it does nothing", UserWarning, stacklevel=3)
+        self.hidden_size, self.proj_size, self.num_layers = hidden_size, proj_size, num_layers
         self.bidirectional = flag(owner, "bidirectional", bidirectional)
         self.use_bias = flag(owner, "bias", bias)
         self.return_sequences = flag(owner, "return_sequences", return_sequences)
@@ -99,7 +103,8 @@ class Recurrent(StateCalls, Layer):
                 "num_layers": self.num_layers, "bidirectional": self.bidirectional,
                 "bias": self.use_bias, "return_sequences": self.return_sequences,
                 "return_state": self.return_state, "dropout": self.dropout,
-                **({"proj_size": self.proj_size} if self.proj_size else {})}
+                **({"proj_size": self.proj_size} if self.proj_size else {}),
+                **{k: getattr(self, k) for k in variational.OPTIONS if getattr(self, k)}}
 
     def parameter_suffix(self, layer, direction):
         """The suffix of the parameter names of stacked layer ``layer`` and ``direction``
@@ -198,9 +203,10 @@ class Recurrent(StateCalls, Layer):
                 s = self.parameter_suffix(layer, direction)
                 index = layer * self.directions + direction
                 states = [None if s0 is None else s0[index] for s0 in initial]
+                masks = variational.draw_masks(self, inputs, self.out_size, training)
                 y, *last, cache = forward_op(
                     inputs, *[p.get(f"{key}{s}") for key in self._weight_keys], *states,
-                    lengths=lengths, reverse=bool(direction), **extra)
+                    lengths=lengths, reverse=bool(direction), **extra, **masks)
                 outputs.append(y)
                 caches.append(cache)
                 for stack, value in zip(finals, last):

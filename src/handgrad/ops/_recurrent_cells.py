@@ -9,6 +9,11 @@ so are the three gates driven by dc), so every elementwise operation on a gate r
 contiguous memory; weights are rearranged to (G, F, H) to match (:func:`gate_major`)
 and the weight gradients back to torch's gate order (:func:`gate_minor`).
 
+Recurrent dropout. ``call.recurrent_mask`` (N, H) (or None) multiplies the state that
+feeds the gates, ``a_k = ... + (h_{k-1} m) W_hh``; the backward multiplies that path's
+gradient, ``dh_{k-1} = (dA_k W_hh^T) m``, by it (the GRU's direct path z h_{k-1} is not
+masked, as Keras's). ``S`` keeps the unmasked states.
+
 Padded batches. A row whose sequence is over at step ``k`` (``keep[k]``) copies its
 state forward, so the backward loop passes its state gradients through unchanged and
 gives it no gate gradient; ``partial[k]`` says whether step ``k`` has such rows at all.
@@ -137,6 +142,11 @@ def _add_dy(xp, dh, dy, steps, k):
     dh += dy_k
 
 
+def _feed(xp, h, mask, out):
+    """The state that feeds the gates: ``h``, or ``h * mask`` written into ``out``."""
+    return h if mask is None else xp.multiply(h, mask, out=out)
+
+
 def _recurrent_grad(xp, d_gates, W_t, out, gate_out):
     """out = sum over gates of d_gates[j] @ W_t[j]: d_gates (G, N, H), W_t (G, H, H)."""
     xp.matmul(d_gates, W_t, out=gate_out)
@@ -155,10 +165,10 @@ def rnn_forward(xp, xs, call, steps):
     S = _states(xp, xs, call.hidden, call.h0)
     bias = _sum_bias(call.b_ih, call.b_hh)
     pre = _project(xp, xs, call.W_ih[None], None if bias is None else bias[None, None])[0]
-    relu = call.nonlinearity == "relu"
+    relu, fed = call.nonlinearity == "relu", xp.empty_like(S[0])
     for k in range(xs.shape[0]):
         h = S[k + 1]
-        xp.matmul(S[k], call.W_hh, out=h)
+        xp.matmul(_feed(xp, S[k], call.recurrent_mask, fed), call.W_hh, out=h)
         h += pre[k]
         if relu:
             xp.maximum(h, 0, out=h)
@@ -168,9 +178,9 @@ def rnn_forward(xp, xs, call, steps):
     return {"S": S}
 
 
-def rnn_backward(xp, saved, W_hh, nonlinearity, dy, dh, steps):
+def rnn_backward(xp, saved, W_hh, nonlinearity, dy, dh, steps, mask=None):
     """Returns (dA, dA, dh0) with dA (1, T, N, H) the pre-activation gradients:
-    dA_k = (dy_k + dh_k) act'(a_k); dh_{k-1} = dA_k W_hh^T."""
+    dA_k = (dy_k + dh_k) act'(a_k); dh_{k-1} = (dA_k W_hh^T) mask."""
     out = saved["S"][1:]
     if nonlinearity == "relu":
         grad = (out > 0).astype(out.dtype)
@@ -185,6 +195,8 @@ def rnn_backward(xp, saved, W_hh, nonlinearity, dy, dh, steps):
         _add_dy(xp, dh, dy, steps, k)
         grad[k] *= dh
         xp.matmul(grad[k], W_t, out=spare)
+        if mask is not None:
+            spare *= mask
         _pass_through(xp, steps, k, spare, dh)
         dh, spare = spare, dh
     return grad[None], grad[None], dh
@@ -206,10 +218,10 @@ def lstm_forward(xp, xs, call, steps):
     S = _states(xp, xs, hidden, call.h0)
     C = _states(xp, xs, hidden, call.c0)
     tanh_c = xp.empty_like(S[1:])
-    recur, product = xp.empty_like(gates[:, 0]), xp.empty_like(S[0])
+    recur, product, fed = xp.empty_like(gates[:, 0]), xp.empty_like(S[0]), xp.empty_like(S[0])
     for k in range(xs.shape[0]):
         g = gates[:, k]
-        g += xp.matmul(S[k], W_hh, out=recur)
+        g += xp.matmul(_feed(xp, S[k], call.recurrent_mask, fed), W_hh, out=recur)
         xp.tanh(g, out=g)
         sigmoid = g[:3]  # sigmoid(a) = 0.5 tanh(a / 2) + 0.5
         sigmoid *= 0.5
@@ -223,11 +235,12 @@ def lstm_forward(xp, xs, call, steps):
     return {"gates": gates, "S": S, "C": C, "tanh_c": tanh_c}
 
 
-def lstm_backward(xp, saved, W_hh, dy, dh, dc, steps):
+def lstm_backward(xp, saved, W_hh, dy, dh, dc, steps, mask=None):
     """Returns (dA, dA, dh0, dc0) with dA (4, T, N, H) the gate pre-activation gradients.
 
     dc += dh o (1 - tanh(c)^2); dA_i = dc g i (1-i); dA_f = dc c_prev f (1-f);
-    dA_g = dc i (1-g^2); dA_o = dh tanh(c) o (1-o); dc_prev = dc f; dh_prev = dA W_hh^T.
+    dA_g = dc i (1-g^2); dA_o = dh tanh(c) o (1-o); dc_prev = dc f;
+    dh_prev = (dA W_hh^T) mask.
     """
     gates, C, tanh_c = saved["gates"], saved["C"], saved["tanh_c"]
     o, i, f, cand = gates
@@ -255,6 +268,8 @@ def lstm_backward(xp, saved, W_hh, dy, dh, dc, steps):
         g[0] *= dh
         dc *= forget[k]
         _recurrent_grad(xp, g, W_t, spare, gate_out)
+        if mask is not None:
+            spare *= mask
         _pass_through(xp, steps, k, spare, dh)
         dh, spare = spare, dh
     return coef, coef, dh, dc
@@ -279,10 +294,10 @@ def gru_forward(xp, xs, call, steps):
     W_hh = _sigmoid_scaled(xp, call.W_hh, order, 2)
     S = _states(xp, xs, hidden, call.h0)
     hw_n = xp.empty_like(S[1:])
-    recur, product = xp.empty_like(gates[:, 0]), xp.empty_like(S[0])
+    recur, product, fed = xp.empty_like(gates[:, 0]), xp.empty_like(S[0]), xp.empty_like(S[0])
     for k in range(xs.shape[0]):
         g = gates[:, k]
-        hw = xp.matmul(S[k], W_hh, out=recur)
+        hw = xp.matmul(_feed(xp, S[k], call.recurrent_mask, fed), W_hh, out=recur)
         rz = g[:2]
         rz += hw[:2]
         xp.tanh(rz, out=rz)
@@ -303,12 +318,12 @@ def gru_forward(xp, xs, call, steps):
     return {"gates": gates, "hw_n": hw_n, "S": S}
 
 
-def gru_backward(xp, saved, W_hh, dy, dh, steps):
+def gru_backward(xp, saved, W_hh, dy, dh, steps, mask=None):
     """Returns (dA_x, dA_h, dh0): gradients (3, T, N, H) of x W_ih + b_ih and of
     h W_hh + b_hh.
 
     dA_n = dh (1 - z)(1 - n^2); dA_h = [dA_n (h W_hn + b_hn) r (1-r), dh (h - n) z (1-z),
-    dA_n r]; dA_x = [dA_h_r, dA_h_z, dA_n]; dh_prev = dh z + dA_h W_hh^T.
+    dA_n r]; dA_x = [dA_h_r, dA_h_z, dA_n]; dh_prev = dh z + (dA_h W_hh^T) mask.
     """
     gates, S, hw_n = saved["gates"], saved["S"], saved["hw_n"]
     r, z, n = gates
@@ -338,6 +353,8 @@ def gru_backward(xp, saved, W_hh, dy, dh, steps):
         g *= dh
         to_n[k] *= dh
         _recurrent_grad(xp, g, W_t, spare, gate_out)
+        if mask is not None:
+            spare *= mask
         spare += xp.multiply(dh, carry[k], out=product)
         dh, spare = spare, dh
     d_input[:2] = coef[:2]

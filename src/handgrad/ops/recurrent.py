@@ -16,6 +16,12 @@ PyTorch's: ``W_ih`` (F, G*H) = ``weight_ih_l0.T``, ``W_hh`` (H, G*H) =
 ``weight_hh_l0.T``; the biases (G*H,) are the same. ``reverse=True`` reads the
 sequence from t = T-1 down to 0 (the backward direction of a bidirectional layer).
 
+Variational (Keras's) dropout: ``input_mask`` (N, F) and ``recurrent_mask`` (N, H),
+fixed masks (0 or 1/(1-p), drawn by the caller, one per sequence, the same at every step
+and for every gate), read x_t m_x in place of x_t and (h_{t-1} m_h) W_hh in place of
+h_{t-1} W_hh; the backward gives dx_t = (dA_t W_ih^T) m_x, dW_ih = sum (x_t m_x)^T dA_t,
+dW_hh = sum (h_{t-1} m_h)^T dA_t and dh_{t-1} = (dA_t W_hh^T) m_h (+ the direct path).
+
 ``lengths`` (N,) ints in [1, T] describe a padded batch: positions t >= lengths[n]
 give y = 0 and leave the state unchanged, so the final state is the state at t =
 lengths[n] - 1 (t = 0 for ``reverse``), exactly PyTorch's ``pack_padded_sequence``; a
@@ -62,6 +68,8 @@ class RecurrentCache(Cache):
     has_c0: bool
     steps: cells.Steps
     saved: dict
+    input_mask: object = None
+    recurrent_mask: object = None
 
 
 def _to_steps(xp, a, reverse):
@@ -92,7 +100,8 @@ CELL_FORWARD = {"rnn": cells.rnn_forward, "lstm": cells.lstm_forward, "gru": cel
 
 def _forward(call):
     xp = array_module(call.x, call.W_ih)
-    xs = _to_steps(xp, call.x, call.reverse)
+    x = call.x if call.input_mask is None else call.x * call.input_mask[:, None]
+    xs = _to_steps(xp, x, call.reverse)
     steps = _steps(xp, call.lengths, xs.shape[0], call.reverse)
     saved = CELL_FORWARD[call.cell](xp, xs, call, steps)
     out = saved["S"][1:]
@@ -102,7 +111,8 @@ def _forward(call):
     finals = [saved["S"][-1].copy()] + ([saved["C"][-1].copy()] if call.cell == "lstm" else [])
     cache = RecurrentCache(call.cell, call.nonlinearity, call.reverse, xs, call.W_ih, call.W_hh,
                            call.b_ih is not None, call.b_hh is not None, call.h0 is not None,
-                           call.c0 is not None, steps, saved)
+                           call.c0 is not None, steps, saved, call.input_mask,
+                           call.recurrent_mask)
     return y, finals, cache
 
 
@@ -112,7 +122,7 @@ def _backward(op, cell, dy, cache, dh_n, dc_n=None):
     xs, S = cache.xs, cache.saved["S"]
     n_steps, batch, features = xs.shape
     hidden, dtype = S.shape[-1], xs.dtype
-    xp = array_module(xs)
+    xp, mask = array_module(xs), cache.recurrent_mask
     if dy is not None:
         dy = upstream_grad(op, dy, (batch, n_steps, hidden), dtype)
     dh_n = state_grad(op, "dh_n", dh_n, (batch, hidden), dtype)
@@ -120,19 +130,20 @@ def _backward(op, cell, dy, cache, dh_n, dc_n=None):
     if cell == "lstm":
         dc_n = state_grad(op, "dc_n", dc_n, (batch, hidden), dtype)
         d_in, d_rec, dh0, dc0 = cells.lstm_backward(xp, cache.saved, cache.W_hh, dy, dh_n, dc_n,
-                                                    cache.steps)
+                                                    cache.steps, mask)
     elif cell == "gru":
         d_in, d_rec, dh0 = cells.gru_backward(xp, cache.saved, cache.W_hh, dy, dh_n,
-                                              cache.steps)
+                                              cache.steps, mask)
     else:
         d_in, d_rec, dh0 = cells.rnn_backward(xp, cache.saved, cache.W_hh, cache.nonlinearity,
-                                              dy, dh_n, cache.steps)
+                                              dy, dh_n, cache.steps, mask)
     # d_in, d_rec: (G, T, N, H), gate-major in the cell's internal gate order
     order, shared = cells.ORDERS[cell], d_rec is d_in
     rows_in = d_in.reshape(len(order), -1, hidden)
     rows_rec = rows_in if shared else d_rec.reshape(len(order), -1, hidden)
     dW_ih = cells.gate_minor(xp, xp.matmul(xs.reshape(-1, features).T, rows_in), order)
-    dW_hh = cells.gate_minor(xp, xp.matmul(S[:-1].reshape(-1, hidden).T, rows_rec), order)
+    fed = S[:-1] if mask is None else S[:-1] * mask
+    dW_hh = cells.gate_minor(xp, xp.matmul(fed.reshape(-1, hidden).T, rows_rec), order)
     W_in = cells.gate_major(xp, cache.W_ih, order)
     dx = xp.matmul(rows_in[0], W_in[0].T)
     if len(order) > 1:
@@ -140,6 +151,8 @@ def _backward(op, cell, dy, cache, dh_n, dc_n=None):
         for j in range(1, len(order)):
             dx += xp.matmul(rows_in[j], W_in[j].T, out=term)
     dx = _from_steps(xp, dx.reshape(n_steps, batch, features), cache.reverse)
+    if cache.input_mask is not None:
+        dx *= cache.input_mask[:, None]
     db_ih = db_hh = None
     if cache.has_b_ih:
         db_ih = cells.gate_minor(xp, rows_in.sum(axis=1)[:, None], order)[0]
@@ -151,14 +164,16 @@ def _backward(op, cell, dy, cache, dh_n, dc_n=None):
 
 
 def rnn(x, W_ih, W_hh, b_ih=None, b_hh=None, h0=None, *, nonlinearity="tanh", lengths=None,
-        reverse=False):
+        reverse=False, input_mask=None, recurrent_mask=None):
     """Elman RNN: h_t = act(x_t W_ih + b_ih + h_{t-1} W_hh + b_hh), act tanh or relu.
 
     x (N, T, F), W_ih (F, H), W_hh (H, H), b_ih/b_hh (H,) or None, h0 (N, H) or None
-    (zeros), lengths (N,) ints or None -> ``(y (N, T, H), h_n (N, H), cache)``.
+    (zeros), lengths (N,) ints or None, input_mask (N, F)/recurrent_mask (N, H) or None
+    (variational dropout, see the module docstring)
+    -> ``(y (N, T, H), h_n (N, H), cache)``.
     """
     call = prepare_recurrent("rnn", "rnn", x, W_ih, W_hh, b_ih, b_hh, h0, None, lengths,
-                             reverse, nonlinearity)
+                             reverse, nonlinearity, input_mask, recurrent_mask)
     y, (h_n,), cache = _forward(call)
     return y, h_n, cache
 
@@ -174,14 +189,14 @@ def rnn_backward(dy, cache, dh_n=None):
 
 
 def lstm(x, W_ih, W_hh, b_ih=None, b_hh=None, h0=None, c0=None, *, lengths=None,
-         reverse=False):
+         reverse=False, input_mask=None, recurrent_mask=None):
     """LSTM (gate order i, f, g, o): c_t = f c_{t-1} + i g, h_t = o tanh(c_t).
 
     x (N, T, F), W_ih (F, 4H), W_hh (H, 4H), b_ih/b_hh (4H,) or None, h0/c0 (N, H) or None
-    -> ``(y (N, T, H), h_n (N, H), c_n (N, H), cache)``.
+    (masks as :func:`rnn`) -> ``(y (N, T, H), h_n (N, H), c_n (N, H), cache)``.
     """
     call = prepare_recurrent("lstm", "lstm", x, W_ih, W_hh, b_ih, b_hh, h0, c0, lengths,
-                             reverse)
+                             reverse, "tanh", input_mask, recurrent_mask)
     y, (h_n, c_n), cache = _forward(call)
     return y, h_n, c_n, cache
 
@@ -196,15 +211,16 @@ def lstm_backward(dy, cache, dh_n=None, dc_n=None):
     return _backward("lstm_backward", "lstm", dy, cache, dh_n, dc_n)
 
 
-def gru(x, W_ih, W_hh, b_ih=None, b_hh=None, h0=None, *, lengths=None, reverse=False):
+def gru(x, W_ih, W_hh, b_ih=None, b_hh=None, h0=None, *, lengths=None, reverse=False,
+        input_mask=None, recurrent_mask=None):
     """GRU (gate order r, z, n): n = tanh(x W_in + b_in + r (h W_hn + b_hn)),
     h_t = (1 - z) n + z h_{t-1}.
 
     x (N, T, F), W_ih (F, 3H), W_hh (H, 3H), b_ih/b_hh (3H,) or None, h0 (N, H) or None
-    -> ``(y (N, T, H), h_n (N, H), cache)``.
+    (masks as :func:`rnn`) -> ``(y (N, T, H), h_n (N, H), cache)``.
     """
     call = prepare_recurrent("gru", "gru", x, W_ih, W_hh, b_ih, b_hh, h0, None, lengths,
-                             reverse)
+                             reverse, "tanh", input_mask, recurrent_mask)
     y, (h_n,), cache = _forward(call)
     return y, h_n, cache
 

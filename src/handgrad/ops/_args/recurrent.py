@@ -35,6 +35,8 @@ class RecurrentCall:
     lengths: object  # (N,) int64 in [1, T], or None
     reverse: bool
     nonlinearity: str  # "tanh" or "relu" (RNN only)
+    input_mask: object = None  # (N, F) or None: x_t * input_mask for every t
+    recurrent_mask: object = None  # (N, H) or None: (h_{t-1} * recurrent_mask) W_hh
 
     @property
     def hidden(self) -> int:
@@ -73,8 +75,19 @@ def _state(op, name, state, n, hidden):
     return state
 
 
+def _dropout_mask(op, name, mask, shape, layout):
+    """An optional variational dropout mask (one row per sequence) of ``shape``."""
+    if mask is None:
+        return None
+    mask = float_array(op, name, mask, 2, layout)
+    if tuple(mask.shape) != shape:
+        raise ValueError(f"{op}: '{name}' must have shape {layout} = {shape}; received shape "
+                         f"{tuple(mask.shape)}")
+    return mask
+
+
 def prepare_recurrent(op, cell, x, W_ih, W_hh, b_ih, b_hh, h0, c0, lengths, reverse,
-                      nonlinearity="tanh"):
+                      nonlinearity="tanh", input_mask=None, recurrent_mask=None):
     """Check every argument of a recurrent op; return a :class:`RecurrentCall`."""
     gates = GATES[cell]
     blocks = "H" if gates == 1 else f"{gates}*H"
@@ -104,7 +117,10 @@ def prepare_recurrent(op, cell, x, W_ih, W_hh, b_ih, b_hh, h0, c0, lengths, reve
         biases[name] = b
     h0 = _state(op, "h0", h0, n, hidden)
     c0 = _state(op, "c0", c0, n, hidden) if cell == "lstm" else None
-    same_dtype(op, x=x, W_ih=W_ih, W_hh=W_hh, **biases, h0=h0, c0=c0)
+    input_mask = _dropout_mask(op, "input_mask", input_mask, (n, features), "(N, F)")
+    recurrent_mask = _dropout_mask(op, "recurrent_mask", recurrent_mask, (n, hidden), "(N, H)")
+    same_dtype(op, x=x, W_ih=W_ih, W_hh=W_hh, **biases, h0=h0, c0=c0, input_mask=input_mask,
+               recurrent_mask=recurrent_mask)
     if steps < 1 or features < 1:  # as PyTorch; only the batch may be empty
         raise ValueError(f"{op}: 'x' must have at least one time step and one feature "
                          f"(N, T, F) with T >= 1 and F >= 1; received shape {tuple(x.shape)}")
@@ -114,7 +130,7 @@ def prepare_recurrent(op, cell, x, W_ih, W_hh, b_ih, b_hh, h0, c0, lengths, reve
         raise ValueError(f"{op}: 'nonlinearity' must be 'tanh' or 'relu'; received "
                          f"{nonlinearity!r}")
     return RecurrentCall(cell, x, W_ih, W_hh, biases["b_ih"], biases["b_hh"], h0, c0, lengths,
-                         reverse, nonlinearity)
+                         reverse, nonlinearity, input_mask, recurrent_mask)
 
 
 def state_grad(op, name, grad, shape, dtype):
