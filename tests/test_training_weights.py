@@ -258,3 +258,26 @@ def test_bad_generator_weights_are_refused_by_name():
     with pytest.raises(ValueError, match=r"fit: batch 0 of 'x': a sample_weight weighs the "
                                          r"built-in train_step's loss"):
         own.fit(_batches(x, y, w, 8), verbose=0)
+
+
+def test_evaluate_takes_class_weight_as_fit_does():
+    # Keras's evaluate has only sample_weight; handgrad also takes fit's class_weight,
+    # turned into the same per-example weights (the weight of each example's class, 1.0
+    # for a class not in the dict), multiplied by sample_weight
+    x, y, w = _data()
+    net = _net()
+    table = {0: 0.5, 1: 3.0}
+    per_example, _ = losses.softmax_cross_entropy(net.predict(x), y, reduction="none")
+    by_class = np.array([0.5, 3.0, 1.0])[y]
+    got = net.evaluate(x, y, batch_size=7, class_weight=table, return_dict=True)
+    assert_close(got["loss"], (by_class * per_example).sum() / len(x), terms=len(x),
+                 what="class-weighted loss")
+    both = net.evaluate(x, y, batch_size=7, class_weight=table, sample_weight=w,
+                        return_dict=True)
+    assert_close(both["loss"], (w * by_class * per_example).sum() / len(x), terms=len(x),
+                 what="class- and sample-weighted loss")
+    stream = net.evaluate(_batches(x, y, w, 5, weighted=False), class_weight=table,
+                          return_dict=True)
+    assert_close(stream["loss"], got["loss"], terms=len(x), what="generator")
+    with pytest.raises(TypeError, match="'class_weight' must be a dict"):
+        net.evaluate(x, y, class_weight=[0.5, 3.0])

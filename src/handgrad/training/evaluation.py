@@ -24,7 +24,7 @@ from .data import count, model_data, weighted_batches
 from .epochs import reset_metrics, streamed
 from .progress import ProgressBar
 from .streams import Stream, check_steps, is_stream
-from .weights import check_sample_weight, example_weights
+from .weights import example_weights
 
 
 def as_list(value, single):
@@ -152,7 +152,7 @@ class EvaluationMixin:
                              f"{'a generator' if isinstance(x, Stream) else f'steps={steps}'}")
 
     def evaluate(self, x, y=None, batch_size=256, *, verbose=0, steps=None, callbacks=(),
-                 return_dict=False, distributed=False, sample_weight=None):
+                 return_dict=False, distributed=False, sample_weight=None, class_weight=None):
         """Mean loss and metrics over the data set in inference mode, as Keras gives
         them: the loss (a float) when there are no metrics, else a list in the order of
         the logs (``loss, accuracy = model.evaluate(x, y)``); ``return_dict=True`` gives
@@ -163,7 +163,9 @@ class EvaluationMixin:
         the results are reduced (every process gets the means over the whole data set; a
         streaming metric, the figure of every process's counts summed). ``sample_weight``
         (N,) weighs each example's loss as Keras (:mod:`handgrad.training.weights`:
-        sum w_i l_i / N)."""
+        sum w_i l_i / N); ``class_weight`` ``{class: weight}`` weighs each example by its
+        class, as in ``fit`` (Keras's ``evaluate`` has only ``sample_weight``; handgrad
+        takes both, multiplied, so the evaluation weighs as the training did)."""
         if not self._custom("test_step"):
             self._require_compiled("evaluate")
         distributed = flag("evaluate", "distributed", distributed)
@@ -171,7 +173,7 @@ class EvaluationMixin:
         bar = self._bar("evaluate", verbose)
         steps = check_steps("evaluate", "steps", steps)
         if is_stream(x) or isinstance(x, Stream):
-            x = self._stream("evaluate", "x", x, y, steps, "steps", "test_step")
+            x = self._stream("evaluate", "x", x, y, steps, "steps", "test_step", class_weight)
         else:
             x, y = self._data("evaluate", x, y, "test_step", allow_empty=distributed)
             if not self._custom("test_step"):
@@ -181,11 +183,11 @@ class EvaluationMixin:
             raise ValueError(f"evaluate: 'sample_weight' is for array data; received a "
                              f"generator 'x' and sample_weight={describe(sample_weight)} "
                              f"(a generator yields its weights: (x, y, sample_weight))")
-        weights = None if isinstance(x, Stream) else check_sample_weight(
-            "evaluate", sample_weight, count(x))
+        weights = None if isinstance(x, Stream) else example_weights(
+            "evaluate", self, y, sample_weight, class_weight, count(x))
         if weights is not None and self._custom("test_step"):
-            raise ValueError("evaluate: 'sample_weight' weighs the built-in test_step's loss; "
-                             "a custom test_step weighs its examples itself")
+            raise ValueError("evaluate: 'sample_weight' and 'class_weight' weigh the built-in "
+                             "test_step's loss; a custom test_step weighs its examples itself")
         callbacks = hooks.prepare("evaluate", callbacks, self)
         if distributed:
             self._arrays_only("evaluate", x, steps)
