@@ -258,6 +258,28 @@ def test_compile_measures_with_a_copy_of_the_metric_object():
     assert metric.result() == 0.0  # compile measures with its own copy
 
 
+def test_metric_objects_are_saved_by_class_and_config(tmp_path):
+    # Keras saves a compiled model's metric objects by their config; handgrad likewise
+    # names each handgrad.metrics class and its options (no registration needed)
+    from handgrad import io as hio
+
+    x, y = classification_data()
+    model = Sequential([L.Dense(1, dtype="float64")], input_shape=(4,), seed=0)
+    model.compile("sgd", "binary_cross_entropy_with_logits",
+                  metrics=[M.Precision(thresholds=0.3), M.AUC(curve="PR"),
+                           M.BinaryAccuracy(threshold=0.7, name="acc70")])
+    path = tmp_path / "model.hg"
+    hio.save(model, path)
+    loaded = hio.load(path)
+    got = loaded.evaluate(x, y, batch_size=16, return_dict=True)
+    assert got == model.evaluate(x, y, batch_size=16, return_dict=True)
+    assert list(got) == ["loss", "precision", "auc", "acc70"]
+    p = sigmoid(model.predict(x))
+    assert_close(got["precision"], sklearn_metrics.precision_score(y.ravel(), p.ravel() > 0.3),
+                 terms=len(y), what="precision at 0.3 after loading")
+    assert_close(got["auc"], reference_pr(y, p), terms=200, what="PR AUC after loading")
+
+
 # ---------------------------------------------------------------------- bad arguments
 
 

@@ -13,5 +13,21 @@ from .training.streaming import (
     TopKCategoricalAccuracy,
 )
 
-__all__ = ["AUC", "BinaryAccuracy", "MeanIoU", "MeanMetricWrapper", "Metric", "Precision",
-           "Recall", "SparseTopKCategoricalAccuracy", "TopKCategoricalAccuracy"]
+#: The metric classes a saved model names by class and config (``handgrad.io``); a
+#: MeanMetricWrapper (it holds a callable) or a user's subclass is a custom object.
+METRIC_CLASSES = {cls.__name__: cls for cls in (
+    AUC, BinaryAccuracy, MeanIoU, Precision, Recall, SparseTopKCategoricalAccuracy,
+    TopKCategoricalAccuracy)}
+
+__all__ = [
+    "AUC",
+    "METRIC_CLASSES",
+    "BinaryAccuracy",
+    "MeanIoU",
+    "MeanMetricWrapper",
+    "Metric",
+    "Precision",
+    "Recall",
+    "SparseTopKCategoricalAccuracy",
+    "TopKCategoricalAccuracy",
+]

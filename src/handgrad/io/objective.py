@@ -4,7 +4,9 @@
 A model with one output stores its loss as a built-in name, a Keras loss object as
 ``{"class": "CategoricalCrossentropy", "config": {"from_logits": true, ...}}``, or
 ``{"custom": <name>}``,
-its metrics as a list and its loss weight as a number (the field is left out at 1).
+its metrics as a list (names, a metric object of :mod:`handgrad.metrics` as
+``{"class": "Precision", "config": {"thresholds": 0.3, ...}}``, or custom references)
+and its loss weight as a number (the field is left out at 1).
 A model with several outputs (a graph ``Model``) stores each of them as an object keyed
 by the output names (``model.output_names``): ``{"logits": "cross_entropy", "score":
 "mse"}``; its metrics may also be one list for every output that has a loss. Reading
@@ -18,6 +20,7 @@ import math
 
 from .. import _custom, losses, optimizers
 from .._checks import describe
+from ..metrics import METRIC_CLASSES
 from .config_checks import CONFIG_ERRORS, fail
 
 #: The fields this module reads and writes, after ``optimizer``.
@@ -46,9 +49,16 @@ def _loss_entry(spec, what):
     return builtin if builtin is not None else _custom.reference(spec, what)
 
 
-def _metric_entries(metrics, what):
-    return [m if isinstance(m, str) else _custom.reference(m, f"metric {m!r}{what}")
-            for m in metrics]
+def _metric_entry(metric, what):
+    if isinstance(metric, str):
+        return metric
+    if METRIC_CLASSES.get(type(metric).__name__) is type(metric):
+        return {"class": type(metric).__name__, "config": metric.get_config()}
+    return _custom.reference(metric, f"metric {metric!r}{what}")
+
+
+def _metric_entries(values, what):
+    return [_metric_entry(m, what) for m in values]
 
 
 def compiled_fields(model) -> dict:
@@ -91,19 +101,27 @@ def optimizer(where, config):
         raise fail(where, "optimizer", f"is not a valid optimizer config: {error}") from None
 
 
+def _is_class_entry(value):
+    return isinstance(value, dict) and set(value) == {"class", "config"}
+
+
+def _from_class_entry(where, field, value, classes, kind):
+    """The object of an entry ``{"class": <one of classes>, "config": {...}}``."""
+    cls = classes.get(value["class"])
+    if cls is None or not isinstance(value["config"], dict):
+        raise fail(where, field, f"must name a {kind} class of {sorted(classes)} with a "
+                                 f"config object; received {value!r}")
+    try:
+        return cls(**value["config"])
+    except (TypeError, ValueError) as error:
+        raise fail(where, field, f"is not a valid {value['class']} config: {error}") from None
+
+
 def _one_loss(where, field, value, custom_objects):
     if _custom.is_reference(value):
         return _custom.resolve(value, custom_objects, where, field)
-    if isinstance(value, dict) and set(value) == {"class", "config"}:
-        cls = losses.LOSS_CLASSES.get(value["class"])
-        if cls is None or not isinstance(value["config"], dict):
-            raise fail(where, field, f"must name a loss class of {sorted(losses.LOSS_CLASSES)} "
-                                     f"with a config object; received {value!r}")
-        try:
-            return cls(**value["config"])
-        except (TypeError, ValueError) as error:
-            raise fail(where, field, f"is not a valid {value['class']} config: {error}") \
-                from None
+    if _is_class_entry(value):
+        return _from_class_entry(where, field, value, losses.LOSS_CLASSES, "loss")
     if not isinstance(value, str):
         raise fail(where, field, f"must be null, a loss name, {{'class': <loss class>, "
                                  f"'config': {{...}}}} or {{'custom': <name>}}; "
@@ -123,8 +141,12 @@ def _metric_list(where, field, values, custom_objects):
     for i, value in enumerate(values):
         if _custom.is_reference(value):
             value = _custom.resolve(value, custom_objects, where, f"{field}[{i}]")
+        elif _is_class_entry(value):
+            value = _from_class_entry(where, f"{field}[{i}]", value, METRIC_CLASSES,
+                                      "metric")
         elif not isinstance(value, str):
-            raise fail(where, f"{field}[{i}]", f"must be a metric name or {{'custom': "
+            raise fail(where, f"{field}[{i}]", f"must be a metric name, {{'class': <metric "
+                                               f"class>, 'config': {{...}}}} or {{'custom': "
                                                f"<name>}}; received {describe(value)}")
         out.append(value)
     return out
