@@ -149,6 +149,33 @@ def test_layer_gradients_match_finite_differences_given_its_masks():
     assert_gradient_close(dx, numeric, error, what="dx")
 
 
+class _Rows:
+    """A communicator that only tells which rows of the global batch a process holds."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def allreduce(self, array):  # not called: the masks need the rows alone
+        raise AssertionError("recurrent dropout needs no allreduce")
+
+
+def test_data_parallel_shares_get_the_rows_of_the_global_batch_masks():
+    x = np.random.default_rng(4).standard_normal((9, T, F))
+
+    def make():
+        return L.LSTM(H, 2, input_dropout=0.5, recurrent_dropout=0.5, dtype="float64", seed=6)
+
+    whole = make().forward(x)
+    parts = []
+    for start, stop in ((0, 4), (4, 7), (7, 9)):
+        layer = make()
+        layer.register_communicator(_Rows((start, 9)))
+        parts.append(layer.forward(x[start:stop]))
+    assert_close(np.concatenate(parts), whole, scale=1.0)
+    alone = make().forward(x[4:7])
+    assert not np.allclose(alone, whole[4:7])  # without the rows, other masks
+
+
 def test_options_survive_save_and_load_and_bidirectional(tmp_path):
     model = Sequential([L.Bidirectional(L.LSTM(H, input_dropout=0.25, recurrent_dropout=0.5)),
                         L.GRU(H, recurrent_dropout=0.1)], seed=0)
