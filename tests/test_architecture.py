@@ -40,7 +40,7 @@ MAX_LINES = 400
 #: ``optimizers`` and ``io``: they are helpers of the bottom floor, like ``_checks``, and so
 #: is ``_named`` (the dict of named arrays that layers give and optimizers read).
 FLOORS = [
-    {"__init__", "__main__", "cli", "metrics"},  # the front door: public names, the command line
+    {"__init__", "__main__", "cli"},  # the front door: public names, the command line
     {"testing"},  # gradcheck and the layer cases
     {"zoo"},  # named networks
     {"model"},  # Sequential and the graph model
@@ -49,7 +49,8 @@ FLOORS = [
     {"distributed"},  # data-parallel training
     {"io"},  # safetensors, checkpoints, torch layouts, ONNX export
     {"layers"},  # stateful layers
-    {"losses", "optimizers", "_optim_args", "schedulers", "initializers", "regularizers"},
+    {"losses", "metrics", "optimizers", "_optim_args", "schedulers", "initializers",
+     "regularizers"},
     {"ops"},  # stateless kernels and their loop twins
     {"data"},  # datasets and batching
     {"_checks", "_hyper", "_custom", "_optim_state", "_named"},  # helpers for every floor

@@ -25,10 +25,10 @@ from handgrad.inspect import (
     parameter_bytes,
     receptive_fields,
 )
+from handgrad.metrics import confusion_counts
 from handgrad.model import Sequential
 from handgrad.testing import assert_close
 from handgrad.training.callbacks import GradientNormLogger, layer_gradient_norms
-from handgrad.training.metrics import confusion_counts
 
 from custom_layers import Doubled
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from ..inspect.probes import save_pictures
 from ..io.checkpoint import load_checkpoint
+from ..metrics import confusion_counts
 from ..testing.layer_cases import LAYER_CASES, describe_layer
 from ..testing.numeric import gradcheck
-from ..training.metrics import confusion_counts
 from .args import RUN_ERRORS, UsageError, load_dataset, parser, reason
 from .train import cmd_train
 

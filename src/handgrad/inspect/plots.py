@@ -14,7 +14,7 @@ import numpy as np
 from .._checks import describe, is_int
 from ..layers import Layer
 from ..layers.symbolic import GraphNetwork
-from ..training.metrics import confusion_counts
+from ..metrics import confusion_counts
 from .summary import chain_children, conv_layers
 
 

@@ -1,5 +1,6 @@
 """Training: the fit loop (:mod:`.loop`), callbacks, metrics and the progress bar."""
 
+from ..metrics import confusion_counts
 from .backup import BackupAndRestore
 from .callbacks import (
     Callback,
@@ -13,7 +14,6 @@ from .callbacks import (
 from .keras_callbacks import CSVLogger, LambdaCallback
 from .king import KingScheduler
 from .loop import NonFiniteLossError, TrainingMixin
-from .metrics import confusion_counts
 from .plateau import ReduceLROnPlateau
 from .progress import ProgbarLogger
 from .sparse_evolution import SparseEvolutionCallback

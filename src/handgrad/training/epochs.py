@@ -3,8 +3,8 @@
 ``fit`` describes a call in a :class:`Run`; :func:`run_epoch` walks the epoch's batches
 through ``run.step`` (the model's ``train_step``, or the data-parallel step of
 :mod:`.parallel`, which takes this process's share of each batch) and averages the
-logs weighted by batch size; a streaming metric (:mod:`.streaming`) logs the figure of
-its counts, reset when the epoch begins.
+logs weighted by batch size; a streaming metric (:mod:`handgrad.metrics.streaming`) logs
+the figure of its counts, reset when the epoch begins.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def run_epoch(model, run, epoch):
 
 
 def reset_metrics(model) -> tuple:
-    """Zero the compiled streaming metrics' counts (:mod:`.streaming`); their log keys."""
+    """Zero the compiled streaming metrics' counts (:mod:`handgrad.metrics.streaming`);
+    their log keys."""
     objective = getattr(model, "_objective", None)
     if objective is None:
         return ()

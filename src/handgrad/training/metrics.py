@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from .. import losses
-from .._checks import array_module, describe, is_int
+from .._checks import array_module, describe
 
 
 def _shape(value):
@@ -122,7 +120,7 @@ def get(op, metrics, loss=None, *, loss_name=None, objects=None):
     ``"accuracy"``/``"acc"`` are chosen from ``loss`` (:func:`accuracy_for`) and refused
     where it leaves them ambiguous (``loss_name`` names the loss in that message).
     ``objects(entry) -> (name, metric) or None`` resolves the entries that are not names
-    of :data:`METRICS` (streaming metrics, callables; see :mod:`.streaming`)."""
+    of :data:`METRICS` (streaming metrics, callables; see :mod:`handgrad.metrics.streaming`)."""
     if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
         raise TypeError(f"{op}: 'metrics' must be a list of metric names, e.g. "
                         f"['accuracy']; received {describe(metrics)}")
@@ -153,28 +151,3 @@ def get(op, metrics, loss=None, *, loss_name=None, objects=None):
                     f"== target > 0.5, per output), 'categorical_accuracy' (arg-max), or "
                     f"'mae'/'mse' for a regression")
     return resolved
-
-
-def confusion_counts(y_true, y_pred, num_classes) -> np.ndarray:
-    """(num_classes, num_classes) int64 counts, rows = true class, columns = predicted.
-
-    ``y_pred`` holds labels (N,) or scores (N, num_classes), whose arg-max is taken."""
-    op = "confusion_counts"
-    if not is_int(num_classes) or num_classes < 1:
-        raise ValueError(f"{op}: 'num_classes' must be an int >= 1; received "
-                         f"{describe(num_classes)}")
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    if y_pred.ndim == 2:
-        y_pred = np.argmax(y_pred, axis=-1)
-    for name, labels in (("y_true", y_true), ("y_pred", y_pred)):
-        if labels.ndim != 1 or labels.dtype.kind not in "iu":
-            raise TypeError(f"{op}: '{name}' must be a 1-D array of integer labels; received "
-                            f"{describe(labels)}")
-        if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-            raise ValueError(f"{op}: '{name}' labels must lie in [0, {num_classes}); "
-                             f"received values in [{labels.min()}, {labels.max()}]")
-    if len(y_true) != len(y_pred):
-        raise ValueError(f"{op}: 'y_true' and 'y_pred' must have the same length; received "
-                         f"{len(y_true)} and {len(y_pred)}")
-    flat = y_true.astype(np.int64) * num_classes + y_pred
-    return np.bincount(flat, minlength=num_classes ** 2).reshape(num_classes, num_classes)

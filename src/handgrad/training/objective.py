@@ -23,10 +23,8 @@ from .. import losses, ops
 from .._checks import describe
 from .._hyper import number
 from ..layers.activations import Activation
-from . import metrics as _metrics
-from .auc import AUC
-from .checks import edge_layer
-from .streaming import (
+from ..metrics.auc import AUC
+from ..metrics.streaming import (
     MeanMetricWrapper,
     Metric,
     Precision,
@@ -34,6 +32,8 @@ from .streaming import (
     SparseTopKCategoricalAccuracy,
     TopKCategoricalAccuracy,
 )
+from . import metrics as _metrics
+from .checks import edge_layer
 from .weights import weighted_loss
 
 #: Keras's names of the streaming metrics (``compile(metrics=["auc"])``).

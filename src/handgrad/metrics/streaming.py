@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import describe, is_int
-from .metrics import confusion_counts
+from .confusion import confusion_counts
 
 
 def _float_array(op, arg, value):

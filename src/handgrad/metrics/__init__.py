@@ -1,8 +1,11 @@
 """Keras's metric classes (``keras.metrics``), for ``compile(metrics=[...])``: streaming
-over batches (see :mod:`handgrad.training.streaming` and :mod:`handgrad.training.auc`)."""
+over batches (see :mod:`.streaming` and :mod:`.auc`), and
+``confusion_counts``. Pure functions of the data: the training loop and the model files
+use them from below."""
 
-from .training.auc import AUC
-from .training.streaming import (
+from .auc import AUC
+from .confusion import confusion_counts
+from .streaming import (
     BinaryAccuracy,
     MeanIoU,
     MeanMetricWrapper,
@@ -30,4 +33,5 @@ __all__ = [
     "Recall",
     "SparseTopKCategoricalAccuracy",
     "TopKCategoricalAccuracy",
+    "confusion_counts",
 ]
