@@ -14,11 +14,6 @@ Keras semantics the guide relies on, checked here:
   inference mode even after ``base_model.trainable = True``: fine-tuning then trains the
   base's weights (gamma and beta included) with a low learning rate (``Adam(1e-5)``,
   after ``compile`` again), and the moving statistics stay as they were.
-
-handgrad difference: a layer call on symbolic tensors takes no ``training=`` argument, so
-``base_model(inputs, training=False)`` is written ``InferenceMode(base_model)(inputs)``, a
-wrapper defined here whose forward runs the base with ``training=False`` while keeping
-the caches its backward needs (``forward``'s ``grad``, inherited from the enclosing one).
 """
 
 from __future__ import annotations
@@ -28,30 +23,8 @@ import pytest
 
 import handgrad as hg
 from handgrad import layers as L
-from handgrad.layers import Layer
 from handgrad.model import Sequential
 from handgrad.optimizers import Adam
-
-
-class InferenceMode(Layer):
-    """``inner`` called as Keras's ``inner(x, training=False)``: inference behaviour
-    (BatchNormalization's moving statistics, no dropout), gradients still flowing."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        super().__init__(name=f"{inner.name}_inference", trainable=inner.trainable)
-
-    def children(self):
-        yield "inner", self.inner
-
-    def _build(self, input_shape, rng):
-        self.inner.build(input_shape, rng, self.dtype)
-
-    def _forward(self, x, training):
-        return self.inner.forward(x, training=False), None
-
-    def _backward(self, dy, cache):
-        return self.inner.backward(dy), {}
 
 
 def make_base():
@@ -94,7 +67,7 @@ def test_frozen_base_then_fine_tuning(tasks):
 
     base_model.trainable = False
     inputs = hg.Input((8, 8, 1))
-    x = InferenceMode(base_model)(inputs)  # Keras: base_model(inputs, training=False)
+    x = base_model(inputs, training=False)
     outputs = L.Dense(5)(x)
     model = hg.Model(inputs, outputs, seed=2)
     assert len(model.named_parameters(trainable_only=True)) == 2  # the head's W and b

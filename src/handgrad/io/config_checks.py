@@ -107,9 +107,14 @@ def check_graph_config(where, field, config):
     nodes = _check_list(where, f"{field}.nodes", config["nodes"], "layer calls", empty=True)
     for j, node in enumerate(nodes):
         at = f"{field}.nodes[{j}]"
-        if not isinstance(node, dict) or set(node) != {"layer", "inputs"}:
+        if not isinstance(node, dict) or not {"layer", "inputs"} <= set(node) <= {
+                "layer", "inputs", "training"}:
             raise fail(where, at, f"must be a layer call {{'layer': <name>, 'inputs': "
-                                  f"[<tensor references>]}}; received {describe(node)}")
+                                  f"[<tensor references>]}} (and an optional 'training': "
+                                  f"<bool>); received {describe(node)}")
+        if not isinstance(node.get("training", False), bool):
+            raise fail(where, f"{at}.training", f"must be a bool (the call's fixed mode); "
+                                                f"received {describe(node['training'])}")
         if not isinstance(node["layer"], str) or node["layer"] not in names:
             raise fail(where, f"{at}.layer", f"must name one of the model's layers {names}; "
                                              f"received {describe(node['layer'])}")

@@ -260,11 +260,16 @@ class Layer(Declarations, Hooked):
                         f"implemented for {', '.join(double_backward_layers())}")
 
     # ---------------------------------------------------------------- graphs
-    def __call__(self, inputs):
+    def __call__(self, inputs, training=None):
         """Call on symbolic tensors (``handgrad.Input`` or earlier calls' outputs; a list
         for several inputs) to build a graph for ``handgrad.Model``; returns the output
-        tensor. To compute on arrays use :meth:`forward`."""
-        return symbolic.connect(self, inputs)
+        tensor. ``training`` (Keras's ``base_model(inputs, training=False)``): None runs
+        this call as the model runs (``fit`` trains, ``predict`` infers); a bool fixes
+        its behaviour (dropout, batch statistics) whatever the model's mode, while the
+        backward still goes through it (``training=False`` in ``fit``: the inference
+        forward keeps its cache, see :mod:`.caching`). To compute on arrays use
+        :meth:`forward`."""
+        return symbolic.connect(self, inputs, training)
 
     def graph_build(self, input_shapes, rng, dtype):
         """Build for a graph call on inputs of per-example ``input_shapes`` (a list)."""

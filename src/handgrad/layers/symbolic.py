@@ -80,10 +80,11 @@ class SymbolicTensor:
 
 
 class Node:
-    """One call of ``layer`` on ``inputs`` (SymbolicTensors) giving ``outputs``."""
+    """One call of ``layer`` on ``inputs`` (SymbolicTensors) giving ``outputs``;
+    ``training``: None (the running model's mode) or the bool the call was made with."""
 
-    def __init__(self, layer, inputs, output_shapes, dtype):
-        self.layer, self.inputs = layer, list(inputs)
+    def __init__(self, layer, inputs, output_shapes, dtype, training=None):
+        self.layer, self.inputs, self.training = layer, list(inputs), training
         self.outputs = [SymbolicTensor(shape, dtype, self, i)
                         for i, shape in enumerate(output_shapes)]
 
@@ -173,9 +174,13 @@ def _float_dtype(layer, tensors):
                 None)
 
 
-def connect(layer, inputs):
-    """Record ``layer`` called on the SymbolicTensors ``inputs``; returns its output
-    tensor (or the list of them when the layer has several outputs)."""
+def connect(layer, inputs, training=None):
+    """Record ``layer`` called on the SymbolicTensors ``inputs`` (in the mode ``training``:
+    None, the model's, or a bool); returns its output tensor (or the list of them when
+    the layer has several outputs)."""
+    if training is not None and not isinstance(training, bool):
+        raise TypeError(f"{layer.label}: 'training' must be None (the model's mode) or a "
+                        f"bool; received {describe(training)}")
     tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if not tensors or not all(isinstance(t, SymbolicTensor) for t in tensors):
         received = (f"[{', '.join(describe(t) for t in tensors)}]"
@@ -214,7 +219,7 @@ def connect(layer, inputs):
                              f"with None takes any size there): {error}") from None
         out_shapes = [tuple(a if a == b else None for a, b in zip(o, other.shape[1:]))
                       for o, other in zip(out_shapes, others)]
-    node = Node(layer, tensors, out_shapes, given)
+    node = Node(layer, tensors, out_shapes, given, training)
     for tensor, o in zip(node.outputs, outs):
         if o.dtype.kind in "iu":  # an integer output (a max pooling's indices)
             tensor.dtype = o.dtype

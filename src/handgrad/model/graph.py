@@ -243,9 +243,9 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
             with forward_scope(self, grad):
                 for node in self.nodes:
                     inputs = [values[t.uid] for t in node.inputs]
-                    out, out_masks = graph_call(node.layer, inputs,
-                                                [masks.get(t.uid) for t in node.inputs],
-                                                training)
+                    out, out_masks = graph_call(
+                        node.layer, inputs, [masks.get(t.uid) for t in node.inputs],
+                        training if node.training is None else node.training)
                     outs = out if isinstance(out, (list, tuple)) else [out]
                     for tensor, value, mask in zip(node.outputs, outs, out_masks):
                         masks[tensor.uid] = mask

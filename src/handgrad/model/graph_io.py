@@ -74,7 +74,8 @@ def config_of(model) -> dict:
         "layers": [{"class": type(layer).__name__, "config": layer.get_config()}
                    for layer in model.layers],
         "nodes": [{"layer": node.layer.name,
-                   "inputs": [_reference(model, t, node_index) for t in node.inputs]}
+                   "inputs": [_reference(model, t, node_index) for t in node.inputs],
+                   **({} if node.training is None else {"training": node.training})}
                   for node in model.nodes],
         "outputs": [_reference(model, t, node_index) for t in model.outputs],
         "single_input": model.single_input, "single_output": model.single_output,
@@ -102,7 +103,8 @@ def replay(config, registry, make_input):
 
         for node in config.pop("nodes"):
             args = [tensor(ref) for ref in node["inputs"]]
-            out = layers[node["layer"]](args if len(args) > 1 else args[0])
+            out = layers[node["layer"]](args if len(args) > 1 else args[0],
+                                        training=node.get("training"))
             produced.append(out if isinstance(out, list) else [out])
         outputs = [tensor(ref) for ref in config.pop("outputs")]
         single_input, single_output = config.pop("single_input"), config.pop("single_output")

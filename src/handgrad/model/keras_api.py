@@ -31,16 +31,15 @@ class KerasModelAPI:
     """Mixed into the models (before ``Layer``); see the module docstring."""
 
     def __call__(self, inputs, training=None):
-        """On symbolic tensors: a graph call (the model becomes a layer of a bigger graph).
+        """On symbolic tensors: a graph call (the model becomes a layer of a bigger graph;
+        ``training=False`` runs it in inference mode whatever the outer model's, as
+        Keras's ``base_model(inputs, training=False)``, see :meth:`Layer.__call__`).
         On arrays (an array, a list or a dict as ``forward`` takes them): the outputs in
         inference mode with no cache kept, as Keras's ``model(x)`` (a dict for a model
         made with a dict of outputs); ``training=True``
         runs the training behaviour (dropout, batch statistics), still without caches."""
-        if _symbolic(inputs):
-            if training is not None:
-                raise TypeError(f"{self.label}: 'training' applies to a call on arrays; a "
-                                f"graph call is trained or not by the model that runs it")
-            return super().__call__(inputs)
+        if _symbolic(inputs):  # training: None or a bool fixing this call's mode
+            return super().__call__(inputs, training)
         if training is not None and not isinstance(training, bool):
             raise TypeError(f"{self.label}: 'training' must be None or a bool; received "
                             f"{describe(training)}")
