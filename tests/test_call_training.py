@@ -120,5 +120,5 @@ def test_the_flag_is_saved_and_loaded(tmp_path):
 
 def test_a_training_flag_that_is_not_a_bool_is_refused():
     x = hg.Input((4,))
-    with pytest.raises(TypeError, match="'training' must be None .* or a bool; received"):
+    with pytest.raises(TypeError, match=r"'training' must be None .* or a bool; received"):
         L.Dense(2)(x, training="no")

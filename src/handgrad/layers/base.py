@@ -86,7 +86,9 @@ class Layer(Declarations, Hooked):
         if seed is not None and not is_int(seed):
             raise TypeError(f"{owner}: 'seed' must be an int or None; received {describe(seed)}")
         self.name = name
-        self.trainable = trainable
+        self._trainable = trainable  # a frozen child stays frozen in a trainable container
+        if not trainable:
+            self.trainable = False  # freezes the children
         self.dtype = check_dtype(owner, dtype)
         self.seed = seed
         if self.draws_random:
@@ -303,8 +305,8 @@ class Layer(Declarations, Hooked):
 
     def children(self):
         """``(name, layer)`` for each direct sub-layer, in order; a container overrides
-        this (and sets its children before ``Layer.__init__``, which propagates
-        ``trainable`` to them)."""
+        this (and sets its children before ``Layer.__init__``, which freezes them when
+        given ``trainable=False`` and otherwise leaves each child's own setting)."""
         return iter(())
 
     def walk(self, prefix=""):
@@ -317,7 +319,8 @@ class Layer(Declarations, Hooked):
 
     @property
     def trainable(self) -> bool:
-        """Whether backward adds into ``gradients``; setting it sets every child too."""
+        """Whether backward adds into ``gradients``; setting it sets every child too (as
+        Keras's, a container made around a frozen layer leaves it frozen)."""
         return self._trainable
 
     @trainable.setter
