@@ -24,6 +24,7 @@ from .declarations import Declarations
 from .hooks import Hooked
 from .keras_args import checked_init
 from .registry import REGISTRY
+from .weight_lists import WeightLists
 
 _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wait
 
@@ -42,7 +43,7 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-class Layer(Declarations, Hooked):
+class Layer(WeightLists, Declarations, Hooked):
     """Base class of every layer (and of ``Sequential``).
 
     Subclasses implement ``_build(input_shape, rng)`` (create parameters with
@@ -50,9 +51,10 @@ class Layer(Declarations, Hooked):
     ``_backward(dy, cache) -> (dx, {name: grad})`` and ``get_config()``.
     Shapes given to ``build`` are per example (no batch axis). A container keeps no
     arrays of its own: it overrides :meth:`children`, and the prefixed ``named_*``,
-    ``count_params``, ``zero_grad``, ``clear_caches``, ``extra_state`` and ``trainable``
-    reach its children through :meth:`walk`. Hooks (``register_forward_hook``,
-    ``register_backward_hook``) and the data-parallel communicator: :mod:`.hooks`.
+    ``count_params``, ``zero_grad``, ``clear_caches``, ``extra_state``, ``trainable`` and
+    Keras's ``weights`` lists (:mod:`.weight_lists`) reach its children through
+    :meth:`walk`. Hooks (``register_forward_hook``, ``register_backward_hook``) and the
+    data-parallel communicator: :mod:`.hooks`.
     """
 
     #: True for a model: its outermost forward that keeps caches releases the caches that

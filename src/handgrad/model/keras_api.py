@@ -50,12 +50,7 @@ class KerasModelAPI:
     # -------------------------------------------------------------- weights
     def _weight_slots(self):
         """``[(name, array)]`` in :meth:`get_weights` order (the model's own arrays)."""
-        slots = []
-        for path, layer in self.walk():
-            for arrays in (layer.parameters, layer.buffers):
-                slots.extend((f"{path}.{key}" if path else key, value)
-                             for key, value in arrays.items())
-        return slots
+        return [(name, value) for name, value, _ in self.weight_slots()]
 
     def _require_built(self, op):
         if not self.built:
