@@ -231,8 +231,8 @@ def test_learning_rate_is_the_keras_name_of_lr(name):
     p = {"w": np.ones(3)}
     opt.step(p, {"w": np.full(3, 2.0)})
     np.testing.assert_array_equal(p["w"], 1.0)  # lr 0: no change (AdamW: p *= 1 - 0 wd)
-    with pytest.raises(TypeError, match=r"give 'lr' or 'learning_rate' \(its Keras name\), "
-                                        r"not both"):
+    with pytest.raises(TypeError, match=r"received both 'learning_rate' \(Keras's name\) "
+                                        r"and 'lr'"):
         optimizers.get(name, lr=0.1, learning_rate=0.2)
 
 

@@ -6,6 +6,7 @@ function, the argument, what was expected and what was received.
 
 from __future__ import annotations
 
+import difflib
 import numbers
 
 import numpy as np
@@ -154,3 +155,12 @@ def as_generator(op: str, name: str, rng, allow_none: bool = True):
     accepted = ("a numpy.random.Generator, an int seed or None" if allow_none
                 else "a numpy.random.Generator or an int seed")
     raise TypeError(f"{op}: '{name}' must be {accepted}; received {describe(rng)}")
+
+
+def unknown_argument(owner: str, key: str, spellings) -> TypeError:
+    """The error for an argument ``key`` that ``owner`` does not take: its close matches
+    among ``spellings`` (the accepted names) and all of them."""
+    close = difflib.get_close_matches(key, list(spellings), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+    return TypeError(f"{owner}: unexpected argument {key!r}; {hint}accepted: "
+                     f"{', '.join(sorted(spellings))}")

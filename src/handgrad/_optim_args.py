@@ -3,6 +3,18 @@ of ``lr``, parameter groups as torch's first argument (``params=``), a clear ref
 PyTorch's ``Adam(model.parameters(), lr=...)``, and no new attributes after construction
 (a typo would be silently ignored).
 
+Keras's argument names (:data:`KERAS_NAMES`) are accepted where the class takes the
+handgrad (torch) argument they stand for: ``beta_1``/``beta_2`` for the two entries of
+``betas`` (the other keeps its default), ``epsilon`` for ``eps``, ``rho`` for RMSProp's
+``alpha``; ``momentum``, ``nesterov``, ``amsgrad``, ``weight_decay``, ``clipnorm`` and
+``clipvalue`` are spelled alike. Only the names change: the defaults stay handgrad's
+(torch's), e.g. Adam's ``eps=1e-8`` where Keras's ``epsilon`` is 1e-7, RMSProp's
+``alpha=0.99`` and ``lr=0.01`` where Keras's ``rho`` is 0.9 and its learning rate 1e-3;
+pass Keras's values for Keras's settings. The update rules stay torch's: ``eps`` is added
+to the bias-corrected ``sqrt(v_hat)``, where Keras adds ``epsilon`` before the correction
+(the two differ only where epsilon matters). Giving both spellings of one argument, or a
+name the class does not take, is a TypeError naming the accepted spellings.
+
 handgrad's optimizers take hyper-parameters (and parameter groups naming parameters):
 ``step(params, grads)`` receives the arrays (``fit`` passes the model's trainable ones).
 """
@@ -14,7 +26,7 @@ import inspect
 import numbers
 from collections.abc import Iterable, Mapping
 
-from ._checks import describe
+from ._checks import describe, unknown_argument
 
 _GROUPS = ("parameter groups name their parameters: [{'params': ['dense_0.W', ...], "
            "'weight_decay': 0.0}, ...] (or a dict subset of model.named_parameters()), "
@@ -44,16 +56,47 @@ def _groups(owner, args, kwargs):
     return None, args, kwargs
 
 
+#: Keras's argument name -> (handgrad's, the entry of it (None: the whole value))
+KERAS_NAMES = {"learning_rate": ("lr", None), "beta_1": ("betas", 0),
+               "beta_2": ("betas", 1), "epsilon": ("eps", None), "rho": ("alpha", None)}
+
+
+def _keras_names(owner, init, args, kwargs):
+    """``kwargs`` with Keras's names (:data:`KERAS_NAMES`) renamed to those ``init`` takes;
+    a TypeError for both spellings of one argument or for a name ``init`` does not take."""
+    parameters = inspect.signature(init).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return kwargs  # a constructor that forwards its keywords checks them itself
+    accepted = [name for name in parameters if name != "self"]
+    given = set(list(parameters)[1:1 + len(args)]) | set(kwargs)
+    kwargs, parts = dict(kwargs), {}
+    for keras, (target, entry) in KERAS_NAMES.items():
+        if keras not in kwargs or keras in accepted or target not in accepted:
+            continue
+        if target in given:
+            raise TypeError(f"{owner}: received both {keras!r} (Keras's name) and "
+                            f"{target!r} (handgrad's) for one argument; give one of them")
+        value = kwargs.pop(keras)
+        if entry is None:
+            kwargs[target] = value
+        else:
+            parts[entry] = value
+    if parts:  # beta_1, beta_2: the other entry keeps handgrad's default
+        default = list(parameters["betas"].default)
+        kwargs["betas"] = tuple(parts.get(i, default[i]) for i in range(len(default)))
+    spellings = [*accepted, *(k for k, (t, _) in KERAS_NAMES.items() if t in accepted)]
+    for key in kwargs:
+        if key not in accepted:
+            raise unknown_argument(owner, key, spellings)
+    return kwargs
+
+
 def _checked_init(cls, init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         owner = type(self).__name__
         groups, args, kwargs = _groups(owner, args, kwargs)
-        if "learning_rate" in kwargs:
-            if "lr" in kwargs or args:
-                raise TypeError(f"{owner}: give 'lr' or 'learning_rate' (its Keras name), not "
-                                f"both")
-            kwargs["lr"] = kwargs.pop("learning_rate")
+        kwargs = _keras_names(owner, init, args, kwargs)
         object.__setattr__(self, "_configured", False)
         init(self, *args, **kwargs)
         if type(self).__init__ is __init__:  # the outermost constructor has finished

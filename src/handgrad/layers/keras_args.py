@@ -19,11 +19,10 @@ at the outermost constructor it rewrites the keyword arguments before the layer 
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 
-from .._checks import describe, is_int
+from .._checks import describe, is_int, unknown_argument
 
 #: Keras's argument name -> handgrad's names it may stand for (the first the class takes)
 KERAS_NAMES = {
@@ -84,10 +83,7 @@ def _refuse_unknown(cls, accepted, kwargs):
     spellings = [k for k in (*accepted, *aliases, *extra) if k != "common"]
     for key in kwargs:
         if key not in accepted:
-            close = difflib.get_close_matches(key, spellings, n=3, cutoff=0.6)
-            hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
-            raise TypeError(f"{cls.__name__}: unexpected argument {key!r}; {hint}accepted: "
-                            f"{', '.join(sorted(spellings))}")
+            raise unknown_argument(cls.__name__, key, spellings)
 
 
 def _data_format(cls, owner, value):

@@ -41,6 +41,10 @@ Parameter groups (:mod:`.groups`): ``AdamW([{"params": names, "weight_decay": 0.
 own options, as torch; a group's ``lr`` scales with ``optimizer.lr`` as torch's schedulers
 scale it; ``param_groups(model, no_decay=...)`` builds the usual "no decay on biases and
 norms" pair.
+
+Keras's spellings (:mod:`handgrad._optim_args`): ``Adam(learning_rate=1e-3, beta_1=0.9,
+beta_2=0.999, epsilon=1e-7)``, ``RMSprop(rho=0.9, momentum=0.0, epsilon=1e-7)``, the class
+names ``RMSprop`` and ``Adagrad``; the defaults left out stay handgrad's (torch's).
 """
 
 from __future__ import annotations
@@ -51,10 +55,13 @@ from .base import Optimizer, clip_grad_norm
 from .classic import SGD, AdaGrad, Adam, AdamW, RMSProp
 from .groups import param_groups
 
+RMSprop, Adagrad = RMSProp, AdaGrad  # Keras's class names
+
 __all__ = [
     "SGD",
     "AdaGrad",
     "Adadelta",
+    "Adagrad",
     "Adam",
     "AdamW",
     "Adamax",
@@ -62,6 +69,7 @@ __all__ = [
     "Optimizer",
     "RAdam",
     "RMSProp",
+    "RMSprop",
     "clip_grad_norm",
     "from_config",
     "get",
