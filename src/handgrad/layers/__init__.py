@@ -121,6 +121,14 @@ from .recurrent_cells import GRUCell, LSTMCell, RecurrentCell, RNNCell
 from .registry import REGISTRY, register
 from .resample import Upsample, UpsamplingBilinear2D, UpsamplingNearest2D
 from .reshaping import Cropping, Cropping1D, Cropping2D, Cropping3D, Permute, RepeatVector
+from .separable import (
+    DepthwiseConv,
+    DepthwiseConv1D,
+    DepthwiseConv2D,
+    SeparableConv,
+    SeparableConv1D,
+    SeparableConv2D,
+)
 from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample

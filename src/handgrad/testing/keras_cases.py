@@ -125,3 +125,28 @@ NON_FLOAT_LAYERS = {
     "TextVectorization": "strings in, integer ids out: tests/test_text_vectorization.py",
 }
 
+
+
+# Keras's depthwise and separable convolutions (layers/separable.py)
+def _depthwise(rank, separable):
+    def draw(rng):
+        kwargs = dict(strides=int(rng.integers(1, 3)), padding=_pick(rng, ["valid", "same"]),
+                      depth_multiplier=int(rng.integers(1, 3)),
+                      use_bias=bool(rng.integers(2)), dtype=F64)
+        if kwargs["padding"] == "same":
+            kwargs["strides"] = 1  # "same" takes stride 1 (as torch's)
+        if separable:
+            layer = getattr(L, f"SeparableConv{rank}D")(int(rng.integers(1, 4)), 3, **kwargs)
+        else:
+            layer = getattr(L, f"DepthwiseConv{rank}D")(3, **kwargs)
+        return layer, (*(6,) * rank, int(rng.integers(1, 4)))
+
+    return draw
+
+
+KERAS_CASES.update({
+    "DepthwiseConv1D": _depthwise(1, False),
+    "DepthwiseConv2D": _depthwise(2, False),
+    "SeparableConv1D": _depthwise(1, True),
+    "SeparableConv2D": _depthwise(2, True),
+})
