@@ -79,7 +79,7 @@ class ConvND(WeightedLayer):
     def from_config(cls, config):
         config = dict(config)
         if isinstance(config.get("padding"), list):
-            config["padding"] = tuples(config["padding"])
+            config["padding"] = _tuples(config["padding"])
         return cls(**config)
 
     def _build(self, input_shape, rng):
@@ -184,8 +184,8 @@ def _lists(value):
     return [_lists(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def tuples(value):
-    return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 @register

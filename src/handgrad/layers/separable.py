@@ -22,10 +22,9 @@ Its weights by Keras's names: ``depthwise_kernel`` is ``"depthwise.W"``,
 
 from __future__ import annotations
 
-from .. import ops
 from .._checks import positive_int
 from .base import Layer
-from .conv import Conv, Conv1D, Conv2D, tuples
+from .conv import Conv, Conv1D, Conv2D, ConvND
 from .keras_args import accepted_names
 from .registry import register
 
@@ -33,6 +32,12 @@ from .registry import register
 _SET_HERE = ("out_channels", "groups", "kernel_size", "stride", "padding", "dilation", "bias",
              "padding_mode")
 _CONV_NAMES = ("kernel_size", "stride", "padding", "dilation")
+
+
+def _kernels(conv):
+    """The convolution class ``conv``'s kernels and rank (its staticmethods as declared)."""
+    return (*(vars(conv)[key] for key in ("forward_op", "backward_op", "gradgrad_op")),
+            conv.rank)
 
 
 class DepthwiseConv(Conv):
@@ -71,10 +76,7 @@ class DepthwiseConv1D(DepthwiseConv):
     """Keras's DepthwiseConv1D: (N, L, C) -> (N, L_out, C * depth_multiplier);
     W (K, 1, C * depth_multiplier)."""
 
-    forward_op = staticmethod(ops.conv1d)
-    backward_op = staticmethod(ops.conv1d_backward)
-    gradgrad_op = staticmethod(ops.conv1d_gradgrad)
-    rank = 1
+    forward_op, backward_op, gradgrad_op, rank = _kernels(Conv1D)
 
 
 @register
@@ -82,10 +84,7 @@ class DepthwiseConv2D(DepthwiseConv):
     """Keras's DepthwiseConv2D: (N, H, W, C) -> (N, H_out, W_out, C * depth_multiplier);
     W (KH, KW, 1, C * depth_multiplier)."""
 
-    forward_op = staticmethod(ops.conv2d)
-    backward_op = staticmethod(ops.conv2d_backward)
-    gradgrad_op = staticmethod(ops.conv2d_gradgrad)
-    rank = 2
+    forward_op, backward_op, gradgrad_op, rank = _kernels(Conv2D)
 
 
 class SeparableConv(Layer):
@@ -136,12 +135,7 @@ class SeparableConv(Layer):
                   "bias_initializer": pointwise["bias_initializer"]}
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("padding"), list):
-            config["padding"] = tuples(config["padding"])
-        return cls(**config)
+    from_config = ConvND.__dict__["from_config"]  # pairs of padding back to tuples
 
     def _build(self, input_shape, rng):
         self.depthwise.build(input_shape, rng=rng, dtype=self.dtype)
