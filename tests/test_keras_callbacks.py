@@ -19,13 +19,14 @@ from handgrad.model import Sequential
 from handgrad.training import (
     BackupAndRestore,
     CSVLogger,
+    EarlyStopping,
     LambdaCallback,
     ModelCheckpoint,
     ProgbarLogger,
     ReduceLROnPlateau,
 )
 from handgrad.training.hooks import HOOKS
-from test_callbacks import data, model
+from test_callbacks import Scripted, data, model
 
 # ------------------------------------------------------------- ReduceLROnPlateau
 
@@ -309,3 +310,48 @@ def test_backup_and_restore_refuses_bad_arguments(tmp_path):
     (tmp_path / "latest.safetensors").write_bytes(b"")
     with pytest.raises(ValueError):  # not a backup: named, not silently ignored
         model().fit(*data(), verbose=0, callbacks=[BackupAndRestore(tmp_path)])
+
+
+# ------------------------------------------------------------ EarlyStopping (Keras's options)
+def stopped_at(scores, **options):
+    """The epochs fit ran, with ``scores`` logged as "score", under EarlyStopping(options)."""
+    x, y = data()
+    stop = EarlyStopping(monitor="score", mode="min", **options)
+    history = model().fit(x, y, epochs=len(scores), batch_size=8, rng=0,
+                          callbacks=[Scripted(scores), stop], verbose=0)
+    return history.epoch, stop
+
+
+def test_early_stopping_baseline_start_from_epoch_and_verbose_as_keras(capsys):
+    """Keras's rules: the wait grows every watched epoch and resets only on an improvement
+    that also beats ``baseline``; epochs before ``start_from_epoch`` are not watched; the
+    stop comes when the wait reaches ``patience`` on an epoch that does not improve."""
+    scores = [5.0, 4.0, 3.0, 2.5, 2.4, 2.3]
+    assert stopped_at(scores, patience=2)[0] == list(range(6))  # improves every epoch
+    # improving, but never below the baseline 1.0: the wait still grows; epoch 2 has wait 3
+    # but improves (no stop there), epoch 3 ... the first epoch that does not improve stops
+    epochs, stop = stopped_at([5.0, 4.0, 3.0, 3.5, 2.4, 2.3], patience=2, baseline=1.0)
+    assert epochs == [0, 1, 2, 3] and stop.stopped_epoch == 3
+    # the same scores with a baseline they beat: the wait resets at each improvement
+    assert stopped_at([5.0, 4.0, 3.0, 3.5, 2.4, 2.3], patience=2, baseline=10.0)[0] == \
+        list(range(6))
+    # start_from_epoch=3: epochs 0-2 (bad ones) are not watched
+    epochs, _ = stopped_at([1.0, 2.0, 3.0, 2.0, 1.9, 1.8], patience=1, start_from_epoch=3)
+    assert epochs == list(range(6))
+    epochs, _ = stopped_at([1.0, 2.0, 3.0, 2.0, 1.9, 1.8], patience=1)
+    assert epochs == [0, 1]
+    capsys.readouterr()
+    stopped_at([1.0, 0.5, 0.9, 0.9], patience=2, restore_best_weights=True, verbose=1)
+    out = capsys.readouterr().out
+    assert "Epoch 4: early stopping" in out
+    assert "Restoring model weights from the end of the best epoch: 2." in out
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"baseline": "low"}, "'baseline' must be None or a finite number"),
+    ({"start_from_epoch": -1}, "'start_from_epoch' must be an int >= 0"),
+    ({"verbose": 2}, "'verbose' must be 0 or 1"),
+])
+def test_early_stopping_refuses_bad_keras_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        EarlyStopping(**options)

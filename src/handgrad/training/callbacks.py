@@ -71,10 +71,12 @@ class _Monitor(Callback):
                              f"epoch logs {sorted(logs)}")
         return logs[self.monitor]
 
-    def _improved(self, value):
+    def _improved(self, value, reference=None):
+        """Whether ``value`` beats ``reference`` (default: the best so far) by min_delta."""
+        reference = self.best if reference is None else reference
         if self.mode == "min":
-            return value < self.best - self.min_delta
-        return value > self.best + self.min_delta
+            return value < reference - self.min_delta
+        return value > reference + self.min_delta
 
 
 def _model_arrays(model) -> dict:
@@ -92,15 +94,30 @@ class EarlyStopping(_Monitor):
     ``restore_best_weights=True``: when training ends, stopped here or not, a model whose
     best epoch was not the last gets that epoch's parameters and buffers (BatchNorm's
     running statistics) back. ``best``, ``best_epoch`` and ``stopped_epoch`` (0-based,
-    None when it did not stop training) say what happened."""
+    None when it did not stop training) say what happened.
+
+    Keras's other options: ``baseline`` (an epoch that improves on the best but not on the
+    baseline does not reset the wait, so training stops unless the baseline is beaten),
+    ``start_from_epoch`` (epochs before it are neither watched nor counted) and
+    ``verbose=1`` (a line when it stops and when it restores)."""
 
     def __init__(self, monitor="val_loss", patience=3, min_delta=0.0, mode="auto",
-                 restore_best_weights=False):
+                 restore_best_weights=False, *, baseline=None, start_from_epoch=0,
+                 verbose=0):
         super().__init__("EarlyStopping", monitor, mode, min_delta)
-        if not is_int(patience) or patience < 0:
-            raise ValueError(f"EarlyStopping: 'patience' must be an int >= 0; received "
-                             f"{patience!r}")
-        self.patience = patience
+        for name, value in (("patience", patience), ("start_from_epoch", start_from_epoch)):
+            if not is_int(value) or value < 0:
+                raise ValueError(f"EarlyStopping: {name!r} must be an int >= 0; received "
+                                 f"{value!r}")
+        if baseline is not None and not (isinstance(baseline, (int, float))
+                                         and math.isfinite(baseline)):
+            raise ValueError(f"EarlyStopping: 'baseline' must be None or a finite number; "
+                             f"received {describe(baseline)}")
+        if verbose not in (0, 1, False, True):
+            raise ValueError(f"EarlyStopping: 'verbose' must be 0 or 1; received "
+                             f"{describe(verbose)}")
+        self.patience, self.start_from_epoch = patience, start_from_epoch
+        self.baseline, self.verbose = baseline, int(verbose)
         self.restore_best_weights = restore_best_weights
         self.on_train_begin()
 
@@ -110,20 +127,29 @@ class EarlyStopping(_Monitor):
         self.best_weights = self.best_epoch = self.stopped_epoch = self._last = None
 
     def on_epoch_end(self, epoch, logs=None):
+        if epoch < self.start_from_epoch:
+            return
         value = self._current(logs)
         self._last = epoch
+        self.wait += 1
         if self._improved(value):
-            self.best, self.best_epoch, self.wait = value, epoch, 0
+            self.best, self.best_epoch = value, epoch
             if self.restore_best_weights:
                 self.best_weights = {k: v.copy() for k, v in _model_arrays(self.model).items()}
+            if self.baseline is None or self._improved(value, self.baseline):
+                self.wait = 0
             return
-        self.wait += 1
         if self.wait >= max(self.patience, 1):
             self.stopped_epoch = epoch
             self.model.stop_training = True
+            if self.verbose:
+                print(f"Epoch {epoch + 1}: early stopping")
 
     def on_train_end(self, logs=None):
         if self.best_weights is not None and self.best_epoch != self._last:
+            if self.verbose:
+                print(f"Restoring model weights from the end of the best epoch: "
+                      f"{self.best_epoch + 1}.")
             for key, value in _model_arrays(self.model).items():
                 value[...] = self.best_weights[key]
 
