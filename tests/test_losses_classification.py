@@ -205,3 +205,43 @@ def test_linear_cross_entropy_keeps_classes_last_for_sequences(dtype):
     check_loss((loss, grads), t_loss, tensors, dtype=dtype, reduction="mean",
                item_sizes=items, grad_sizes=[dz @ np.abs(w), flat[0].T @ flat[1],
                                              flat[0].sum(0)], terms=4 + CLASSES + 6)
+
+
+@pytest.mark.parametrize("kind", ["ids", "ignore", "probs"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_linear_cross_entropy_takes_several_class_axes(dtype, reduction, kind):
+    """A weight (C, d1, d2, D) is torch's K-dimensional loss: logits (N, C, d1, d2) there,
+    (N, d1, d2, C) here; labels (N, d1, d2) or probabilities (N, d1, d2, C)."""
+    rng = np.random.default_rng(9)
+    features, positions = 4, (2, 3)
+    x = rng.standard_normal((5, features)).astype(dtype)
+    w = rng.standard_normal((CLASSES, *positions, features)).astype(dtype)
+    b = rng.standard_normal((CLASSES, *positions)).astype(dtype)
+    weight = (0.2 + 2 * rng.random(CLASSES)).astype(dtype)
+    labels = _labels(kind, (5, *positions), dtype, rng, 2)
+    keywords = {} if kind == "probs" else {"ignore_index": 2}
+    ours = losses.linear_cross_entropy(x, w, labels, linear_bias=b, weight=weight,
+                                       label_smoothing=0.1, reduction=reduction, **keywords)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    target = torch.tensor(labels)
+    t_loss = F.linear_cross_entropy(
+        tensors[0], tensors[1], target.movedim(-1, 1) if kind == "probs" else target,
+        linear_bias=tensors[2], weight=torch.tensor(weight), label_smoothing=0.1,
+        reduction=reduction, **keywords)
+    ax, aw = np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64)).reshape(-1, features)
+    z = (ax @ aw.T + np.abs(b.astype(np.float64)).reshape(-1)).reshape(5, CLASSES, *positions)
+    items, dz, divisor = ce_sizes(np.moveaxis(z, 1, -1), labels, weight,
+                                  keywords.get("ignore_index", -100), 0.1)
+    dz = np.moveaxis(dz, -1, 1).reshape(5, -1)
+    grads = [dz @ aw, (dz.T @ ax).reshape(w.shape), dz.sum(axis=0).reshape(b.shape)]
+    check_loss(ours, t_loss, tensors, dtype=dtype, reduction=reduction, item_sizes=items,
+               grad_sizes=grads, terms=features + CLASSES + 6, divisor=divisor)
+
+
+def test_linear_cross_entropy_refuses_a_bias_of_another_shape():
+    with pytest.raises(ValueError, match=r"linear_cross_entropy: 'linear_bias' must have shape "
+                                         r"\(5, 2\) \(linear_weight's without the features\); "
+                                         r"received shape \(5,\)"):
+        losses.linear_cross_entropy(np.zeros((3, 4)), np.zeros((5, 2, 4)), np.zeros((3, 2), int),
+                                    linear_bias=np.zeros(5))

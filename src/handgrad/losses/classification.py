@@ -122,31 +122,40 @@ def linear_cross_entropy(inputs, linear_weight, labels, *, linear_bias=None, wei
                          ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy of a linear layer's logits (PyTorch's ``F.linear_cross_entropy``).
 
-    inputs x (N, ..., D), linear_weight W (C, D), linear_bias b (C,) or None; the logits
-    z = x W^T + b, (N, ..., C) with classes last (torch's reference would read axis 1 as
-    the classes for N, L, D inputs), go to :func:`softmax_cross_entropy`. Returns
-    ``(loss, (dx, dW, db))`` with dz the cross-entropy's gradient: dx = dz W,
-    dW = dz^T x (summed over N, ...), db = sum dz (None without a bias).
+    inputs x (N, ..., D), linear_weight W (C, D) or, with K class axes' positions,
+    (C, d1, ..., dK, D) (torch's K-dimensional loss), linear_bias b of W's shape without
+    D, or None. The logits z = x W^T + b, with W read as (C d1...dK, D), are
+    (N, ..., d1, ..., dK, C) with classes last (torch's (N, C, d1, ..., dK) after a move
+    of the class axis) and go to :func:`softmax_cross_entropy`: labels are class ids
+    (N, ..., d1, ..., dK) or probabilities of the logits' shape. Returns
+    ``(loss, (dx, dW, db))`` with dz the cross-entropy's gradient read back as
+    (M, C d1...dK): dx = dz W, dW = dz^T x (summed over N, ...), db = sum dz (None
+    without a bias), in W's and b's shapes.
     """
     op = "linear_cross_entropy"
     x = _scores(op, "inputs", inputs)
-    w = float_array(op, "linear_weight", linear_weight, ndim=2)
+    w = float_array(op, "linear_weight", linear_weight)
     same_dtype(op, inputs=x, linear_weight=w)
-    if w.shape[1] != x.shape[-1]:
-        raise ValueError(f"{op}: 'linear_weight' must have shape (C, {x.shape[-1]}) (one row "
-                         f"per class, the inputs' features); received shape {tuple(w.shape)}")
-    logits = x @ w.T
+    if w.ndim < 2 or w.shape[-1] != x.shape[-1]:
+        raise ValueError(f"{op}: 'linear_weight' must have shape (C, {x.shape[-1]}) or "
+                         f"(C, d1, ..., dK, {x.shape[-1]}) (one row per class and position, "
+                         f"the inputs' features); received shape {tuple(w.shape)}")
+    xp, classes, lead = array_module(x), w.shape[:-1], x.shape[:-1]
+    w_flat = w.reshape(-1, w.shape[-1])
+    logits = x @ w_flat.T
     if linear_bias is not None:
-        b = float_array(op, "linear_bias", linear_bias, ndim=1)
+        b = float_array(op, "linear_bias", linear_bias)
         same_dtype(op, inputs=x, linear_bias=b)
-        if b.shape != (w.shape[0],):
-            raise ValueError(f"{op}: 'linear_bias' must have shape ({w.shape[0]},); "
-                             f"received shape {tuple(b.shape)}")
-        logits = logits + b
+        if b.shape != classes:
+            raise ValueError(f"{op}: 'linear_bias' must have shape {classes} (linear_weight's "
+                             f"without the features); received shape {tuple(b.shape)}")
+        logits = logits + b.reshape(-1)
+    logits = logits.reshape(lead + classes)
+    logits = xp.moveaxis(logits, len(lead), -1)
     loss, dz = softmax_cross_entropy(logits, labels, weight=weight, ignore_index=ignore_index,
                                      label_smoothing=label_smoothing, reduction=reduction)
+    dz = xp.moveaxis(dz, -1, len(lead)).reshape(lead + (-1,))
     dz_flat, x_flat = dz.reshape(-1, dz.shape[-1]), x.reshape(-1, x.shape[-1])
-    dw = dz_flat.T @ x_flat
-    db = None if linear_bias is None else dz_flat.sum(axis=0)
-    return loss, (dz @ w, dw, db)
-
+    dw = (dz_flat.T @ x_flat).reshape(w.shape)
+    db = None if linear_bias is None else dz_flat.sum(axis=0).reshape(classes)
+    return loss, (dz @ w_flat, dw, db)
