@@ -159,15 +159,19 @@ class _GaussianNLL(Loss):
 
 
 def _linear_ce(params):
-    if params["linear_weight"].ndim != 2:
-        raise Unsupported("several class axes")
+    """Probabilities for several class axes, (N, C, d1, ..., dK) in torch, are
+    (N, d1, ..., dK, C) in handgrad (class ids have no class axis to move)."""
+    target, weight = params["target"], params["linear_weight"]
+    if weight.ndim > 2 and target.is_floating_point() and target.ndim == weight.ndim:
+        params["target"] = target.movedim(1, -1)
 
 
 class _LinearCrossEntropy(Loss):
     """``reduction="none"``: handgrad's linear_cross_entropy gives the items' losses and
     the weight gradients summed over them, which an upstream ``dy`` per item cannot
-    weight; the gradients are then those of its two stages, ``ops.linear`` and
-    ``losses.softmax_cross_entropy``, with ``dy`` between them."""
+    weight; the gradients are then those of its two stages, ``ops.linear`` (the weight
+    (C, d1, ..., dK, D) read as (C d1...dK, D)) and ``losses.softmax_cross_entropy``
+    (classes moved last), with ``dy`` between them."""
 
     def run(self, params, names, arrays):
         if params.get("reduction", "mean") != "none":
@@ -178,15 +182,20 @@ class _LinearCrossEntropy(Loss):
         unbatched = v["input"].ndim == 1
         if unbatched:  # one row: a class id () or probabilities (C,) for it
             v["input"], v["target"] = v["input"][None], np.asarray(v["target"])[None]
-        z, back = kernel("linear", v["input"], v["linear_weight"].T, v.get("linear_bias"))
+        shape = v["linear_weight"].shape
+        bias = v.get("linear_bias")
+        z, back = kernel("linear", v["input"], v["linear_weight"].reshape(-1, shape[-1]).T,
+                         None if bias is None else bias.reshape(-1))
+        z = np.moveaxis(z.reshape(z.shape[:1] + shape[:-1]), 1, -1)
         keywords = {k: v[k] for k in ("weight", "ignore_index", "label_smoothing")
                     if v.get(k) is not None}
         _, dz = losses.softmax_cross_entropy(z, v["target"], reduction="none", **keywords)
 
         def backward(dy):
-            dx, dw, db = back(dz * np.reshape(dy, np.shape(dz)[:-1])[..., None])
-            got = {"input": dx[0] if unbatched else dx, "linear_weight": dw.T,
-                   "linear_bias": db}
+            upstream = np.moveaxis(dz * np.reshape(dy, np.shape(dz)[:-1])[..., None], -1, 1)
+            dx, dw, db = back(upstream.reshape(len(upstream), -1))
+            got = {"input": dx[0] if unbatched else dx, "linear_weight": dw.T.reshape(shape),
+                   "linear_bias": None if db is None else db.reshape(shape[:-1])}
             return [got.get(n) for n in names]
 
         return y, backward, {}

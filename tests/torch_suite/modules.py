@@ -191,8 +191,15 @@ MODULES["Embedding"] = embedding
 
 
 def _linear_ce(m, x):
-    """LinearCrossEntropyLoss holds a Linear (its weight, and its bias when asked)."""
-    return {"linear_weight": m.linear.weight, "linear_bias": m.linear.bias,
+    """LinearCrossEntropyLoss holds a Linear (its weight, and its bias when asked), stored
+    flat: (C d1...dK, D) for the (C, d1, ..., dK, D) of ``out_features`` (d1, ..., dK)."""
+    classes = (m.num_classes, *m.out_features)
+
+    def shaped(p, *rest):
+        return None if p is None else p.detach().reshape(classes + rest).requires_grad_()
+
+    return {"linear_weight": shaped(m.linear.weight, m.linear.in_features),
+            "linear_bias": shaped(m.linear.bias),
             "weight": m.weight, "ignore_index": m.ignore_index,
             "label_smoothing": m.label_smoothing}
 
@@ -203,8 +210,6 @@ def _lce_adapter(info, module_input, training):
 
     ci, fi = module_input.constructor_input, module_input.forward_input
     m = info.module_cls(*ci.args, **ci.kwargs).to(fi.args[0].dtype)
-    if m.out_features:
-        raise Unsupported("several class axes")
     kwargs = {k: v for k, v in _linear_ce(m, fi.args[0]).items() if v is not None}
     kwargs["reduction"] = m.reduction
     weight = kwargs.pop("linear_weight")
