@@ -70,8 +70,9 @@ def dependencies(leaves, count, batch_axis):
     of the ``count`` inputs (all of it when unbatched, ``batch_axis`` None) and on every
     parameter; a gradient entry on those and one example of the upstream (shaped as the
     first input)."""
-    sizes = [t.numel() // (1 if batch_axis is None else max(t.shape[batch_axis], 1))
-             for t in leaves[:count]]
+    axes = batch_axis if isinstance(batch_axis, list) else [batch_axis] * count
+    sizes = [t.numel() // (1 if axis is None else max(t.shape[axis], 1))
+             for t, axis in zip(leaves[:count], axes)]
     params = sum(t.numel() for t in leaves[count:])
     example = sum(sizes)
     grads = example + params + sizes[0]
