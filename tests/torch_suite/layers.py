@@ -36,31 +36,39 @@ def torch_grads(layer):
             child.parameters = params
 
 
-def layer_plan(m, inputs, call, build, run, batch_axis=0):
+def layer_plan(m, inputs, call, build, run, batch_axis=0, stats=()):
     """A plan over the float ``inputs`` (torch tensors) and ``m``'s parameters (torch's
     ``named_parameters`` order): ``call(m, *inputs)`` torch's output; ``build(dtype)``
-    the unbuilt handgrad layer; ``run(layer, *arrays) -> (y, backward)`` with
+    the unbuilt handgrad layer; ``run(layer, *arrays) -> (y, backward[, extras])`` with
     ``backward(dy) -> [gradient of each input]``; ``batch_axis`` of the inputs (None:
-    unbatched), for the ``terms`` of the tolerances."""
+    unbatched; a list: one per input), for the ``terms`` of the tolerances. ``stats``:
+    buffers compared after the call (running statistics): torch updates fresh copies of
+    the module's buffers at each call, the layer its own (``extras``)."""
     names = [k for k, _ in m.named_parameters()]
     buffers = {k: numpy(v) for k, v in m.named_buffers()}
     leaves = [t.detach().requires_grad_(True) for t in inputs]
     leaves += [p.detach().requires_grad_(True) for _, p in m.named_parameters()]
 
     def torch_fn(*new):
-        return _call(m, call, dict(zip(names, new[len(inputs):])), new[:len(inputs)])
+        fresh = {k: torch.as_tensor(v.copy()) for k, v in buffers.items()}
+        fresh = {k: t.to(new[0].dtype) if t.is_floating_point() else t
+                 for k, t in fresh.items()}
+        y = _call(m, call, {**fresh, **dict(zip(names, new[len(inputs):]))},
+                  new[:len(inputs)])
+        return (y, {k: fresh[k] for k in stats}) if stats else y
 
     def handgrad_fn(*arrays):
         layer = build(arrays[0].dtype)
-        state = {**buffers, **dict(zip(names, arrays[len(inputs):]))}
-        y, back = run(layer, state, *arrays[:len(inputs)])
+        state = {**{k: v.copy() for k, v in buffers.items()},
+                 **dict(zip(names, arrays[len(inputs):]))}
+        y, back, *extras = run(layer, state, *arrays[:len(inputs)])
 
         def backward(dy):
             grads = list(back(dy))
             by_name = torch_grads(layer)
             return grads + [by_name[k] for k in names]
 
-        return y, backward, {}
+        return y, backward, (extras[0] if extras else {})
 
     return Plan(leaves, torch_fn, handgrad_fn, terms=dependencies(leaves, len(inputs), batch_axis))
 

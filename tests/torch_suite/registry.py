@@ -14,6 +14,7 @@ from . import (
     layers,
     losses,
     misc,
+    module_layers,
     modules,
     norms,
     pooling,
@@ -26,7 +27,7 @@ from . import (
 
 OPS: dict = {}
 MODULES: dict = {}
-for _family in (activations, conv, losses, misc, modules, layers, norms, pooling, recurrent,
-                sampling, sequence, shape, transformers):
+for _family in (activations, conv, losses, misc, modules, module_layers, layers, norms, pooling,
+                recurrent, sampling, sequence, shape, transformers):
     OPS.update(getattr(_family, "OPS", {}))
     MODULES.update(getattr(_family, "MODULES", {}))
