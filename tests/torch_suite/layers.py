@@ -36,14 +36,15 @@ def torch_grads(layer):
             child.parameters = params
 
 
-def layer_plan(m, inputs, call, build, run, batch_axis=0, stats=()):
+def layer_plan(m, inputs, call, build, run, batch_axis=0, stats=(), terms=None):
     """A plan over the float ``inputs`` (torch tensors) and ``m``'s parameters (torch's
     ``named_parameters`` order): ``call(m, *inputs)`` torch's output; ``build(dtype)``
     the unbuilt handgrad layer; ``run(layer, *arrays) -> (y, backward[, extras])`` with
     ``backward(dy) -> [gradient of each input]``; ``batch_axis`` of the inputs (None:
     unbatched; a list: one per input), for the ``terms`` of the tolerances. ``stats``:
     buffers compared after the call (running statistics): torch updates fresh copies of
-    the module's buffers at each call, the layer its own (``extras``)."""
+    the module's buffers at each call, the layer its own (``extras``). ``terms``: the
+    plan's terms where given (a layer without float inputs), else from the inputs."""
     names = [k for k, _ in m.named_parameters()]
     buffers = {k: numpy(v) for k, v in m.named_buffers()}
     leaves = [t.detach().requires_grad_(True) for t in inputs]
@@ -54,7 +55,7 @@ def layer_plan(m, inputs, call, build, run, batch_axis=0, stats=()):
         fresh = {k: t.to(new[0].dtype) if t.is_floating_point() else t
                  for k, t in fresh.items()}
         y = _call(m, call, {**fresh, **dict(zip(names, new[len(inputs):]))},
-                  new[:len(inputs)])
+                  new[:len(inputs)], new[0].dtype)
         return (y, {k: fresh[k] for k in stats}) if stats else y
 
     def handgrad_fn(*arrays):
@@ -70,7 +71,8 @@ def layer_plan(m, inputs, call, build, run, batch_axis=0, stats=()):
 
         return y, backward, (extras[0] if extras else {})
 
-    return Plan(leaves, torch_fn, handgrad_fn, terms=dependencies(leaves, len(inputs), batch_axis))
+    return Plan(leaves, torch_fn, handgrad_fn,
+                terms=terms or dependencies(leaves, len(inputs), batch_axis))
 
 
 def dependencies(leaves, count, batch_axis):
@@ -87,8 +89,8 @@ def dependencies(leaves, count, batch_axis):
     return {"y": example + params, **{f"grad {i}": grads for i in range(len(leaves))}}
 
 
-def _call(m, call, params, inputs):
-    m = m.to(inputs[0].dtype)
+def _call(m, call, params, inputs, dtype):
+    m = m.to(dtype)
     with torch.nn.utils.stateless._reparametrize_module(m, params):
         return call(m, *inputs)
 

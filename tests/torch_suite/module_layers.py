@@ -1,11 +1,11 @@
 """Module rows run through handgrad's layer twin: Linear (``Dense``), the convolutions
-and transposed convolutions, the batch, instance, group and layer norms. The torch
-module's parameters and buffers go into the layer through ``from_torch``
-(``layers.layer_plan``); the layer's forward and backward run on the sample (channels
-moved last, an unbatched input given a batch axis of one), the parameter gradients are
-compared by torch name and the running statistics after the call. A sample the layer
-cannot take as a one-input call (forward keywords, more inputs, a lazy module's dtype)
-goes to the functional adapter of ``modules.py`` instead."""
+and transposed convolutions (lazy ones after one call), Embedding, the batch, instance,
+group and layer norms. The torch module's parameters and buffers go into the layer
+through ``from_torch`` (``layers.layer_plan``); the layer's forward and backward run on
+the sample (channels moved last, an unbatched input given a batch axis of one), the
+parameter gradients are compared by torch name and the running statistics after the
+call. A sample the layer cannot take as a one-input call (other forward keywords, more
+inputs) goes to the functional adapter of ``modules.py`` instead."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from handgrad import layers as hl
 
 from . import modules
-from .helpers import first, last
+from .helpers import first, last, numpy
 from .layers import layer_plan, load
 
 STATS = ("running_mean", "running_var")
@@ -86,8 +86,9 @@ TWINS = {"Linear": (lambda m: lambda dtype: hl.Dense(m.out_features, bias=m.bias
              m.normalized_shape, m.eps, m.elementwise_affine, m.bias is not None, dtype=dtype),
                        lambda m, x: x.dim() == len(m.normalized_shape), _trailing)}
 for _rank in (1, 2, 3):
-    TWINS[f"Conv{_rank}d"] = _conv(_rank, False)
-    TWINS[f"ConvTranspose{_rank}d"] = _conv(_rank, True)
+    for _lazy in ("", "Lazy"):
+        TWINS[f"{_lazy}Conv{_rank}d"] = _conv(_rank, False)
+        TWINS[f"{_lazy}ConvTranspose{_rank}d"] = _conv(_rank, True)
     TWINS[f"BatchNorm{_rank}d"] = _running(hl.BatchNorm)
     TWINS[f"InstanceNorm{_rank}d"] = _running(hl.InstanceNorm)
 
@@ -99,11 +100,13 @@ def through_layer(make, is_unbatched, layout, fallback):
 
     def adapter(info, module_input, training):
         ci, fi = module_input.constructor_input, module_input.forward_input
-        x = fi.args[0] if fi.args else None
-        if fi.kwargs or len(fi.args) != 1 or not isinstance(x, torch.Tensor) \
-                or not x.is_floating_point():
+        given = [*fi.args, *fi.kwargs.values()]  # the input, positional or ``input=``
+        x = given[0] if len(given) == 1 and set(fi.kwargs) <= {"input"} else None
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
             return fallback(info, module_input, training)
-        m = info.module_cls(*ci.args, **ci.kwargs).to(x.dtype).train(training)
+        m = info.module_cls(*ci.args, **ci.kwargs)
+        modules.materialize(m, [x])
+        m = m.to(x.dtype).train(training)
         build = make(m)
         if build is None:
             return fallback(info, module_input, training)
@@ -123,4 +126,28 @@ def through_layer(make, is_unbatched, layout, fallback):
     return adapter
 
 
+def embedding(info, module_input, training):
+    """ids (N, ...) through ``Embedding`` (max_norm included); the functional adapter for
+    ``scale_grad_by_freq`` (the layer has none), unbatched ids and other calls."""
+    ci, fi = module_input.constructor_input, module_input.forward_input
+    m = info.module_cls(*ci.args, **ci.kwargs)
+    ids = numpy(fi.args[0]) if len(fi.args) == 1 else None
+    if fi.kwargs or ids is None or ids.ndim == 0 or m.scale_grad_by_freq:
+        return modules.MODULES["Embedding"](info, module_input, training)
+
+    def build(dtype):
+        return hl.Embedding(m.num_embeddings, m.embedding_dim, m.padding_idx, m.max_norm,
+                            m.norm_type, dtype=dtype)
+
+    def run(layer, state):
+        load(layer, state, ids.shape[1:], state["weight"].dtype)
+        y = layer.forward(ids, training=training, grad=True)
+        return y, lambda dy: [layer.backward(dy)][:0]
+
+    # an output entry is a copy of a table entry; a table gradient sums its id's uses
+    return layer_plan(m, [], lambda mod: mod(fi.args[0]), build, run,
+                      terms={"y": 1, "grad 0": max(ids.size, 1)})
+
+
 MODULES = {name: through_layer(*twin, modules.MODULES[name]) for name, twin in TWINS.items()}
+MODULES["Embedding"] = embedding

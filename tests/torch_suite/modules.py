@@ -46,7 +46,7 @@ class _Op:
         self.op = fn
 
 
-def _materialize(m, args):
+def materialize(m, args):
     """A lazy module's parameters, from one call on ``args``."""
     lazy = torch.nn.parameter.UninitializedParameter
     if any(isinstance(p, lazy) for p in m.parameters()):
@@ -68,7 +68,7 @@ def as_functional(row, fn, attrs=(), params=(), check=None, fixed=None, derive=N
             raise Unsupported("forward keywords")
         if not fi.args or not isinstance(fi.args[0], torch.Tensor):
             raise Unsupported("input type")
-        _materialize(m, fi.args)
+        materialize(m, fi.args)
         m = m.to(fi.args[0].dtype).train(training)
         if check is not None:
             check(m)
