@@ -95,4 +95,6 @@ def _named_refusal(reason):
 OPS["pdist"] = _named_refusal("no pdist op (pairwise_distance pairs rows, not all pairs)")
 OPS["multi_head_attention_forward"] = _named_refusal(
     "functional MHA with explicit weights (see the MultiheadAttention module row)")
+# the row is for complex64/128 (its real samples are F.silu's); handgrad's silu is real
+OPS["silu.complex"] = _named_refusal("complex dtype")
 MODULES = {"LPPool3d": _named_refusal("no 3-D lp_pool kernel")}
