@@ -69,6 +69,7 @@ def markdown(results, command):
     for r in results:
         if r.mapped:
             reasons.update(r.unsupported)
+    unmapped = [r for r in results if not r.mapped]
     out = [
         "# PyTorch's own test inputs through handgrad",
         "",
@@ -93,9 +94,8 @@ def markdown(results, command):
         "",
         "## Rows without an adapter yet",
         "",
-        "| row | samples |",
-        "|---|---:|",
-        *[f"| {r.row} | {r.samples} |" for r in results if not r.mapped],
+        *(["| row | samples |", "|---|---:|",
+           *[f"| {r.row} | {r.samples} |" for r in unmapped]] if unmapped else ["None."]),
         "",
         "## Per row",
         "",
