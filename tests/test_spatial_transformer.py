@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ import pytest
 import handgrad as hg
 from handgrad import io, ops
 from handgrad import layers as L
+from handgrad.ops import reference
 from handgrad.testing import assert_close
 
 torch = pytest.importorskip("torch")
@@ -90,6 +92,11 @@ def test_bad_arguments_are_named():
         ops.grid_sample(x, np.zeros((1, 2, 2, 3)))
     with pytest.raises(TypeError, match="'grid' has dtype float32"):
         ops.grid_sample(x, grid.astype(np.float32))
+    for empty in (np.zeros((1, 0, 3, 2)), np.zeros((1, 3, 0, 2))):
+        for sample in (ops.grid_sample, reference.grid_sample):
+            with pytest.raises(ValueError, match=r"'x' \(N, H, W, C\) must not have an empty "
+                               r"spatial axis; received .*" + re.escape(str(empty.shape))):
+                sample(empty, grid)
     with pytest.raises(ValueError, match=r"'theta' must have shape \(N, 2, 3\)"):
         ops.affine_grid(np.zeros((1, 3, 3)), (1, 3, 3, 1))
     with pytest.raises(ValueError, match="N = 2"):

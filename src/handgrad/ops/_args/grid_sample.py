@@ -35,6 +35,9 @@ def check_grid_sample(op, x, grid, mode, padding_mode, align_corners):
     x = float_array(op, "x", x, 4, "(N, H, W, C)")
     grid = float_array(op, "grid", grid, 4, "(N, Ho, Wo, 2)")
     same_dtype(op, x=x, grid=grid)
+    if 0 in x.shape[1:3]:  # nothing to sample from (PyTorch refuses it too)
+        raise ValueError(f"{op}: 'x' (N, H, W, C) must not have an empty spatial axis; "
+                         f"received an array of shape {tuple(x.shape)}")
     if grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]:
         raise ValueError(f"{op}: 'grid' must be (N, Ho, Wo, 2) with N = {x.shape[0]} (x's "
                          f"batch); received {tuple(grid.shape)}")
