@@ -108,6 +108,10 @@ def test_bad_input_is_refused_with_the_argument_named():
          r"'per_sample_weights' must have the shape of 'indices' \(4,\)"),
         (dict(mode="median"), ValueError, r"'mode' must be one of"),
         (dict(indices=ids.astype(float)), TypeError, r"'indices' must have an integer dtype"),
+        (dict(offsets=np.array([0.0, 2.0])), TypeError,
+         r"'offsets' must have an integer dtype .*dtype float64"),
+        (dict(offsets=np.array([0, 2, 4]), include_last_offset=1), TypeError,
+         r"'include_last_offset' must be a bool; received 1"),
     ]
     for kwargs, error, message in cases:
         args = {"indices": ids, "offsets": np.array([0, 2]), **kwargs}

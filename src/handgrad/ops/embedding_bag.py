@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, choice, describe, float_array, upstream_grad
+from .._hyper import flag
 from ._args.cache import Cache, check_cache
 from .declare import declare, exports
 from .embedding import (
@@ -85,7 +86,10 @@ def _check_offsets(op, offsets, n, include_last_offset):
             raise TypeError(f"{op}: 'offsets' must be a 1-D integer array (one start per bag) "
                             f"for 1-D 'indices'; received {describe(offsets)}")
         offsets = np.asarray(offsets, dtype=np.int64)
-    if offsets.dtype.kind not in "iu" or offsets.ndim != 1 or offsets.size == 0:
+    if offsets.dtype.kind not in "iu":
+        raise TypeError(f"{op}: 'offsets' must have an integer dtype (int32, int64, ...); "
+                        f"received {describe(offsets)}")
+    if offsets.ndim != 1 or offsets.size == 0:
         raise ValueError(f"{op}: 'offsets' must be a non-empty 1-D integer array; received "
                          f"{describe(offsets)}")
     if int(offsets[0]) != 0:
@@ -114,6 +118,7 @@ def prepare_embedding_bag(op, weight, indices, offsets, mode, per_sample_weights
     when ``max_norm`` is given (as torch)."""
     weight = float_array(op, "weight", weight, 2, "(num_embeddings, embedding_dim)")
     mode = choice(op, "mode", mode, EMBEDDING_BAG_MODES)
+    include_last_offset = flag(op, "include_last_offset", include_last_offset)
     max_norm, norm_type = check_max_norm(op, max_norm, norm_type)
     padding_idx = check_padding_idx(op, padding_idx, weight.shape[0])
     indices = check_ids(op, indices, weight.shape[0], "indices")
