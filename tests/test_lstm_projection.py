@@ -170,6 +170,17 @@ def test_bad_proj_size(make, error, message):
         make()
 
 
+@pytest.mark.parametrize("missing", ["W_ih", "W_hh"])
+def test_kernel_refuses_a_missing_weight(missing):
+    from handgrad import ops
+    from handgrad.ops import reference
+    weights = {"W_ih": np.zeros((F, 4 * H)), "W_hh": np.zeros((P, 4 * H)),
+               "W_hr": np.zeros((H, P)), missing: None}
+    for kernel in (ops.lstm_projected, reference.lstm_projected):
+        with pytest.raises(TypeError, match=rf"lstm_projected: '{missing}' is required .*None"):
+            kernel(np.zeros((N, T, F)), **weights)
+
+
 def test_bad_state_shapes_name_p():
     layer = L.LSTM(H, proj_size=P, dtype="float64")
     x = np.zeros((N, T, F))

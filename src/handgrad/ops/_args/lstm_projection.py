@@ -45,6 +45,9 @@ def _shaped(op, name, value, shape, layout):
 
 def prepare_projected(op, x, W_ih, W_hh, W_hr, b_ih, b_hh, h0, c0, lengths, reverse):
     """Check every argument of a projected LSTM; return a :class:`ProjectedCall`."""
+    for name, value in (("W_ih", W_ih), ("W_hh", W_hh)):
+        if value is None:
+            raise TypeError(f"{op}: '{name}' is required (an array); received None")
     x = float_array(op, "x", x, 3, "(N, T, F)")
     W_hr = float_array(op, "W_hr", W_hr, 2, "(H, P)")
     n, steps, features = x.shape
