@@ -226,3 +226,33 @@ def test_loss_objects_reduce_as_keras_and_save_with_the_model(tmp_path):
     x = np.random.default_rng(0).standard_normal((5, 3))
     y = np.eye(4)[[0, 1, 2, 3, 0]]
     assert loaded.evaluate(x, y, return_dict=True) == net.evaluate(x, y, return_dict=True)
+
+
+@pytest.mark.parametrize("loss, keras_loss, metric, keras_metric", [
+    ("binary_crossentropy", keras_binary, "binary_accuracy", lambda t, p: (p > 0.5) == (t > 0.5)),
+    ("mse", lambda t, p: (p - t) ** 2, "mae", lambda t, p: abs(p - t)),
+])
+def test_targets_without_the_trailing_one_axis_are_read_as_keras_reads_them(
+        loss, keras_loss, metric, keras_metric):
+    # Keras brings y_true (N,) and y_pred (N, 1) to one rank (squeeze_or_expand_to_same_rank)
+    # before its losses and metrics: per-example terms, never an (N, N) broadcast.
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((24, 3))
+    t = (rng.random(24) > 0.5).astype(np.float64)
+
+    def net():
+        model = Sequential([L.Dense(1), L.Sigmoid()], input_shape=(3,), seed=2, dtype="float64")
+        model.compile("sgd", loss, metrics=[metric])
+        return model
+
+    flat, column = net(), net()
+    p = flat.predict(x)
+    value, measured = flat.evaluate(x, t)
+    assert_close(value, keras_loss(t[:, None], p).mean(), dtype=np.float64, terms=24)
+    assert_close(measured, keras_metric(t[:, None], p).mean(), dtype=np.float64, terms=24)
+    kwargs = dict(epochs=2, batch_size=8, rng=0, verbose=0, class_weight={0: 2.0, 1: 1.0})
+    logs = [model.fit(x, y, **kwargs).history for model, y in ((flat, t), (column, t[:, None]))]
+    for key in ("loss", metric):
+        assert logs[0][key] == logs[1][key], key
+    for key, value in column.named_parameters().items():
+        assert np.array_equal(flat.named_parameters()[key], value), key

@@ -94,6 +94,17 @@ def _metric_object(entry):
     return None
 
 
+def keras_rank(pred, y):
+    """``y`` with a trailing axis of 1 added where ``pred`` has it and ``y`` lacks it: Keras's
+    targets (N,) for an output (N, 1) (its losses and metrics bring the two to one rank,
+    ``squeeze_or_expand_to_same_rank``), never broadcast to (N, N); else ``y`` as given."""
+    shape, pshape = getattr(y, "shape", None), getattr(pred, "shape", None)
+    if shape is None or pshape is None or not pshape or pshape[-1] != 1 \
+            or tuple(shape) != tuple(pshape[:-1]):
+        return y
+    return y[..., None]
+
+
 def _link(loss):
     """What turns the output into probabilities for the metrics that threshold them: the
     sigmoid for a binary logits loss, the softmax for a softmax cross-entropy, else the
@@ -196,11 +207,13 @@ class Objective:
                 + [f"{name}_{metric}" for name in self.names for metric in self.metric_fns[name]])
 
     def __call__(self, preds, ys, *, gradients=True, sample_weight=None):
-        """``(logs, dpreds)`` for lists (in output order) of predictions and targets;
+        """``(logs, dpreds)`` for lists (in output order) of predictions and targets
+        (targets (N,) for an output (N, 1) read as (N, 1), as Keras's);
         ``dpreds[i]`` is None for an output without a loss or with weight 0.
         ``sample_weight`` (B,) weighs each example of every loss
         (:func:`handgrad.training.weights.weighted_loss`)."""
         logs, dpreds, total = {}, [], 0.0
+        ys = [keras_rank(pred, y) for pred, y in zip(preds, ys)]
         for name, pred, y in zip(self.names, preds, ys):
             fn, weight, grad = self.losses[name], self.weights[name], None
             if fn is not None:
