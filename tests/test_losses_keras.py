@@ -256,3 +256,22 @@ def test_targets_without_the_trailing_one_axis_are_read_as_keras_reads_them(
         assert logs[0][key] == logs[1][key], key
     for key, value in column.named_parameters().items():
         assert np.array_equal(flat.named_parameters()[key], value), key
+
+
+@pytest.mark.parametrize("activation, loss, match", [
+    ("softmax", "cross_entropy", r"loss 'cross_entropy' takes logits, but the model ends "
+                                 r"with Dense 'dense_0' with activation='softmax'"),
+    ("sigmoid", losses.BinaryCrossentropy(from_logits=True), r"takes logits, but the model "
+                                                            r"ends with Dense 'dense_0' with "
+                                                            r"activation='sigmoid'"),
+    ("softmax", "nll_loss", r"takes log-probabilities, but the model ends with Dense "
+                            r"'dense_0' with activation='softmax'"),
+])
+def test_a_fused_softmax_or_sigmoid_is_refused_before_a_logits_loss(activation, loss, match):
+    # Dense(3, activation="softmax") computes what Dense(3) + Softmax() does: a logits loss
+    # after it would apply a second softmax (or sigmoid), as after the separate layer.
+    net = Sequential([L.Dense(3, activation=activation)], input_shape=(2,))
+    with pytest.raises(ValueError, match=match + r".*drop that activation"):
+        net.compile("sgd", loss)
+    Sequential([L.Dense(3, activation=activation)], input_shape=(2,)).compile(
+        "sgd", "binary_crossentropy" if activation == "sigmoid" else "categorical_crossentropy")

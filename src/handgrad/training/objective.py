@@ -105,6 +105,18 @@ def keras_rank(pred, y):
     return y[..., None]
 
 
+def _probability_ending(layer):
+    """``(op, what, how to drop it)`` where ``layer`` ends in a softmax or a sigmoid: an
+    activation layer, or ``activation=`` fused into a Dense or a convolution; else None."""
+    act = layer if isinstance(layer, Activation) else getattr(layer, "activation_layer", None)
+    if not isinstance(act, Activation) or act.forward_op not in (ops.softmax, ops.sigmoid):
+        return None
+    if act is layer:
+        return act.forward_op, layer.label, "remove that last layer"
+    return (act.forward_op, f"{layer.label} with activation={layer.activation!r}",
+            "drop that activation")
+
+
 def _link(loss):
     """What turns the output into probabilities for the metrics that threshold them: the
     sigmoid for a binary logits loss, the softmax for a softmax cross-entropy, else the
@@ -179,20 +191,21 @@ class Objective:
 
     def _check_logits(self, op, name, layer):
         spec = self.loss_specs.get(name)
-        if losses.takes_logits(self.losses[name]) and isinstance(layer, Activation) \
-                and layer.forward_op in (ops.softmax, ops.sigmoid):
-            where = f"output {name!r} comes from" if self.multi else "the model ends with"
+        ending = _probability_ending(layer)
+        if ending is None:
+            return
+        op_, what, drop = ending
+        where = f"output {name!r} comes from" if self.multi else "the model ends with"
+        if losses.takes_logits(self.losses[name]):
             other = (" or use 'binary_cross_entropy', which takes probabilities"
-                     if layer.forward_op is ops.sigmoid else "")
-            raise ValueError(f"{op}: loss {spec!r} takes logits, but {where} {layer.label}, "
-                             f"which outputs probabilities; remove that last layer (apply "
-                             f"it to predict's outputs instead){other}")
-        if losses.takes_log_probabilities(self.losses[name]) and isinstance(layer, Activation) \
-                and layer.forward_op in (ops.softmax, ops.sigmoid):
-            where = f"output {name!r} comes from" if self.multi else "the model ends with"
+                     if op_ is ops.sigmoid else "")
+            raise ValueError(f"{op}: loss {spec!r} takes logits, but {where} {what}, "
+                             f"which outputs probabilities; {drop} (apply it to predict's "
+                             f"outputs instead){other}")
+        if losses.takes_log_probabilities(self.losses[name]):
             raise ValueError(f"{op}: loss {spec!r} takes log-probabilities, but {where} "
-                             f"{layer.label}, which outputs probabilities; remove that layer and "
-                             f"use 'cross_entropy', which applies the log-softmax itself")
+                             f"{what}, which outputs probabilities; {drop} and use "
+                             f"'cross_entropy', which applies the log-softmax itself")
 
     # ----------------------------------------------------------------- use
     def needs_target(self, name) -> bool:
