@@ -275,3 +275,16 @@ def test_a_fused_softmax_or_sigmoid_is_refused_before_a_logits_loss(activation, 
         net.compile("sgd", loss)
     Sequential([L.Dense(3, activation=activation)], input_shape=(2,)).compile(
         "sgd", "binary_crossentropy" if activation == "sigmoid" else "categorical_crossentropy")
+
+
+@pytest.mark.parametrize("last", [lambda: [L.Dense(2, activation="sigmoid")],
+                                  lambda: [L.Dense(2), L.Sigmoid()]])
+def test_binary_accuracy_thresholds_a_sigmoid_output_at_one_half_whatever_the_loss(last):
+    # Keras's binary_accuracy is mean((y_pred > 0.5) == (y_true > 0.5)) on the output as it
+    # is; a sigmoid-ended model's output is a probability even under mse.
+    rng = np.random.default_rng(6)
+    x, t = rng.standard_normal((40, 3)), (rng.random((40, 2)) > 0.5).astype(np.float64)
+    net = Sequential(last(), input_shape=(3,), seed=1, dtype="float64")
+    net.compile("sgd", "mse", metrics=["binary_accuracy"])
+    p = net.predict(x)
+    assert net.evaluate(x, t)[1] == np.mean((p > 0.5) == (t > 0.5)) != np.mean((p > 0) == t)

@@ -13,7 +13,8 @@ name the user gave (``metrics=["acc"]`` logs ``acc`` and ``val_acc``):
         ``(N, ..., 1)``, or one-hot ``(N, ..., C)``); with one logit (C == 1):
         ``logit > 0`` == ``target > 0.5``
     binary_accuracy              elementwise ``logit > 0`` == ``target > 0.5`` (with a loss
-                                 of probabilities: ``probability > 0.5``)
+                                 of probabilities or an output ending in a sigmoid or a
+                                 softmax: ``probability > 0.5``)
     mae, mean_absolute_error     mean |pred - y|
     mse, mean_squared_error      mean (pred - y)^2
 

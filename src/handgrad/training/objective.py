@@ -167,6 +167,10 @@ class Objective:
         self.links = {name: _link(fn) for name, fn in self.losses.items()}
         for name, layer in zip(self.names, _output_layers(model)):
             self._check_logits(op, name, layer)
+            if _probability_ending(layer) is not None:  # Keras's threshold 0.5 on them
+                self.metric_fns[name] = {
+                    key: _metrics.probability_accuracy if fn is _metrics.binary_accuracy
+                    else fn for key, fn in self.metric_fns[name].items()}
 
     def _loss_name(self, name):
         spec = self.loss_specs.get(name)
