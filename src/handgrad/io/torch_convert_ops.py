@@ -1,0 +1,166 @@
+"""The handgrad layers of torch's modules and functions, for :mod:`.torch_convert`.
+
+``MODULES`` maps a torch module class name to ``make(module, conv) -> Layer`` (``conv``:
+the converter, for the module path in messages); ``POINTWISE_FUNCTIONS`` and
+``POINTWISE_METHODS`` map element-wise torch functions and tensor methods to the layer
+that computes them (any layout passes through). Channel-aware modules (convolutions,
+pools, batch norms, upsampling) read and write channels-last maps: ``CHANNEL_MODULES``.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from .. import layers as L
+
+#: torch modules that read channels at axis 1 (their handgrad twins: at the last axis)
+CHANNEL_MODULES = {
+    *(f"{kind}{n}d" for n in (1, 2, 3) for kind in (
+        "Conv", "ConvTranspose", "MaxPool", "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool",
+        "BatchNorm")),
+    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+}
+
+
+def _rank(name):
+    return int(name[-2])
+
+
+def _bias(m):
+    return m.bias is not None
+
+
+def _conv(m):
+    cls = getattr(L, f"Conv{_rank(type(m).__name__)}D")
+    return cls(m.out_channels, m.kernel_size, m.stride, m.padding, m.dilation, m.groups,
+               _bias(m), padding_mode=m.padding_mode)
+
+
+def _conv_transpose(m):
+    if m.padding_mode != "zeros":
+        raise ValueError(f"padding_mode={m.padding_mode!r} (handgrad's transposed "
+                         f"convolutions pad with zeros)")
+    cls = getattr(L, f"ConvTranspose{_rank(type(m).__name__)}D")
+    return cls(m.out_channels, m.kernel_size, m.stride, m.padding, m.output_padding,
+               m.dilation, m.groups, _bias(m))
+
+
+def _batch_norm(m):
+    return L.BatchNorm(m.momentum, m.eps, m.affine, m.track_running_stats)
+
+
+def _max_pool(m):
+    if m.return_indices:
+        raise ValueError("return_indices=True (the indices are a second output)")
+    cls = getattr(L, f"MaxPool{_rank(type(m).__name__)}D")
+    return cls(m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+
+
+def _avg_pool(m):
+    if getattr(m, "divisor_override", None) is not None:
+        raise ValueError(f"divisor_override={m.divisor_override!r}")
+    cls = getattr(L, f"AvgPool{_rank(type(m).__name__)}D")
+    return cls(m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad)
+
+
+def _adaptive(kind):
+    def make(m):
+        if getattr(m, "return_indices", False):
+            raise ValueError("return_indices=True (the indices are a second output)")
+        return getattr(L, f"Adaptive{kind}Pool{_rank(type(m).__name__)}D")(m.output_size)
+    return make
+
+
+def _upsample(m):
+    mode = {"UpsamplingNearest2d": "nearest", "UpsamplingBilinear2d": "bilinear"}.get(
+        type(m).__name__, m.mode)
+    corners = True if type(m).__name__ == "UpsamplingBilinear2d" else m.align_corners
+    return L.Upsample(m.size, m.scale_factor, mode, corners)
+
+
+def _dropout(m):
+    return L.Dropout(m.p)
+
+
+MODULES = {
+    **{f"Conv{n}d": _conv for n in (1, 2, 3)},
+    **{f"ConvTranspose{n}d": _conv_transpose for n in (1, 2, 3)},
+    **{f"BatchNorm{n}d": _batch_norm for n in (1, 2, 3)},
+    **{f"MaxPool{n}d": _max_pool for n in (1, 2, 3)},
+    **{f"AvgPool{n}d": _avg_pool for n in (1, 2, 3)},
+    **{f"AdaptiveAvgPool{n}d": _adaptive("Avg") for n in (1, 2, 3)},
+    **{f"AdaptiveMaxPool{n}d": _adaptive("Max") for n in (1, 2, 3)},
+    "Upsample": _upsample, "UpsamplingNearest2d": _upsample, "UpsamplingBilinear2d": _upsample,
+    "Linear": lambda m: L.Dense(m.out_features, bias=_bias(m)),
+    "Dropout": _dropout,
+}
+
+#: element-wise modules: torch class name -> handgrad layer (their settings as arguments)
+POINTWISE_MODULES = {
+    "ReLU": lambda m: L.ReLU(), "ReLU6": lambda m: L.ReLU6(), "Sigmoid": lambda m: L.Sigmoid(),
+    "Tanh": lambda m: L.Tanh(), "SiLU": lambda m: L.SiLU(), "Hardswish": lambda m: L.Hardswish(),
+    "Hardsigmoid": lambda m: L.HardSigmoid(), "Mish": lambda m: L.Mish(),
+    "GELU": lambda m: L.GELU(approximate=m.approximate),
+    "LeakyReLU": lambda m: L.LeakyReLU(negative_slope=m.negative_slope),
+    "ELU": lambda m: L.ELU(alpha=m.alpha), "Identity": lambda m: L.Identity(),
+    "Dropout": _dropout,
+}
+
+
+def _torch_functions():
+    import torch
+    F = torch.nn.functional
+    relu, sigmoid, tanh = (lambda *a, **k: L.ReLU()), (lambda *a, **k: L.Sigmoid()), \
+        (lambda *a, **k: L.Tanh())
+    return {
+        F.relu: relu, torch.relu: relu, sigmoid: sigmoid, torch.sigmoid: sigmoid,
+        F.sigmoid: sigmoid, torch.tanh: tanh, F.tanh: tanh,
+        F.relu6: lambda *a, **k: L.ReLU6(), F.silu: lambda *a, **k: L.SiLU(),
+        F.hardswish: lambda *a, **k: L.Hardswish(),
+        F.hardsigmoid: lambda *a, **k: L.HardSigmoid(),
+        F.gelu: lambda x, approximate="none", **k: L.GELU(approximate=approximate),
+        F.leaky_relu: lambda x, negative_slope=0.01, *a, **k: L.LeakyReLU(
+            negative_slope=negative_slope),
+        F.dropout: lambda x, p=0.5, *a, **k: L.Dropout(p),
+    }
+
+
+def pointwise_function(target):
+    """The maker of the handgrad layer of an element-wise torch function, or None."""
+    try:
+        return _torch_functions().get(target)
+    except TypeError:  # an unhashable target
+        return None
+
+
+POINTWISE_METHODS = {
+    "relu": lambda *a, **k: L.ReLU(), "sigmoid": lambda *a, **k: L.Sigmoid(),
+    "tanh": lambda *a, **k: L.Tanh(),
+}
+
+#: binary operators of two tensors: handgrad merge layer; of a tensor and a number c:
+#: (scale, offset) of ``Rescaling`` (``x * scale + offset``), ``swapped`` for ``c op x``
+BINARY = {"add": L.Add, "mul": L.Multiply, "sub": L.Subtract}
+SCALAR = {
+    "add": lambda c, swapped: (1.0, c), "mul": lambda c, swapped: (c, 0.0),
+    "sub": lambda c, swapped: (-1.0, c) if swapped else (1.0, -c),
+    "truediv": lambda c, swapped: None if swapped else (1.0 / c, 0.0),
+}
+
+
+def binary_name(node):
+    """``"add"``, ``"mul"``, ``"sub"``, ``"truediv"`` for the arithmetic nodes, else None."""
+    import torch
+    functions = {operator.add: "add", operator.mul: "mul", operator.sub: "sub",
+                 operator.truediv: "truediv", torch.add: "add", torch.mul: "mul",
+                 torch.sub: "sub", torch.div: "truediv", operator.iadd: "add",
+                 operator.imul: "mul"}
+    if node.op == "call_function":
+        try:
+            return functions.get(node.target)
+        except TypeError:
+            return None
+    if node.op == "call_method":
+        return {"add": "add", "mul": "mul", "sub": "sub", "div": "truediv", "add_": "add",
+                "mul_": "mul"}.get(node.target)
+    return None

@@ -1,0 +1,127 @@
+"""``handgrad.io.convert_torch``: torch modules traced by torch.fx into graph Models.
+
+Each network is a hand-written torch module; its conversion is compared with torch
+autograd in float64: the evaluation-mode output, the input gradient and every parameter
+gradient by torch's name (``forward(x, training=False, grad=True)``), and for networks
+without randomness a training-mode forward and backward with the running statistics
+after it. Tolerance: ``terms`` is the number of parameters (a bound on the rounded terms
+behind any one result); ``scale`` the largest expected value, for gradients the largest
+gradient of the network (a batch norm's gradients are sums that cancel).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from handgrad.io import convert_torch, to_torch_state_dict
+from handgrad.testing import assert_close, finite_max
+from test_ported_networks import lenet5_case
+from test_ported_networks_resnet import ResNet18
+
+torch = pytest.importorskip("torch")
+nn, F = torch.nn, torch.nn.functional
+
+
+def channels_last(t):
+    a = t.detach().numpy()
+    return np.moveaxis(a, 1, -1) if a.ndim > 2 else a
+
+
+def torch_gradients(model):
+    """{torch name: gradient} of ``model``'s parameters, in torch's layouts."""
+    params, grads = model.named_parameters(), model.named_gradients()
+    saved = {k: p.copy() for k, p in params.items()}
+    try:
+        for k, p in params.items():
+            p[...] = grads[k]
+        return to_torch_state_dict(model, numpy=True)
+    finally:
+        for k, p in params.items():
+            p[...] = saved[k]
+
+
+def check_against_torch(net, shape, training=False, seed=0):
+    """Convert ``net`` (float64) and compare one forward and backward in the given mode."""
+    torch.manual_seed(seed)
+    x = torch.randn(*shape, dtype=torch.float64)
+    model = convert_torch(net, x)
+    assert model.dtype == np.float64
+    net = copy.deepcopy(net).train(training)
+    xt = x.clone().requires_grad_(True)
+    y = net(xt)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    model.zero_grad()
+    ours = model.forward(channels_last(x), training=training, grad=True)
+    dx = model.backward(channels_last(dy))
+    terms, check = model.count_params(), dict(dtype=np.float64)
+    assert_close(ours, channels_last(y), terms=terms, what="output", **check)
+    assert_close(dx, channels_last(xt.grad), terms=terms, what="input gradient", **check)
+    grads = torch_gradients(model)
+    named = dict(net.named_parameters())
+    assert set(named) <= set(grads), sorted(set(named) - set(grads))
+    scale = max(finite_max(p.grad.numpy()) for p in named.values())
+    for name, p in named.items():
+        assert_close(grads[name], p.grad.numpy(), terms=terms, scale=scale,
+                     what=f"grad {name}", **check)
+    if training:  # the running statistics after the batch
+        state = to_torch_state_dict(model, numpy=True)
+        for name, b in net.named_buffers():
+            if not name.endswith("num_batches_tracked"):
+                assert_close(state[name], b.numpy(), terms=terms, what=name, **check)
+    return model
+
+
+class SEBlock(nn.Module):
+    """A MobileNetV2 inverted residual with squeeze-excitation and a concatenated skip."""
+
+    def __init__(self, c, t=3):
+        super().__init__()
+        hidden = c * t
+        self.expand = nn.Sequential(nn.Conv2d(c, hidden, 1, bias=False), nn.BatchNorm2d(hidden),
+                                    nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden, bias=False),
+                                nn.BatchNorm2d(hidden), nn.Hardswish())
+        self.se_reduce, self.se_expand = nn.Linear(hidden, hidden // 4), nn.Linear(
+            hidden // 4, hidden)
+        self.project = nn.Sequential(nn.Conv2d(hidden, c, 1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        y = self.dw(self.expand(x))
+        s = torch.sigmoid(self.se_expand(F.silu(self.se_reduce(y.mean(dim=(2, 3))))))
+        y = self.project(y * s[:, :, None, None])
+        return torch.cat([x + y, x * 0.5], dim=1)
+
+
+class MobileNetSE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.Hardswish())
+        self.block = SEBlock(8)
+        self.head = nn.Conv2d(16, 12, 1)
+        self.classifier = nn.Linear(12 * 4 * 4, 10)
+
+    def forward(self, x):
+        h = F.adaptive_avg_pool2d(self.head(self.block(self.stem(x))), 4)
+        return self.classifier(h.view(h.size(0), -1))
+
+
+def test_lenet_matches_torch():
+    check_against_torch(lenet5_case()["net"], (2, 1, 28, 28))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_resnet18_matches_torch(training):
+    torch.manual_seed(0)
+    model = check_against_torch(ResNet18().double(), (2, 3, 48, 48), training)
+    assert "layer2.0.downsample.0" in [layer.name for layer in model.layers]
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_mobilenet_se_block_matches_torch(training):
+    torch.manual_seed(0)
+    check_against_torch(MobileNetSE().double(), (2, 3, 16, 16), training)
