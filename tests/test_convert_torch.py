@@ -16,7 +16,8 @@ import copy
 import numpy as np
 import pytest
 
-from handgrad.io import convert_torch, to_torch_state_dict
+import handgrad as hg
+from handgrad.io import convert_torch, from_torch, to_torch_state_dict
 from handgrad.testing import assert_close, finite_max
 from test_ported_networks import lenet5_case
 from test_ported_networks_resnet import ResNet18
@@ -125,3 +126,87 @@ def test_resnet18_matches_torch(training):
 def test_mobilenet_se_block_matches_torch(training):
     torch.manual_seed(0)
     check_against_torch(MobileNetSE().double(), (2, 3, 16, 16), training)
+
+
+class FlattenPaths(nn.Module):
+    """Maps flattened three ways: straight from the input (no convolution before it: the
+    map goes to torch's order), after a convolution into a Linear (the Linear's rows are
+    permuted) and after a convolution into a concatenation (torch's order again)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.raw, self.fc = nn.Linear(3 * 5 * 6, 7), nn.Linear(4 * 5 * 6, 7)
+
+    def forward(self, x):
+        h = F.relu(self.conv(x))
+        twice = (h * 2.0).flatten(1)[:, None, :]
+        return torch.cat([self.raw(x.reshape(x.shape[0], -1)),
+                          F.relu(self.fc(torch.flatten(h, 1))), twice.flatten(1)], dim=1)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_flatten_of_maps_keeps_torch_order(training):
+    torch.manual_seed(0)
+    model = check_against_torch(FlattenPaths().double(), (2, 3, 5, 6), training)
+    kinds = [type(layer).__name__ for layer in model.layers]
+    assert kinds.count("Flatten") == 1  # into the Linear: its rows permuted, no transpose
+    assert kinds.count("Permute") == 2  # the input's and the concatenated map's
+
+
+def test_float32_module_gives_a_float32_model():
+    torch.manual_seed(0)
+    net = lenet5_case()["net"].float()
+    model = convert_torch(net, torch.randn(2, 1, 28, 28))
+    assert model.dtype == np.float32
+    assert all(p.dtype == np.float32 for p in model.named_parameters().values())
+
+
+def test_from_torch_loads_a_later_checkpoint_by_torch_names(tmp_path):
+    torch.manual_seed(0)
+    net, x = ResNet18().double().eval(), torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    model = convert_torch(net, x)
+    torch.manual_seed(1)
+    later = ResNet18().double().eval()
+    from_torch(later.state_dict(), model)
+    terms = model.count_params()
+    assert_close(model.forward(channels_last(x), training=False), channels_last(later(x)),
+                 dtype=np.float64, terms=terms)
+    path = tmp_path / "resnet.safetensors"
+    hg.io.save(model, path)
+    loaded = hg.io.load(path)
+    assert [layer.name for layer in loaded.layers] == [layer.name for layer in model.layers]
+    np.testing.assert_array_equal(loaded.forward(channels_last(x), training=False),
+                                  model.forward(channels_last(x), training=False))
+
+
+class Erf(nn.Module):
+    def forward(self, x):
+        return torch.erf(x)
+
+
+class Outer(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 1), inner)
+
+    def forward(self, x):
+        return self.features(x)
+
+
+@pytest.mark.parametrize("inner, named", [(Erf(), ["erf", "features.1"]),
+                                          (nn.PixelShuffle(2), ["PixelShuffle",
+                                                                "features.1"])])
+def test_unmapped_nodes_are_refused_with_target_and_module_path(inner, named):
+    with pytest.raises(ValueError, match="convert_torch") as info:
+        convert_torch(Outer(inner), torch.randn(1, 3, 4, 4))
+    assert all(word in str(info.value) for word in named), str(info.value)
+
+
+def test_untraceable_module_is_refused():
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x if x.sum() > 0 else -x
+
+    with pytest.raises(ValueError, match=r"torch\.fx cannot trace Branchy"):
+        convert_torch(Branchy(), torch.randn(1, 3))

@@ -41,6 +41,8 @@ import math
 import numpy as np
 
 from .. import layers as L
+from ..layers.registry import REGISTRY
+from ..layers.symbolic import input_tensor
 from .torch_convert_ops import (
     BINARY,
     CHANNEL_MODULES,
@@ -48,8 +50,11 @@ from .torch_convert_ops import (
     POINTWISE_METHODS,
     POINTWISE_MODULES,
     SCALAR,
+    Value,
     binary_name,
+    only_new_axes,
     pointwise_function,
+    torch_to_handgrad_axis,
 )
 from .torch_interop import from_torch
 
@@ -57,30 +62,6 @@ __all__ = ["convert_torch"]
 
 #: tensor methods and functions that change nothing handgrad holds
 _IDENTITY_METHODS = {"contiguous", "clone", "detach"}
-
-
-class _Value:
-    """A converted tensor: the handgrad ``tensor``, its ``layout`` ("cf"/"plain"), its
-    torch ``shape`` (batch included) and the from_torch walker's view ``spatial``."""
-
-    def __init__(self, tensor, layout, shape, spatial=False):
-        self.tensor, self.layout, self.shape, self.spatial = tensor, layout, shape, spatial
-        self.views = {}  # the same tensor in the other layout, made once
-
-
-def _only_new_axes(index):
-    """Whether a tensor index only adds unit axes (``s[:, :, None, None]``)."""
-    index = index if isinstance(index, tuple) else (index,)
-    return any(i is None for i in index) and all(
-        i is None or i == slice(None) for i in index)
-
-
-def _torch_to_handgrad_axis(dim, rank, layout):
-    """handgrad's axis (negative) of torch's ``dim`` of a value of ``rank``."""
-    dim = dim % rank
-    if layout == "cf" and dim >= 1:
-        dim = rank - 1 if dim == 1 else dim - 1
-    return dim - rank
 
 
 class _Converter:
@@ -152,7 +133,7 @@ class _Converter:
             if twin is not None:
                 spatial = {"maps": True, "reset": False, "flatten": False}.get(
                     twin.layout, spatial)
-        return _Value(out, layout, tuple(self.runtime[node].shape), spatial)
+        return Value(out, layout, tuple(self.runtime[node].shape), spatial)
 
     def as_layout(self, value, layout, node):
         """``value`` in ``layout``: a ``Permute`` between channels-last and torch's order."""
@@ -162,7 +143,7 @@ class _Converter:
             k = len(value.shape) - 2
             dims = (k + 1, *range(1, k + 1)) if layout == "plain" else (*range(2, k + 2), 1)
             layer = L.Permute(dims, name=self.name(f"{node.name}_to_{layout}"))
-            value.views[layout] = _Value(layer(value.tensor), layout, value.shape,
+            value.views[layout] = Value(layer(value.tensor), layout, value.shape,
                                          value.spatial)
         return value.views[layout]
 
@@ -182,10 +163,9 @@ class _Converter:
         layout = "cf" if len(shape) in (4, 5) or (len(shape) == 3 and any(
             self.reads_channels(user) for user in node.users)) else "plain"
         per_example = shape[1:] if layout == "plain" else (*shape[2:], shape[1])
-        from ..model.graph import Input
-        tensor = Input(per_example, name=node.name)
+        tensor = input_tensor(per_example, node.name, None)
         self.inputs.append(tensor)
-        self.values[node] = _Value(tensor, layout, shape)
+        self.values[node] = Value(tensor, layout, shape)
 
     def reads_channels(self, node):
         return node.op == "call_module" and type(
@@ -195,7 +175,7 @@ class _Converter:
         module = self.gm.get_submodule(node.target)
         kind = type(module).__name__
         x = self.values.get(node.args[0]) if node.args else None
-        if not isinstance(x, _Value) or len(node.args) != 1 or node.kwargs:
+        if not isinstance(x, Value) or len(node.args) != 1 or node.kwargs:
             self.refuse(node, f"{kind} is converted for one tensor argument")
         if node.target in self.called:  # a module called again shares its layer
             layer, layout = self.called[node.target]
@@ -230,7 +210,7 @@ class _Converter:
     def function(self, node, target):
         args = [self.arg(node, a) for a in node.args]
         kwargs = {k: self.arg(node, a) for k, a in node.kwargs.items()}
-        tensors = [a for a in args if isinstance(a, _Value)]
+        tensors = [a for a in args if isinstance(a, Value)]
         result = self.runtime[node]
         if not isinstance(result, self.torch.Tensor):  # x.size(0), x.shape: constants
             if not isinstance(result, (int, float, tuple, list)):
@@ -252,7 +232,7 @@ class _Converter:
             start = kwargs.get("start_dim", args[1] if len(args) > 1 else 0)
             end = kwargs.get("end_dim", args[2] if len(args) > 2 else -1)
             self.values[node] = self.flatten(node, tensors[0], start, end)
-        elif name == "getitem" and tensors and _only_new_axes(args[1]):
+        elif name == "getitem" and tensors and only_new_axes(args[1]):
             self.values[node] = self.reshape(node, tensors[0])
         elif name in ("view", "reshape", "unsqueeze"):
             self.values[node] = self.reshape(node, tensors[0])
@@ -283,7 +263,7 @@ class _Converter:
     # ------------------------------------------------------------------ ops
     def arithmetic(self, node, op, args):
         x, y = args[0], args[1]
-        if isinstance(x, _Value) and isinstance(y, _Value):
+        if isinstance(x, Value) and isinstance(y, Value):
             if op not in BINARY:
                 self.refuse(node, f"{op} of two tensors is not converted")
             layout = x.layout if x.layout == y.layout else "plain"
@@ -291,7 +271,7 @@ class _Converter:
             if len(x.shape) != len(y.shape):
                 self.refuse(node, f"broadcasting of ranks {len(x.shape)} and {len(y.shape)}")
             return self.call(BINARY[op](), node, ins, layout)
-        swapped = not isinstance(x, _Value)
+        swapped = not isinstance(x, Value)
         tensor, number = (y, x) if swapped else (x, y)
         affine = SCALAR[op](float(number), swapped) if isinstance(number, (int, float)) \
             else None
@@ -346,9 +326,9 @@ class _Converter:
             perm = [d % rank for d in (dims[0] if len(dims) == 1 else dims)]
         if perm[0] != 0:
             self.refuse(node, "a permutation that moves the batch axis")
-        held = [_torch_to_handgrad_axis(d, rank, x.layout) % rank for d in perm]
+        held = [torch_to_handgrad_axis(d, rank, x.layout) % rank for d in perm]
         if held == list(range(rank)):  # torch's result is what handgrad holds
-            return _Value(x.tensor, "plain", tuple(self.runtime[node].shape), x.spatial)
+            return Value(x.tensor, "plain", tuple(self.runtime[node].shape), x.spatial)
         return self.call(L.Permute(tuple(held[1:])), node, [x], "plain")
 
     def concatenate(self, node, values, dim):
@@ -358,7 +338,7 @@ class _Converter:
         ins = [self.as_layout(v, layout, node) for v in values]
         if dim % rank == 0:
             self.refuse(node, "a concatenation along the batch axis")
-        axis = _torch_to_handgrad_axis(dim, rank, layout)
+        axis = torch_to_handgrad_axis(dim, rank, layout)
         return self.call(L.Concatenate(axis), node, ins, layout)
 
     def mean(self, node, x, args, kwargs):
@@ -373,7 +353,6 @@ class _Converter:
 
     # ------------------------------------------------------------------ run
     def convert(self):
-        from ..model.graph import Model
         outputs = None
         for node in self.gm.graph.nodes:
             if node.op == "get_attr":
@@ -388,7 +367,7 @@ class _Converter:
             raise ValueError(f"convert_torch: the module's parameters are {dtype}; "
                              f"expected float32 or float64")
         inputs = self.inputs[0] if len(self.inputs) == 1 else self.inputs
-        model = Model(inputs, outputs, dtype=dtype)
+        model = REGISTRY["Model"](inputs, outputs, dtype=dtype)  # registered by handgrad.model
         used = tuple(f"{target}." for target in self.called)
         state = {k: v for k, v in self.module.state_dict().items() if k.startswith(used)}
         return from_torch(state, model)

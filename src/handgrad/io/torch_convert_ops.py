@@ -22,6 +22,30 @@ CHANNEL_MODULES = {
 }
 
 
+class Value:
+    """A converted tensor: the handgrad ``tensor``, its ``layout`` ("cf"/"plain"), its
+    torch ``shape`` (batch included) and the from_torch walker's view ``spatial``."""
+
+    def __init__(self, tensor, layout, shape, spatial=False):
+        self.tensor, self.layout, self.shape, self.spatial = tensor, layout, shape, spatial
+        self.views = {}  # the same tensor in the other layout, made once
+
+
+def only_new_axes(index):
+    """Whether a tensor index only adds unit axes (``s[:, :, None, None]``)."""
+    index = index if isinstance(index, tuple) else (index,)
+    return any(i is None for i in index) and all(
+        i is None or i == slice(None) for i in index)
+
+
+def torch_to_handgrad_axis(dim, rank, layout):
+    """handgrad's axis (negative) of torch's ``dim`` of a value of ``rank``."""
+    dim = dim % rank
+    if layout == "cf" and dim >= 1:
+        dim = rank - 1 if dim == 1 else dim - 1
+    return dim - rank
+
+
 def _rank(name):
     return int(name[-2])
 
