@@ -18,12 +18,13 @@ from .checkpoint import (
     save_checkpoint,
     save_weights,
 )
-from .onnx import export_onnx
+from .onnx import export_onnx, load_onnx
 from .torch_convert import convert_torch
 from .torch_interop import from_torch, to_torch_state_dict
 
 __all__ = [
     "FORMAT_VERSION", "Checkpoint", "convert_torch", "export_onnx", "from_torch", "load",
-    "load_checkpoint", "load_weights", "register_custom", "save", "save_checkpoint", "save_weights",
+    "load_checkpoint", "load_onnx", "load_weights", "register_custom", "save",
+    "save_checkpoint", "save_weights",
     "to_torch_state_dict",
 ]

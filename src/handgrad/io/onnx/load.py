@@ -1,0 +1,222 @@
+"""ONNX import: ``load_onnx(path or onnx.ModelProto) -> handgrad.Model``, the inverse of
+``export_onnx`` for the operators that map to handgrad layers (opset 13 and later; the
+operators are converted in :mod:`.load_ops`).
+
+Layout. ONNX operators are channels first; handgrad is channels last. Every ONNX tensor
+is held as a handgrad tensor plus ``perm``: the ONNX tensor is ``hg.transpose(perm)``
+(batch axis fixed). A tensor from Conv, pooling, BatchNormalization, Resize is held
+channels last (``perm = (0, r-1, 1, ..., r-2)``); an ONNX ``Transpose`` only changes
+``perm`` (no layer); an operator that needs a particular layout gets a ``Permute`` layer
+in front only when the held one differs. So ``export_onnx``'s Transposes vanish, and a
+graph input of rank >= 3 from another producer (torch: N, C, H, W) becomes a
+channels-last handgrad Input (N, H, W, C); ``export_onnx``'s inputs (producer
+"handgrad") are already channels last and stay as they are. Outputs held channels last
+come out as they are (an image output of torch's N, C, H, W becomes N, H, W, C); any
+other held permutation is undone by a Permute.
+
+Flatten of a channels-first map keeps torch's memory order without moving data: the
+result is held lazily (the map, flattened the handgrad way, C fastest); a following
+Gemm/MatMul permutes its weight rows instead (as ``from_torch`` does), elementwise
+operators act on the map, and anything else gets the transpose that torch's order needs.
+
+Names. A layer with weights is named after its weight initializer without the trailing
+``.weight`` (torch.onnx.export writes ``layer1.0.conv1.weight``, so the layer is
+``layer1.0.conv1``: dots are allowed in layer names), so ``from_torch(state_dict, model)``
+loads later checkpoints by name; other initializer names (export_onnx's ``W``) and layers
+without weights get handgrad's automatic names; a name taken twice gets ``_2``, ...
+
+BatchNormalization stays a trainable ``BatchNorm`` (running statistics as buffers,
+torch momentum = 1 - ONNX momentum); Dropout and Identity vanish. An operator with no
+handgrad counterpart, or an attribute value handgrad does not compute, is refused with a
+ValueError naming the op type and the node.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ... import layers as L
+from ..._checks import describe
+from ...layers.registry import REGISTRY
+from ...layers.symbolic import input_tensor
+from . import load_shapes  # noqa: F401  (registers its converters)
+from .held import Held, channels_last_perm
+from .load_ops import CONVERTERS
+
+
+class Loader:
+    """The state of one conversion: held tensors, constants, layer names."""
+
+    def __init__(self, proto):
+        self.proto, graph = proto, proto.graph
+        from onnx import numpy_helper
+        self.numpy_helper = numpy_helper
+        self.consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.held, self.skip, self.names = {}, set(), set()
+        self.consumers = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+        self.node, self.weights = None, []
+
+    # ---------------------------------------------------------------- helpers
+    def fail(self, why):
+        node = self.node
+        return ValueError(f"load_onnx: {node.op_type} node {node.name or '(unnamed)'!r}: {why}")
+
+    def const(self, name, what="input"):
+        if name not in self.consts:
+            raise self.fail(f"its {what} {name!r} must be a constant (an initializer or a "
+                            f"Constant node); a computed one has no handgrad counterpart")
+        return self.consts[name]
+
+    def get(self, name):
+        if name not in self.held:
+            raise self.fail(f"its input {name!r} is a constant; an operator on constants "
+                            f"only has no handgrad layer")
+        return self.held[name]
+
+    def layer_name(self, weight_name):
+        """The layer name from its weight initializer (see the module docstring)."""
+        if not weight_name.endswith(".weight"):
+            return None
+        base = name = weight_name[:-len(".weight")]
+        index = 1
+        while name in self.names:
+            index += 1
+            name = f"{base}_{index}"
+        self.names.add(name)
+        return name
+
+    def call(self, layer, held, perm=None, params=None):
+        """``layer`` on the held tensor ``held`` (taken in ``perm``, default as held);
+        ``params``: arrays copied into the layer's parameters and buffers."""
+        sym = self.need(held, held.perm if perm is None else perm)
+        out = layer(sym)
+        if params:  # copied once the Model is built in its dtype
+            self.weights.append((self.node, layer, params))
+        return Held(out, held.perm if perm is None else tuple(perm))
+
+    def materialize(self, held):
+        """A lazily flattened map as a real flat tensor in torch's order."""
+        if held.flat is None:
+            return held
+        source = held.flat
+        return Held(L.Flatten()(self.need(source, tuple(range(source.rank)))), (0, 1))
+
+    def need(self, held, perm):
+        """The handgrad tensor of ``held`` taken in the layout ``perm`` (a Permute if the
+        held one differs)."""
+        held = self.materialize(held)
+        perm = tuple(perm)
+        if held.perm == perm:
+            return held.sym
+        dims = [0] * held.rank
+        for i, p in enumerate(perm):
+            dims[p] = held.perm[i]
+        return L.Permute(tuple(dims[1:]))(held.sym)
+
+    def axis(self, held, axis):
+        """The handgrad axis of the ONNX ``axis`` of ``held``."""
+        axis = axis + held.rank if axis < 0 else axis
+        if axis == 0:
+            raise self.fail("acting on the batch axis has no handgrad layer")
+        return held.perm[axis]
+
+    # ---------------------------------------------------------------- the graph
+    def inputs(self):
+        graph, taken = self.proto.graph, set(self.consts)
+        channels_last = self.proto.producer_name == "handgrad"
+        inputs, dtypes = [], set()
+        from onnx import helper
+        for info in graph.input:
+            if info.name in taken:
+                continue
+            tensor_type = info.type.tensor_type
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+            dims = [d.dim_value if d.HasField("dim_value") else None
+                    for d in tensor_type.shape.dim]
+            if len(dims) < 2 or any(d is None or d <= 0 for d in dims[1:]):
+                raise ValueError(f"load_onnx: the graph input {info.name!r} has shape {dims}; "
+                                 f"handgrad needs a batch axis and fixed per-example sizes")
+            if dtype.kind != "f":
+                raise ValueError(f"load_onnx: the graph input {info.name!r} is {dtype}; only "
+                                 f"float inputs are supported")
+            dtypes.add(dtype)
+            rank = len(dims)
+            perm = tuple(range(rank)) if channels_last else channels_last_perm(rank)
+            hg_shape = [None] * rank
+            for i, p in enumerate(perm):
+                hg_shape[p] = dims[i]
+            sym = input_tensor(tuple(hg_shape[1:]), info.name, None)
+            inputs.append(sym)
+            self.held[info.name] = Held(sym, perm)
+        if len(dtypes) > 1:
+            raise ValueError(f"load_onnx: the graph inputs mix dtypes {sorted(map(str, dtypes))}")
+        return inputs, (dtypes.pop() if dtypes else np.dtype(np.float32))
+
+    def run(self):
+        for node in self.proto.graph.node:
+            self.node = node
+            if id(node) in self.skip:
+                continue
+            converter = CONVERTERS.get(node.op_type)
+            if converter is None:
+                raise ValueError(
+                    f"load_onnx: the {node.op_type} node {node.name or '(unnamed)'!r} has no "
+                    f"handgrad counterpart; supported operators: {', '.join(sorted(CONVERTERS))}")
+            converter(self, node)
+        outputs = []
+        for info in self.proto.graph.output:
+            held = self.materialize(self.held[info.name]) if info.name in self.held else None
+            if held is None:
+                raise ValueError(f"load_onnx: the graph output {info.name!r} is a constant")
+            ok = held.perm in (tuple(range(held.rank)), channels_last_perm(held.rank))
+            outputs.append(held.sym if ok else self.need(held, tuple(range(held.rank))))
+        return outputs
+
+    def set_out(self, node, held, index=0):
+        self.held[node.output[index]] = held
+
+
+def _as_proto(source):
+    import onnx
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return onnx.load(str(source))
+    raise TypeError(f"load_onnx: 'source' must be a path or an onnx.ModelProto; received "
+                    f"{describe(source)}")
+
+
+def load_onnx(source):
+    """The handgrad graph ``Model`` of the ONNX model ``source`` (a path or an
+    ``onnx.ModelProto``), with its weights, in the dtype of its inputs. See the module
+    docstring for layouts, names and what is refused."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise ImportError('load_onnx: the onnx package is not installed (pip install '
+                          '"handgrad[onnx]")') from None
+    proto = _as_proto(source)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset < 13:
+        raise ValueError(f"load_onnx: the model imports ONNX opset {opset}; opset 13 or later "
+                         f"is supported")
+    loader = Loader(proto)
+    inputs, dtype = loader.inputs()
+    loader.dtype = dtype
+    outputs = loader.run()
+    model = REGISTRY["Model"](inputs if len(inputs) > 1 else inputs[0],
+                  outputs if len(outputs) > 1 else outputs[0], dtype=str(dtype))
+    for node, layer, arrays in loader.weights:
+        for key, value in arrays.items():
+            target = layer.parameters if key in layer.parameters else layer.buffers
+            if tuple(target[key].shape) != value.shape:
+                loader.node = node
+                raise loader.fail(f"{key} has shape {value.shape}; handgrad's "
+                                  f"{type(layer).__name__} expects {tuple(target[key].shape)}")
+            target[key][...] = value
+    return model
