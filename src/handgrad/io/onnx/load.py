@@ -28,7 +28,12 @@ without weights get handgrad's automatic names; a name taken twice gets ``_2``, 
 BatchNormalization stays a trainable ``BatchNorm`` (running statistics as buffers,
 torch momentum = 1 - ONNX momentum); Dropout and Identity vanish. An operator with no
 handgrad counterpart, or an attribute value handgrad does not compute, is refused with a
-ValueError naming the op type and the node.
+ValueError naming the op type and the node. Float attributes (stored as float32) are
+read as the shortest decimal that rounds to them (LeakyRelu's 0.1 stays 0.1 in float64).
+
+Not yet: Shape-computed Reshape targets (``x.view(x.size(0), -1)``: use ``flatten``),
+arithmetic with constants other than a MatMul's bias, broadcasting merges, export_onnx's
+nearest-upsample Gathers, Erf-based GELU of opsets before 20, dictionary outputs.
 """
 
 from __future__ import annotations
