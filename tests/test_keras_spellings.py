@@ -266,3 +266,33 @@ def test_input_shape_on_first_layer_builds_the_sequential():
     assert "(Dense, relu)" in "\n".join(lines)
     with pytest.raises(TypeError, match="input_shape"):
         L.Dense(3, input_shape=3)
+
+
+# ------------------------------------------- Embedding's, the regularizers' and utils' names
+def test_embedding_takes_keras_input_dim_and_output_dim():
+    keras = L.Embedding(input_dim=50, output_dim=8, seed=0)
+    own = L.Embedding(50, 8, seed=0)
+    ids = np.array([[1, 4, 49]])
+    np.testing.assert_array_equal(keras.forward(ids, training=False),
+                                  own.forward(ids, training=False))
+    with pytest.raises(TypeError, match="output_dim"):
+        L.Embedding(50, embedding_dim=8, output_dim=8)
+
+
+def test_lower_case_regularizers_and_to_categorical_as_keras():
+    from handgrad import regularizers
+    from handgrad.data import to_categorical
+
+    assert isinstance(regularizers.l2(0.1), regularizers.L2)
+    both = regularizers.l1_l2()  # Keras: l1=0.01, l2=0.01
+    w = np.array([1.0, -2.0])
+    assert both(w) == pytest.approx(0.01 * 3.0 + 0.01 * 5.0)
+    # Keras: a trailing axis of 1 is dropped; classes from the largest label; float32 rows
+    onehot = to_categorical(np.array([[2], [0], [1]]))
+    np.testing.assert_array_equal(onehot, np.eye(3, dtype=np.float32)[[2, 0, 1]])
+    assert onehot.dtype == np.float32
+    assert to_categorical([1, 0], num_classes=4).shape == (2, 4)
+    with pytest.raises(ValueError, match="num_classes"):
+        to_categorical([3], num_classes=2)
+    with pytest.raises(TypeError, match="integer class labels"):
+        to_categorical([0.5])

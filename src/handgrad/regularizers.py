@@ -97,8 +97,15 @@ class L1L2(Regularizer):
     """Keras's ``L1L2(l1=0.0, l2=0.0)``: l1 * sum |w| + l2 * sum w^2."""
 
 
+def l1_l2(l1=DEFAULT, l2=DEFAULT):
+    """Keras's ``regularizers.l1_l2``: an :class:`L1L2` with both factors 0.01 by default."""
+    return L1L2(l1, l2)
+
+
+l1, l2 = L1, L2  # Keras's lower-case spellings of the classes
+
 CLASSES = {"L1": L1, "L2": L2, "L1L2": L1L2}
-NAMES = {"l1": L1, "l2": L2, "l1_l2": lambda: L1L2(DEFAULT, DEFAULT)}
+NAMES = {"l1": L1, "l2": L2, "l1_l2": l1_l2}
 
 
 def get(owner, name, value):

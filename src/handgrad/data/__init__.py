@@ -11,6 +11,7 @@ from .augment import augmentation, compose, gaussian_noise, random_scale, random
 from .batching import batches, num_batches
 from .dataset import Dataset
 from .idx import load_idx, read_idx, write_idx
+from .labels import to_categorical
 from .loaders import load_dataset, load_digits, load_mnist1d
 from .text import Corpus, planted_corpus, read_text, tokenize
 
@@ -32,6 +33,7 @@ __all__ = [
     "random_shift",
     "read_idx",
     "read_text",
+    "to_categorical",
     "tokenize",
     "write_idx",
 ]

@@ -4,7 +4,8 @@
 at the outermost constructor it rewrites the keyword arguments before the layer sees them:
 
 - a Keras name (:data:`KERAS_NAMES`: ``units``, ``filters``, ``strides``, ``use_bias``,
-  ``pool_size``, ``epsilon``, ``target_shape``) becomes handgrad's where the class takes
+  ``pool_size``, ``epsilon``, ``target_shape``, Embedding's ``input_dim`` and
+  ``output_dim``) becomes handgrad's where the class takes
   that one; giving both spellings of one argument is a TypeError naming both;
 - a call that used a Keras name (or a Keras class alias, see :mod:`.keras_layers`) gets
   Keras's default bias, ``bias_initializer="zeros"``, unless it names one (the kernel
@@ -33,6 +34,8 @@ KERAS_NAMES = {
     "pool_size": ("kernel_size",),
     "epsilon": ("eps",),
     "target_shape": ("shape",),
+    "input_dim": ("num_embeddings",),
+    "output_dim": ("embedding_dim",),
 }
 #: the names every layer constructor takes beside its own (consumed here)
 _EXTRA = ("input_shape", "data_format")
