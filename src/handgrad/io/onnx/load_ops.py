@@ -97,6 +97,22 @@ def hard_sigmoid(ld, node):
     _unary(lambda *_: L.HardSigmoid())(ld, node)
 
 
+@converts("Clip")
+def clip(ld, node):
+    """ReLU6 for bounds (0, 6), else Hardtanh; both bounds must be constants."""
+    bounds = []
+    for i, default in ((1, -np.inf), (2, np.inf)):
+        given = len(node.input) > i and node.input[i]
+        bounds.append(float(ld.const(node.input[i], "bound").reshape(())) if given
+                      else default)
+    a = attrs(node)  # opset < 11 keeps the bounds as attributes
+    lo, hi = float(a.get("min", bounds[0])), float(a.get("max", bounds[1]))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ld.fail(f"bounds ({lo}, {hi}): a one-sided Clip has no handgrad layer")
+    _unary(lambda *_: L.ReLU6() if (lo, hi) == (0.0, 6.0)
+           else L.Hardtanh(min_val=lo, max_val=hi))(ld, node)
+
+
 def _softmax(cls):
     return _unary(lambda ld, n, a, held: cls(axis=ld.axis(held, a.get("axis", -1))))
 
