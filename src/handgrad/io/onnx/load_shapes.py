@@ -20,10 +20,15 @@ def merge(ld, node):
         raise ld.fail("arithmetic with a constant has no handgrad layer (only a MatMul's "
                       "bias is taken into its Dense)")
     held = [ld.materialize(ld.get(name)) for name in node.input]
-    shapes = {h.onnx_shape for h in held}
-    if len(shapes) > 1:
-        raise ld.fail(f"inputs of shapes {sorted(shapes)}: broadcasting has no handgrad layer")
-    perm = held[0].perm
+    shapes = [h.onnx_shape for h in held]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ld.fail(f"inputs of shapes {shapes} do not broadcast") from None
+    if len({len(shape) for shape in shapes}) > 1:
+        raise ld.fail(f"inputs of shapes {shapes}: broadcasting across ranks has no "
+                      f"handgrad layout")
+    perm = held[0].perm  # size-1 axes broadcast the same way in any common layout
     out = MERGES[node.op_type]()([ld.need(h, perm) for h in held])
     ld.set_out(node, Held(out, perm))
 
@@ -31,6 +36,9 @@ def merge(ld, node):
 @converts("Concat")
 def concat(ld, node):
     held = [ld.materialize(ld.get(name)) for name in node.input]
+    if len(held) == 1:  # DenseNet's first block concatenates one tensor
+        ld.set_out(node, held[0])
+        return
     perm = held[0].perm
     axis = ld.axis(held[0], int(attrs(node)["axis"]))
     out = L.Concatenate(axis=axis)([ld.need(h, perm) for h in held])
