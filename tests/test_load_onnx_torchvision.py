@@ -26,7 +26,7 @@ MODELS = {
     "shufflenet_v2_x0_5": ({}, (2, 3, 32, 32)),
     "mnasnet0_5": ({}, (2, 3, 32, 32)),
     "efficientnet_b0": ({}, (2, 3, 32, 32)),
-    "mobilenet_v3_small": ({}, (2, 3, 32, 32)),
+    "mobilenet_v3_small": ({}, (2, 3, 64, 64)),
     "googlenet": ({"aux_logits": False, "init_weights": True}, (2, 3, 32, 32)),
     "regnet_y_400mf": ({}, (2, 3, 32, 32)),
     "convnext_tiny": ({}, (2, 3, 32, 32)),

@@ -51,6 +51,11 @@ from .held import Held, channels_last_perm
 from .load_ops import CONVERTERS
 
 
+# Operators computed at load time when all their inputs are constants (shape arithmetic).
+FOLDABLE = frozenset({"Add", "Sub", "Mul", "Div", "Cast", "Concat", "Gather", "Slice",
+                      "Squeeze", "Unsqueeze", "Reshape", "Floor", "Ceil", "Range"})
+
+
 class Loader:
     """The state of one conversion: held tensors, constants, layer names."""
 
@@ -64,7 +69,7 @@ class Loader:
         for node in graph.node:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
-        self.node, self.weights = None, []
+        self.node, self.weights, self.batch = None, [], -1
 
     # ---------------------------------------------------------------- helpers
     def fail(self, why):
@@ -150,6 +155,7 @@ class Loader:
                 raise ValueError(f"load_onnx: the graph input {info.name!r} is {dtype}; only "
                                  f"float inputs are supported")
             dtypes.add(dtype)
+            self.batch = dims[0] if dims[0] is not None and dims[0] > 0 else -1
             rank = len(dims)
             perm = tuple(range(rank)) if channels_last else channels_last_perm(rank)
             hg_shape = [None] * rank
@@ -167,6 +173,8 @@ class Loader:
             self.node = node
             if id(node) in self.skip:
                 continue
+            if self.fold(node):
+                continue
             converter = CONVERTERS.get(node.op_type)
             if converter is None:
                 raise ValueError(
@@ -181,6 +189,23 @@ class Loader:
             ok = held.perm in (tuple(range(held.rank)), channels_last_perm(held.rank))
             outputs.append(held.sym if ok else self.need(held, tuple(range(held.rank))))
         return outputs
+
+    def fold(self, node):
+        """Compute a node on constants only (Shape of a held tensor included: its
+        per-example sizes are known) once, at load time; False if it is not such a node."""
+        given = [name for name in node.input if name]
+        if node.op_type == "Shape" and given[0] in self.held:
+            held = self.materialize(self.held[given[0]])
+            shape = np.array((self.batch, *held.onnx_shape), dtype=np.int64)
+            a = {x.name: x.i for x in node.attribute}
+            self.consts[node.output[0]] = shape[a.get("start", 0):a.get("end", len(shape))]
+            return True
+        if node.op_type not in FOLDABLE or not all(name in self.consts for name in given):
+            return False
+        from onnx.reference import ReferenceEvaluator
+        values = ReferenceEvaluator(node).run(None, {n: self.consts[n] for n in given})
+        self.consts.update(zip(node.output, values))
+        return True
 
     def set_out(self, node, held, index=0):
         self.held[node.output[index]] = held

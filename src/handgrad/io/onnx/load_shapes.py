@@ -75,6 +75,8 @@ def flatten(ld, node):
 def reshape(ld, node):
     held = ld.materialize(ld.get(node.input[0]))
     shape = [int(d) for d in ld.const(node.input[1], "shape")]
+    if shape and shape[0] == ld.batch:  # a target computed from Shape: the batch size
+        shape[0] = 0
     if attrs(node).get("allowzero", 0) or not shape or shape[0] not in (0, -1):
         raise ld.fail(f"shape {shape} must keep the batch axis (0 or -1 first)")
     size = int(np.prod(held.onnx_shape))
