@@ -31,9 +31,16 @@ handgrad counterpart, or an attribute value handgrad does not compute, is refuse
 ValueError naming the op type and the node. Float attributes (stored as float32) are
 read as the shortest decimal that rounds to them (LeakyRelu's 0.1 stays 0.1 in float64).
 
-Not yet: Shape-computed Reshape targets (``x.view(x.size(0), -1)``: use ``flatten``),
-arithmetic with constants other than a MatMul's bias, broadcasting merges, export_onnx's
-nearest-upsample Gathers, Erf-based GELU of opsets before 20, dictionary outputs.
+Shape arithmetic (``Shape`` of a held tensor, then Gather, Slice, Concat, Unsqueeze, Cast,
+...: torch's ``x.view(x.size(0), -1)`` or an interpolation to the input's size) is computed
+at load time from the graph input's fixed sizes (``FOLDABLE``); a Reshape target whose first
+entry is the exported batch size keeps the batch axis. Add/Mul of tensors of one rank
+broadcast (squeeze-excitation gates (N, C, 1, 1) times (N, C, H, W)); Clip is ReLU6 or
+Hardtanh.
+
+Not yet: arithmetic with constants other than a MatMul's bias, Slice/Split of a computed
+tensor (ShuffleNet's chunk), LayerNormalization (ConvNeXt), export_onnx's nearest-upsample
+Gathers, Erf-based GELU of opsets before 20, named (dictionary) outputs.
 """
 
 from __future__ import annotations
