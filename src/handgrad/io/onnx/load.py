@@ -53,14 +53,15 @@ from ... import layers as L
 from ..._checks import describe
 from ...layers.registry import REGISTRY
 from ...layers.symbolic import input_tensor
-from . import load_shapes  # noqa: F401  (registers its converters)
+from . import load_more, load_shapes  # noqa: F401  (register their converters)
 from .held import Held, channels_last_perm
 from .load_ops import CONVERTERS
 
-
 # Operators computed at load time when all their inputs are constants (shape arithmetic).
 FOLDABLE = frozenset({"Add", "Sub", "Mul", "Div", "Cast", "Concat", "Gather", "Slice",
-                      "Squeeze", "Unsqueeze", "Reshape", "Floor", "Ceil", "Range"})
+                      "Squeeze", "Unsqueeze", "Reshape", "Floor", "Ceil", "Range",
+                      "Transpose", "Shape", "Expand", "Equal", "Where", "ConstantOfShape",
+                      "Mod", "Sqrt"})
 
 
 class Loader:
@@ -76,7 +77,7 @@ class Loader:
         for node in graph.node:
             for name in node.input:
                 self.consumers.setdefault(name, []).append(node)
-        self.node, self.weights, self.batch = None, [], -1
+        self.node, self.weights, self.batch, self.alias = None, [], -1, {}
 
     # ---------------------------------------------------------------- helpers
     def fail(self, why):
@@ -97,6 +98,7 @@ class Loader:
 
     def layer_name(self, weight_name):
         """The layer name from its weight initializer (see the module docstring)."""
+        weight_name = self.alias.get(weight_name, weight_name)
         if not weight_name.endswith(".weight"):
             return None
         base = name = weight_name[:-len(".weight")]
@@ -176,6 +178,10 @@ class Loader:
         return inputs, (dtypes.pop() if dtypes else np.dtype(np.float32))
 
     def run(self):
+        for node in self.proto.graph.node:  # constants first: patterns look ahead
+            if node.op_type == "Constant":
+                self.node = node
+                CONVERTERS["Constant"](self, node)
         for node in self.proto.graph.node:
             self.node = node
             if id(node) in self.skip:
@@ -212,6 +218,8 @@ class Loader:
         from onnx.reference import ReferenceEvaluator
         values = ReferenceEvaluator(node).run(None, {n: self.consts[n] for n in given})
         self.consts.update(zip(node.output, values))
+        if node.op_type == "Transpose":  # torch's Linear on a map: MatMul(x, W^T)
+            self.alias[node.output[0]] = self.alias.get(given[0], given[0])
         return True
 
     def set_out(self, node, held, index=0):
