@@ -11,15 +11,8 @@ import numpy as np
 from ... import layers as L
 from ...layers.declarations import conv_weight_perm
 from .held import channels_last_perm
-from .load_ops import CONVERTERS, attrs, converts
+from .load_ops import CONVERTERS, _spatial_class, attrs, converts
 from .load_shapes import merge
-
-
-def _spatial(ld, prefix, n):
-    cls = getattr(L, f"{prefix}{n}D", None)
-    if cls is None:
-        raise ld.fail(f"{n} spatial axes have no handgrad {prefix} layer")
-    return cls
 
 
 @converts("LayerNormalization")
@@ -69,7 +62,7 @@ def slice_(ld, node):
         order = [0, axis, *[j for j in range(1, r) if j != axis]]
         perm = tuple(order.index(j) for j in range(r))
         pairs = [(start, size - end)] + [(0, 0)] * (r - 3)
-        held = ld.call(_spatial(ld, "Cropping", r - 2)(tuple(pairs)), held, perm)
+        held = ld.call(_spatial_class(ld, "Cropping", r - 2)(tuple(pairs)), held, perm)
     ld.set_out(node, held)
 
 
@@ -138,7 +131,7 @@ def arithmetic(ld, node):
     n = r - 2
     w = value.reshape(channels, 1, *(1,) * n).transpose(np.argsort(conv_weight_perm(n)))
     name = ld.layer_name(const[0] + ".weight")
-    layer = _spatial(ld, "Conv", n)(channels, 1, groups=channels, bias=False, name=name)
+    layer = _spatial_class(ld, "Conv", n)(channels, 1, groups=channels, bias=False, name=name)
     return ld.set_out(node, ld.call(layer, held, channels_last_perm(r), {"W": w}))
 
 
