@@ -139,3 +139,42 @@ def test_unsupported_op_is_refused_with_its_type_and_node():
 def test_source_type_is_checked():
     with pytest.raises(TypeError, match=r"'source' must be a path or an onnx\.ModelProto"):
         load_onnx(3)
+
+
+def _one_node(op_type, inputs, shapes, initializers=(), **attributes):
+    helper = onnx.helper
+    node = helper.make_node(op_type, [*inputs, *(t.name for t in initializers)], ["y"],
+                            name="n", **attributes)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(name, onnx.TensorProto.DOUBLE, shape)
+                      for name, shape in zip(inputs, shapes)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)],
+        initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_broadcasting_mul_of_a_gate_matches_numpy():
+    proto = _one_node("Mul", ["g", "x"], [[2, 3, 1, 1], [2, 3, 4, 5]])
+    rng = np.random.default_rng(0)
+    g, x = rng.normal(size=(2, 1, 1, 3)), rng.normal(size=(2, 4, 5, 3))  # channels last
+    assert_close(load_onnx(proto).forward([g, x], training=False), g * x, what="gate")
+
+
+def test_shapes_that_do_not_broadcast_are_refused():
+    proto = _one_node("Add", ["a", "b"], [[2, 3, 4, 4], [2, 2, 4, 4]])
+    with pytest.raises(ValueError, match=r"Add node 'n': inputs of shapes .* do not broadcast"):
+        load_onnx(proto)
+
+
+def test_one_sided_clip_is_refused():
+    bound = onnx.numpy_helper.from_array(np.array(0.0), "lo")
+    proto = _one_node("Clip", ["x"], [[2, 3]], [bound])
+    with pytest.raises(ValueError, match=r"Clip node 'n': bounds .* one-sided"):
+        load_onnx(proto)
+
+
+def test_relu6_clip_matches_numpy():
+    lo, hi = (onnx.numpy_helper.from_array(np.array(v), n) for v, n in ((0.0, "lo"), (6.0, "hi")))
+    proto = _one_node("Clip", ["x"], [[2, 3]], [lo, hi])
+    x = np.linspace(-3, 9, 6).reshape(2, 3)
+    assert_close(load_onnx(proto).forward(x, training=False), np.clip(x, 0, 6), what="relu6")
