@@ -38,9 +38,13 @@ entry is the exported batch size keeps the batch axis. Add/Mul of tensors of one
 broadcast (squeeze-excitation gates (N, C, 1, 1) times (N, C, H, W)); Clip is ReLU6 or
 Hardtanh.
 
-Not yet: arithmetic with constants other than a MatMul's bias, Slice/Split of a computed
-tensor (ShuffleNet's chunk), LayerNormalization (ConvNeXt), export_onnx's nearest-upsample
-Gathers, Erf-based GELU of opsets before 20, named (dictionary) outputs.
+:mod:`.load_more` converts Slice (a Cropping in a layout that puts the sliced axis first),
+LayerNormalization, torch's Erf-based GELU of opsets before 20 (recognized at its Div), and
+arithmetic with one constant: a scalar as Rescaling, a per-channel factor (ConvNeXt's
+``layer_scale``) as a depthwise 1x1 Conv named after the constant.
+
+Not yet: Split, other constant shapes in arithmetic, a parameter expanded over the batch
+(ViT's class token), export_onnx's nearest-upsample Gathers, named (dictionary) outputs.
 """
 
 from __future__ import annotations
