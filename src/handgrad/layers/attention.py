@@ -145,10 +145,7 @@ class MultiHeadAttention(Layer):
         if query.shape[-1] != self.embed_dim:
             raise ValueError(f"{self.label}: 'query' must have embed_dim = {self.embed_dim} "
                              f"features; received shape {tuple(query.shape)}")
-        if query.dtype != self.dtype:
-            raise TypeError(f"{self.label}: input dtype {query.dtype} does not match the "
-                            f"layer's {self.dtype} parameters; cast the input or build the "
-                            f"layer/model with dtype='{query.dtype}'")
+        self.check_dtype(query)
         y, cache = self._attend(query, training, key, value, key_padding_mask, attn_mask,
                                 causal)
         if grad:

@@ -173,16 +173,23 @@ class Layer(WeightLists, Declarations, Hooked):
         if x.ndim == 0:
             raise ValueError(f"{self.label}: 'x' must have a batch axis; received a scalar")
         self.ensure_built(x.shape[1:])
-        if self.parameters and x.dtype != self.dtype:
-            raise TypeError(
-                f"{self.label}: input dtype {x.dtype} does not match the layer's {self.dtype} "
-                f"parameters; cast the input or build the layer/model with dtype='{x.dtype}'"
-            )
+        if self.parameters:
+            self.check_dtype(x)
         with forward_scope(self, grad):
             y, cache = self._forward(x, training)
         if grad:
             self._caches.append(cache)
         return y
+
+    def check_dtype(self, x, holds="parameters", arg=None):
+        """Refuse an input whose dtype is not the layer's (what the layer ``holds`` in that
+        dtype: its parameters, running statistics, ...); ``arg`` names an input other
+        than ``x``."""
+        if x.dtype != self.dtype:
+            what = f"'{arg}' has dtype" if arg else "input dtype"
+            raise TypeError(f"{self.label}: {what} {x.dtype} does not match the layer's "
+                            f"{self.dtype} {holds}; cast the input or build the layer/model "
+                            f"with dtype='{x.dtype}'")
 
     def backward(self, dy):
         """dL/dx for the latest unconsumed forward; parameter gradients are added into

@@ -91,10 +91,8 @@ class NormalizationBase(Layer):
 
     def _forward(self, x, training):
         self._check_input(x.shape[1:])
-        if self.buffers and x.dtype != self.dtype:
-            raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
-                            f"{self.dtype} running statistics; cast the input or build the "
-                            f"layer/model with dtype='{x.dtype}'")
+        if self.buffers:
+            self.check_dtype(x, "running statistics")
         return self._normalize(x, training)
 
     def _affine(self):

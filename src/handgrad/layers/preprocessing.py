@@ -194,10 +194,7 @@ class Normalization(Layer):
         if not self.adapted:
             raise RuntimeError(f"{self.label}: no statistics yet: call adapt(data) first, or "
                                f"make the layer with 'mean' and 'variance'")
-        if x.dtype != self.dtype:
-            raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
-                            f"{self.dtype} statistics; cast the input or build the layer with "
-                            f"dtype='{x.dtype}'")
+        self.check_dtype(x, "statistics")
         self._check_shape(x)
         mean = self.buffers["mean"]
         std = np.maximum(np.sqrt(self.buffers["variance"]), self.dtype.type(KERAS_EPSILON))

@@ -160,10 +160,7 @@ class Recurrent(StateCalls, Layer):
         grad = keeps_cache(self.label, training, grad)
         x = float_array(self.label, "x", x, 3, "(N, T, F)")
         self.ensure_built(x.shape[1:])
-        if x.dtype != self.dtype:
-            raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
-                            f"{self.dtype} parameters; cast the input or build the "
-                            f"layer/model with dtype='{x.dtype}'")
+        self.check_dtype(x)
         y, finals, cache = self._run(x, initial_state, lengths, training)
         if grad:
             self._caches.append(cache)

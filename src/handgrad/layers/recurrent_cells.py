@@ -93,10 +93,7 @@ class RecurrentCell(Layer):
         grad = keeps_cache(self.label, training, grad)
         x = float_array(self.label, "x", x, 2, "(N, F)")
         self.ensure_built(x.shape[1:])
-        if x.dtype != self.dtype:
-            raise TypeError(f"{self.label}: input dtype {x.dtype} does not match the layer's "
-                            f"{self.dtype} parameters; cast the input or build the "
-                            f"layer/model with dtype='{x.dtype}'")
+        self.check_dtype(x)
         finals, cache = self._step(x, self._states("state", state, x.shape[0]))
         if grad:
             self._caches.append(cache)

@@ -108,12 +108,6 @@ class TransformerBlock(Layer):
                              f"features; received shape {tuple(x.shape)}")
         return x
 
-    def _check_dtype(self, name, x):
-        if x.dtype != self.dtype:
-            raise TypeError(f"{self.label}: '{name}' has dtype {x.dtype} but the layer's "
-                            f"parameters are {self.dtype}; cast the input or build the layer "
-                            f"with dtype='{x.dtype}'")
-
     def _build(self, input_shape, rng):
         if len(input_shape) != 2 or input_shape[-1] != self.d_model:
             raise ValueError(f"{self.label}: expects (N, T, {self.d_model}); received "
@@ -144,7 +138,7 @@ class TransformerBlock(Layer):
         arrays = [self._check_data(name, x) for name, x in zip(self.data_inputs, data)]
         self.ensure_built(arrays[0].shape[1:])
         for name, x in zip(self.data_inputs, arrays):
-            self._check_dtype(name, x)
+            self.check_dtype(x, arg=name)
         with forward_scope(self, grad):
             y = self._run(arrays, training, grad, masks)
         if grad:
