@@ -22,6 +22,7 @@ import copy
 from .. import losses, ops
 from .._checks import describe
 from .._hyper import number
+from ..io.objective import output_names
 from ..layers.activations import Activation
 from ..metrics.auc import AUC
 from ..metrics.streaming import (
@@ -40,12 +41,6 @@ from .weights import weighted_loss
 STREAMING = {"precision": Precision, "recall": Recall, "auc": AUC,
              "top_k_categorical_accuracy": TopKCategoricalAccuracy,
              "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy}
-
-
-def output_names(model) -> list:
-    """The model's output names (unique); a model without them (Sequential) has one."""
-    names = getattr(model, "output_names", None)
-    return list(names) if names else ["output"]
 
 
 def _output_layers(model) -> list:
