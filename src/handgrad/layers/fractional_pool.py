@@ -24,6 +24,8 @@ class FractionalMaxPool(Pool):
     onnx_form = None  # ONNX has no fractional max pooling
     receptive_field = "n/a"  # the regions are random
     draws_random = True
+    #: torch's FractionalMaxPool draws its regions in evaluation too (so does this layer)
+    random_in_evaluation = True
 
     def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
                  *, name=None, **common):
