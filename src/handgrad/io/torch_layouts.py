@@ -47,6 +47,9 @@ Layouts (handgrad -> torch; ``.T`` is a transpose, ``g`` the groups)::
                                   W_v (vdim, E)              k_proj_weight, v_proj_weight
       packed=False                b_q, b_k, b_v (E,)         in_proj_bias = [b_q b_k b_v]
                                   W_out (E, E), b_out        out_proj.weight = W_out.T, .bias
+    Parameter (a tensor held by   P                          <layer name> (the layer named
+      a module: class_token)                                 ``encoder.pos_embedding`` in a
+                                                             graph is that torch entry)
 
 Flattened channels-last maps: torch flattens a (C, *S) map, handgrad a (*S, C) map,
 so after a ``Flatten`` of convolution or pooling output the flattened feature axis
@@ -67,7 +70,7 @@ into a file that ``safetensors.torch.load_file`` reads).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -210,9 +213,21 @@ class Walker:
                              f"(interop enters {', '.join(entered)} and graph Models)")
         else:
             rules, counter = layer_rules(layer, state)
-            if rules:
+            if any(not rule.name for rule in rules):
+                self.leaves.append(self._attribute(layer, rules, counter))
+            elif rules:
                 self.leaves.append(Leaf(layer, self.path, self.prefix, rules, counter,
                                         self.named))
+
+    def _attribute(self, layer, rules, counter):
+        """The leaf of a layer whose tensor is an attribute of a torch module (an entry
+        with an empty name: a ``Parameter`` named ``encoder.pos_embedding``): the layer's
+        own name (its path below the graph) is the entry's name."""
+        named = self.named if self.named is not None else self.prefix
+        prefix = self.prefix[:len(self.prefix) - len(named)]
+        rules = [replace(rule, name=named[:-1]) if not rule.name else rule for rule in rules]
+        return Leaf(layer, self.path, prefix, rules, counter,
+                    None if self.named is None else "")
 
     @staticmethod
     def _not_a_step(layer):

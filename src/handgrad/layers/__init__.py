@@ -133,6 +133,7 @@ from .similarity import Bilinear, CosineSimilarity, PairMerge, PairwiseDistance
 from .sparse import SparseEvolution
 from .spatial import AffineGrid, GridSample
 from .structure import Add, Concatenate, Merge, Multiply, Residual
+from .tensor_ops import MatMul, Parameter, Roll
 from .text_vectorization import TextVectorization
 from .tied import TiedDense, link_tied
 from .transformer import TransformerEncoderLayer

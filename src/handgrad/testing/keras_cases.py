@@ -1,6 +1,7 @@
 """Layer cases (see :mod:`.layer_cases`) for Keras's reshaping layers, the wrappers,
-``Lambda``, ``Masking`` and the preprocessing layers, and the registered layers outside
-the float contract: layer name -> ``draw(rng) -> (layer, input_shape)``."""
+``Lambda``, ``Masking`` and the preprocessing layers, the tensor operations of imported
+models (``Roll``, ``Parameter``), and the registered layers outside the float contract:
+layer name -> ``draw(rng) -> (layer, input_shape)``."""
 
 from __future__ import annotations
 
@@ -71,6 +72,10 @@ KERAS_CASES = {
     "Masking": lambda rng: (L.Masking(_pick(rng, [0.0, 0.5])), (4, 3)),
     "Lambda": lambda rng: (L.Lambda(scaled_tanh, backward=scaled_tanh_backward,
                                     output_shape=_pick(rng, [None, (3, 4)])), (3, 4)),
+    # tensor operations (layers/tensor_ops.py; MatMul takes two inputs: MULTI_INPUT_LAYERS)
+    "Roll": lambda rng: (L.Roll(*_pick(rng, [(1, 2), ((2, -1), (1, -1))])), (3, 4, 2)),
+    "Parameter": lambda rng: (L.Parameter((2, 3), _pick(rng, [None, [[5, 0], [0, 2]]]),
+                                          "glorot_uniform", dtype=F64), (3, 2)),
 }
 
 

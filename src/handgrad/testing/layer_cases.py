@@ -212,7 +212,7 @@ LAYER_CASES.update({"MultiHeadAttention": _attention, "Residual": _residual,
 MULTI_INPUT_LAYERS = ("Add", "Multiply", "Concatenate", "Subtract", "Average", "Maximum",
                       "Minimum", "CosineSimilarity", "PairwiseDistance",
                       "Bilinear", "MaxUnpool1D", "MaxUnpool2D", "MaxUnpool3D", "GridSample",
-                      "TransformerDecoderLayer", "TransformerDecoder", "Transformer")
+                      "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "MatMul")
 
 
 # Normalization layers, with and without running statistics. Every statistic covers >= 4
