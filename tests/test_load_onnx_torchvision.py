@@ -30,15 +30,6 @@ def loaded(name):
     return net, x, model
 
 
-@pytest.fixture
-def one_torch_thread():
-    """torch on one thread: on a shared, busy machine its worker threads spin-wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_torchvision_model_matches_torch_in_float64(name, one_torch_thread):
     net, x, model = loaded(name)
