@@ -29,9 +29,9 @@ the order is the same (one channel, or 1x1 maps) it is a ``Reshape``; elsewhere 
 goes to torch's order first (``Permute``, then ``Reshape``): a transpose only where
 torch's memory order matters. Outputs are returned in their layout (maps channels-last).
 
-Anything else (an unknown module, function or method, a parameter used outside its
-module, slicing of tensors) is refused with a ValueError naming the node's target and
-its module path.
+Transformers (parameters read outside their module, attention, index reads, torch._assert):
+:mod:`.torch_convert_attention`. Anything else (an unknown module, function or method)
+is refused with a ValueError naming the node's target and its module path.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import numpy as np
 from .. import layers as L
 from ..layers.registry import REGISTRY
 from ..layers.symbolic import input_tensor
+from . import torch_convert_attention as attention
 from .torch_convert_ops import (
     BINARY,
     CHANNEL_MODULES,
@@ -104,6 +105,7 @@ class _Converter:
             for m, training in modes:
                 m.train(training)
         self.values, self.names, self.inputs, self.called = {}, set(), [], {}
+        self.attributes = {}  # torch attribute name -> its Parameter layer
 
     # ------------------------------------------------------------------ helpers
     def refuse(self, node, why):
@@ -174,6 +176,9 @@ class _Converter:
     def call_module(self, node):
         module = self.gm.get_submodule(node.target)
         kind = type(module).__name__
+        if kind in attention.MODULE_CALLS:
+            self.values[node] = attention.MODULE_CALLS[kind](self, node, module)
+            return
         x = self.values.get(node.args[0]) if node.args else None
         if not isinstance(x, Value) or len(node.args) != 1 or node.kwargs:
             self.refuse(node, f"{kind} is converted for one tensor argument")
@@ -210,6 +215,9 @@ class _Converter:
     def function(self, node, target):
         args = [self.arg(node, a) for a in node.args]
         kwargs = {k: self.arg(node, a) for k, a in node.kwargs.items()}
+        if attention.handle(self, node, target, args, kwargs):
+            return
+        args, kwargs = attention.materialized(self, node, args, kwargs)
         tensors = [a for a in args if isinstance(a, Value)]
         result = self.runtime[node]
         if not isinstance(result, self.torch.Tensor):  # x.size(0), x.shape: constants
@@ -356,8 +364,8 @@ class _Converter:
         outputs = None
         for node in self.gm.graph.nodes:
             if node.op == "get_attr":
-                self.refuse(node, "a parameter or buffer used outside its module's call")
-            if node.op == "output":
+                self.values[node] = attention.attribute(self, node)
+            elif node.op == "output":
                 outputs = self.output(node)
             else:
                 getattr(self, node.op)(node)
@@ -369,7 +377,8 @@ class _Converter:
         inputs = self.inputs[0] if len(self.inputs) == 1 else self.inputs
         model = REGISTRY["Model"](inputs, outputs, dtype=dtype)  # registered by handgrad.model
         used = tuple(f"{target}." for target in self.called)
-        state = {k: v for k, v in self.module.state_dict().items() if k.startswith(used)}
+        state = {k: v for k, v in self.module.state_dict().items()
+                 if k.startswith(used) or k in self.attributes}
         return from_torch(state, model)
 
 
