@@ -2,14 +2,15 @@
 
 ``load_mnist1d`` and ``load_digits`` need the optional packages ``mnist1d`` and
 ``scikit-learn`` (``pip install "handgrad[data]"``); they are imported only when
-those loaders are called. IDX files, text corpora (:mod:`.text`) and batching need
-nothing but NumPy.
+those loaders are called. IDX files, text corpora (:mod:`.text`), batching and fitting examples to a
+model's input shape (:mod:`.fit`) need nothing but NumPy.
 """
 
 from . import augment
 from .augment import augmentation, compose, gaussian_noise, random_scale, random_shift
 from .batching import batches, num_batches
 from .dataset import Dataset
+from .fit import fit_to_input
 from .idx import load_idx, read_idx, write_idx
 from .labels import to_categorical
 from .loaders import load_dataset, load_digits, load_mnist1d
@@ -22,6 +23,7 @@ __all__ = [
     "augmentation",
     "batches",
     "compose",
+    "fit_to_input",
     "gaussian_noise",
     "load_dataset",
     "load_digits",
