@@ -146,8 +146,15 @@ def _train(commands):
                        "vae: a Bernoulli variational autoencoder, wgan-gp: a Wasserstein GAN "
                        "with gradient penalty, word2vec: word embeddings (skip-gram or CBOW), "
                        f"rbm: a restricted Boltzmann machine (default: {default_models()})")
-    train.add_argument("--dtype", default="float32", choices=("float32", "float64"),
-                       help="floating-point type of the parameters and the data")
+    train.add_argument("--model-file", metavar="FILE",
+                       help="fine-tune a saved model (a file written by convert, train or "
+                       "save) instead of --model, with a fresh optimizer; examples are "
+                       "enlarged by a whole factor, zero-padded and gray replicated to "
+                       "the model's input shape (handgrad.data.fit_to_input), and the "
+                       "model must output one score per class of the dataset")
+    train.add_argument("--dtype", choices=("float32", "float64"),
+                       help="floating-point type of the parameters and the data (default: "
+                       "float32, or the --model-file's own)")
     train.add_argument("--distributed", action="store_true",
                        help="data-parallel training over MPI: start K processes with "
                        "'mpiexec -n K python -m handgrad train --distributed ...'; they train "
@@ -239,7 +246,8 @@ def parser() -> argparse.ArgumentParser:
             raise UsageError(message)
 
     main = Parser(prog="python -m handgrad",
-                  description="Train, evaluate, inspect, gradcheck and export handgrad models.")
+                  description="Train, evaluate, inspect, gradcheck, export and convert handgrad "
+                  "models.")
     main.add_argument("--version", action="version", version=f"handgrad {__version__}")
     commands = main.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
     _train(commands)
@@ -268,4 +276,15 @@ def parser() -> argparse.ArgumentParser:
         "output, like handgrad); needs the onnx extra.")
     export.add_argument("model", help="a model file written by train or save")
     export.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
+    convert = commands.add_parser(
+        "convert", help="an ONNX file as a handgrad model file",
+        description="Convert an ONNX file (opset 13 or later, e.g. from torch.onnx.export) "
+        "into a handgrad model file that train --model-file fine-tunes; the model takes "
+        "channels-last inputs. Needs the onnx extra.")
+    convert.add_argument("onnx", help="the .onnx file to read")
+    convert.add_argument("out", help="the .safetensors model file to write")
+    convert.add_argument("--input-shape", metavar="SIZES",
+                         help="sizes for the input's open (dynamic) axes, comma-separated "
+                         "in the ONNX file's axis order: N,C,H,W or C,H,W (needed when the "
+                         "file leaves a size open; sizes the file fixes must match)")
     return main

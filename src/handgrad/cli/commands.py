@@ -1,4 +1,5 @@
-"""``python -m handgrad``: train, evaluate, inspect, gradcheck and export from the command line.
+"""``python -m handgrad``: train, evaluate, inspect, gradcheck, export and convert from the
+command line.
 
 Bad options, bad files and failed runs print one line (``handgrad: error: ...``),
 never a traceback, and exit with status 2 (a bad option, file or dataset), 1 (training
@@ -13,22 +14,13 @@ import sys
 import numpy as np
 
 from ..inspect.probes import save_pictures
-from ..io.checkpoint import load_checkpoint
 from ..metrics import confusion_counts
 from ..testing.layer_cases import LAYER_CASES, describe_layer
 from ..testing.numeric import gradcheck
 from .args import RUN_ERRORS, UsageError, load_dataset, parser, reason
+from .convert import cmd_convert
+from .model_file import check_classifier, load_model_checkpoint
 from .train import cmd_train
-
-
-def _load_checkpoint(path):
-    """Any failure to read or rebuild the file is the file's fault: one line."""
-    try:
-        return load_checkpoint(path)
-    except Exception as error:  # every load failure is reported in one line, none escapes
-        message = reason(error)
-        where = "" if str(path) in message else f" {path!r}"  # name the file once
-        raise UsageError(f"cannot load model{where}: {message}") from None
 
 
 def _format_confusion(matrix):
@@ -40,22 +32,13 @@ def _format_confusion(matrix):
 
 def _load_model(args):
     """(model, dataset) from ``args.model`` and ``args.dataset``, checked to fit."""
-    model = _load_checkpoint(args.model).model
+    model = load_model_checkpoint(args.model).model
     dataset = load_dataset(args.dataset, verbose=True)
     input_shape = tuple(getattr(model, "input_shape", None) or ())
     if input_shape != tuple(dataset.input_shape):
         raise UsageError(f"model expects inputs {input_shape} but dataset "
                          f"{args.dataset!r} has {tuple(dataset.input_shape)}")
-    try:
-        outputs = tuple(model.output_shape(input_shape))
-    except RUN_ERRORS as error:
-        raise UsageError(f"cannot run {args.model!r}: {reason(error)}") from None
-    if len(outputs) != 1:
-        raise UsageError(f"the model's outputs have shape {outputs}, not (classes,): it is not "
-                         f"a classifier of dataset {args.dataset!r}")
-    if outputs[0] != dataset.num_classes:
-        raise UsageError(f"the model has {outputs[0]} output classes but dataset "
-                         f"{args.dataset!r} has {dataset.num_classes} classes")
+    check_classifier(model, args.model, dataset, args.dataset)
     return model, dataset
 
 
@@ -123,7 +106,7 @@ def cmd_gradcheck(args):
 
 def cmd_export(args):
     """Write a saved model as an ONNX file (channels-last input and output, like handgrad)."""
-    model = _load_checkpoint(args.model).model
+    model = load_model_checkpoint(args.model).model
     from ..io.onnx.export import export_onnx
 
     try:
@@ -152,7 +135,7 @@ def _check_args(args):
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "inspect": cmd_inspect,
-            "gradcheck": cmd_gradcheck, "export": cmd_export}
+            "gradcheck": cmd_gradcheck, "export": cmd_export, "convert": cmd_convert}
 
 
 def main(argv=None):

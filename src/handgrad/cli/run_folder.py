@@ -16,17 +16,26 @@ from .args import UsageError, dataset_kind, reason
 OUTPUTS = ("model.safetensors", "metrics.json", "curve.png")  # what train writes
 
 
+def _safe(name):
+    """``name`` with runs of other characters than letters, digits, ``._-`` as ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+
+
 def _run_name(args):
-    """``<dataset>-<model>``, e.g. ``mnist1d-cnn`` or ``idx-fashion-cnn``."""
+    """``<dataset>-<model>``, e.g. ``mnist1d-cnn``, ``idx-fashion-cnn`` or, for
+    ``--model-file resnet18.safetensors``, ``digits-resnet18``."""
     kind = dataset_kind(args.dataset)
     if kind in ("idx", "text"):
         path = os.path.abspath(args.dataset[len(kind) + 1:])
         folder = os.path.splitext(os.path.basename(path))[0]
-        folder = re.sub(r"[^A-Za-z0-9._-]+", "_", folder).strip("._")
+        folder = _safe(folder)
         dataset = f"{kind}-{folder}" if folder else kind
     else:
         dataset = args.dataset
-    return f"{dataset}-{args.model}"
+    model = args.model
+    if model is None:  # --model-file
+        model = os.path.splitext(os.path.basename(args.model_file))[0]
+    return f"{dataset}-{_safe(model) or 'model'}"
 
 
 def _occupied(path):

@@ -4,7 +4,8 @@ The run folder is ``--out`` (never overwriting a model there without ``--force``
 new ``runs/<dataset>-<model>[-N]``. A run that fails or is interrupted after training
 started keeps the model trained so far. ``--dtype`` sets the parameters' and the data's
 floating-point type; ``--distributed`` trains data-parallel under ``mpiexec -n K`` (see
-:mod:`handgrad.cli.parallel`).
+:mod:`handgrad.cli.parallel`). ``--model-file`` fine-tunes a saved model instead of
+building ``--model`` (see :mod:`handgrad.cli.model_file`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..data.augment import augmentation
 from ..io.checkpoint import save
 from ..training.callbacks import History, LearningRateScheduler
 from ..zoo import networks as zoo
-from . import parallel
+from . import model_file, parallel
 from .args import (
     DEFAULT_MODEL,
     RUN_ERRORS,
@@ -59,7 +60,7 @@ def _settings(args):
     """The run's settings: the options given, else the defaults of the dataset and model
     (``args.model`` is filled in here when it was not given)."""
     kind = dataset_kind(chosen_dataset(args))
-    if args.model is None:
+    if args.model is None and args.model_file is None:
         args.model = DEFAULT_MODEL[kind]
     defaults = default_settings(kind, args.model)
     given = {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
@@ -202,10 +203,14 @@ def _prepare(args):
     if dataset_kind(args.dataset) in ("text", "planted"):
         raise UsageError(f"--dataset {args.dataset!r} is not a classification dataset; it is "
                          f"for --model {', '.join(RUNNERS)}")
+    model = None if args.model_file is None else model_file.load_for_training(args)
     dataset = _cast(load_dataset(args.dataset, verbose=not args.quiet), args.dtype)
     run = _settings(args)
+    if model is not None:
+        dataset = model_file.fit_dataset(model, dataset, args)
     try:
-        model = zoo.build(args.model, dataset, seed=args.seed, dtype=args.dtype)
+        if model is None:
+            model = zoo.build(args.model, dataset, seed=args.seed, dtype=args.dtype)
         optimizer = _compile(model, run, run.lr)
     except (ValueError, TypeError, MemoryError) as error:
         raise UsageError(reason(error)) from None
@@ -223,6 +228,11 @@ def _processes(world):
 
 def cmd_train(args):
     chosen_dataset(args)
+    if args.model_file is not None and args.model is not None:
+        raise UsageError(f"give --model or --model-file, not both; received --model "
+                         f"{args.model} and --model-file {args.model_file!r}")
+    if args.model_file is None and args.dtype is None:
+        args.dtype = "float32"
     if args.model in RUNNERS:
         threads, _ = _blas_threads(args.blas_threads)
         with threads:
@@ -241,7 +251,8 @@ def cmd_train(args):
         augmented = ("augmenting the training batches (" + ", ".join(
             f"{key} {value}" for key, value in run.augment.items()) + ")"
             if run.augment else "no augmentation")
-        print(f"training {args.model} on {dataset.name} ({len(dataset.x_train)} train / "
+        print(f"training {args.model or args.model_file} on {dataset.name} "
+              f"({len(dataset.x_train)} train / "
               f"{len(dataset.x_test)} test examples, {dataset.num_classes} classes) for "
               f"{epochs} epochs, batch {batch_size}, {args.dtype}, {run.optimizer} lr {lr:g} "
               f"({args.schedule} schedule), label smoothing {run.label_smoothing:g}, "
@@ -258,7 +269,8 @@ def cmd_train(args):
             raise SystemExit(_failure(failure, out, saved=True).status)
         return 0
     metrics = {
-        "dataset": args.dataset, "model": args.model, "dtype": args.dtype,
+        "dataset": args.dataset, "model": args.model, "model_file": args.model_file,
+        "dtype": args.dtype,
         "optimizer": run.optimizer, "lr": lr,
         "weight_decay": getattr(optimizer, "weight_decay", None),
         "label_smoothing": run.label_smoothing, "augment": run.augment,
