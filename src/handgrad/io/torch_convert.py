@@ -57,6 +57,7 @@ from .torch_convert_ops import (
     pointwise_function,
     torch_to_handgrad_axis,
 )
+from .torch_convert_resize import RESIZE_FUNCTIONS
 from .torch_interop import from_torch
 
 __all__ = ["convert_torch"]
@@ -156,6 +157,8 @@ class _Converter:
             return self.values[a] if a in self.values else self.runtime[a]
         if isinstance(a, (list, tuple)):
             return type(a)(self.arg(node, x) for x in a)
+        if isinstance(a, dict):  # a dict output (torchvision's segmentation models)
+            return {k: self.arg(node, x) for k, x in a.items()}
         return a
 
     # ------------------------------------------------------------------ nodes
@@ -257,6 +260,8 @@ class _Converter:
                                                        kwargs["output_size"])
             x = self.as_layout(tensors[0], "cf", node)
             self.values[node] = self.call(layer, node, [x], "cf")
+        elif name in RESIZE_FUNCTIONS and node.op == "call_function":
+            self.values[node] = RESIZE_FUNCTIONS[name](self, node, args, kwargs)
         else:
             self.refuse(node, "this function or method is not converted")
 
