@@ -43,8 +43,15 @@ LayerNormalization, torch's Erf-based GELU of opsets before 20 (recognized at it
 arithmetic with one constant: a scalar as Rescaling, a per-channel factor (ConvNeXt's
 ``layer_scale``) as a depthwise 1x1 Conv named after the constant.
 
+Outputs. Several graph outputs become the Model's named outputs, keyed by the ONNX
+output names (``model.output_names``; torch.onnx.export of a dictionary output writes
+its values in the dictionary's order, named by ``output_names`` or numbered):
+``forward`` returns them as a list in that order, ``predict`` and ``model(x)`` as a dict,
+and ``backward`` takes a list or a dict by name. One output stays a plain output (named
+after its layer) so that ``forward`` returns an array.
+
 Not yet: Split, other constant shapes in arithmetic, a parameter expanded over the batch
-(ViT's class token), export_onnx's nearest-upsample Gathers, named (dictionary) outputs.
+(ViT's class token), export_onnx's nearest-upsample Gathers.
 """
 
 from __future__ import annotations
@@ -258,6 +265,8 @@ def load_onnx(source):
     inputs, dtype = loader.inputs()
     loader.dtype = dtype
     outputs = loader.run()
+    if len(outputs) > 1:  # named outputs: the graph's output names
+        outputs = dict(zip((info.name for info in proto.graph.output), outputs))
     model = REGISTRY["Model"](inputs if len(inputs) > 1 else inputs[0],
                   outputs if len(outputs) > 1 else outputs[0], dtype=str(dtype))
     for node, layer, arrays in loader.weights:
