@@ -27,6 +27,16 @@ def kernel_path(request):
         yield request.param
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread: on a shared, busy machine its worker threads spin-wait."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def pytest_terminal_summary(terminalreporter):
     """The torch suite's per-row passed / unsupported counts, when its rows ran."""
     import sys

@@ -102,16 +102,18 @@ def torch_model(name, dtype=None, spec=None):
     return net, torch.randn(*shape, dtype=dtype)
 
 
-def onnx_export(net, x):
+def onnx_export(net, x, output_names=None):
     """``net`` exported by torch's TorchScript exporter (opset 17, evaluation mode, no
-    constant folding) as an ``onnx.ModelProto``."""
+    constant folding) as an ``onnx.ModelProto``; ``output_names`` name its outputs (a
+    dictionary output's values, in its order; default: numbered by the exporter)."""
     import onnx
     import torch
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracing
         torch.onnx.export(net, (x,), buffer, dynamo=False, opset_version=17,
-                          do_constant_folding=False, training=torch.onnx.TrainingMode.EVAL)
+                          do_constant_folding=False, training=torch.onnx.TrainingMode.EVAL,
+                          output_names=output_names)
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -159,8 +161,10 @@ def _outputs(y):
 
 def check(net, x, model, training=False, seed=1):
     """Compare ``model`` (converted from ``net``) with torch autograd on ``x`` (any dtype;
-    torch runs a float64 copy as the truth): outputs, the input gradient, every parameter
-    gradient by torch's name, and in training mode the running statistics after the step.
+    torch runs a float64 copy as the truth): outputs (a dictionary's by name: several, or
+    a model with named outputs, must have its keys as ``output_names``, and get their
+    gradients by name), the input gradient, every parameter gradient by torch's name, and
+    in training mode the running statistics after the step.
     Returns ``{"error": largest relative error, "hg_s": ..., "torch_s": ...}``."""
     import torch
 
@@ -177,13 +181,15 @@ def check(net, x, model, training=False, seed=1):
     model.zero_grad()
     start = time.perf_counter()
     out = model.forward(channels_last(x.detach()).astype(dtype), training=training, grad=True)
-    dx = model.backward([channels_last(d).astype(dtype) for d in dys] if len(dys) > 1
-                        else channels_last(dys[0]).astype(dtype))
+    ours = list(out) if isinstance(out, dict) else getattr(model, "output_names", None)
+    if names is not None and (len(names) > 1 or getattr(model, "output_keys", None)):
+        assert ours == names, f"output names {ours}; torch's {names}"
+    dy = [channels_last(d).astype(dtype) for d in dys]
+    # several named outputs: their gradients by name
+    dx = model.backward(dy[0] if len(dy) == 1 else dy if names is None else dict(zip(names, dy)))
     hg_s = time.perf_counter() - start
     outs = list(out.values()) if isinstance(out, dict) else \
         list(out) if isinstance(out, (list, tuple)) else [out]
-    if names is not None and isinstance(out, dict):
-        assert list(out) == names, f"output names {list(out)}; torch's {names}"
     terms, worst = model.count_params(), 0.0
 
     def close(actual, expected, what, scale=None):
