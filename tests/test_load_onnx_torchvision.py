@@ -12,8 +12,7 @@ from torchvision_support import check, exact_hardsigmoid, onnx_export, torch_mod
 # vgg11 is left out: torch's exporter refuses its adaptive pool to 7 x 7 below 224 pixels.
 MODELS = ["resnet18", "mobilenet_v2", "squeezenet1_0", "densenet121", "shufflenet_v2_x0_5",
           "mnasnet0_5", "efficientnet_b0", "mobilenet_v3_small", "googlenet", "regnet_y_400mf",
-          "convnext_tiny", "segmentation.fcn_resnet50",
-          "segmentation.lraspp_mobilenet_v3_large", "video.r3d_18"]
+          "convnext_tiny", "video.r3d_18"]  # segmentation: test_convert_segmentation.py
 
 # models refused, with the operator named in the refusal
 REFUSED = {
@@ -33,21 +32,7 @@ def loaded(name):
 @pytest.mark.parametrize("name", MODELS)
 def test_torchvision_model_matches_torch_in_float64(name, one_torch_thread):
     net, x, model = loaded(name)
-    if name.startswith("segmentation."):  # the dictionary's "out" is the one ONNX output
-        net = _OutOnly(net)
     check(net, x, model)
-
-
-class _OutOnly(torch.nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x):
-        return self.net(x)["out"]
-
-    def named_parameters(self, *args, **kwargs):  # torch's names, without the wrapper's
-        yield from self.net.named_parameters(*args, **kwargs)
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
