@@ -50,15 +50,3 @@ def pytest_terminal_summary(terminalreporter):
     for line in report.row_lines(runner.RESULTS):
         terminalreporter.write_line(line)
     terminalreporter.write_line(report.summary_line(runner.RESULTS))
-
-
-
-@pytest.fixture
-def one_torch_thread():
-    """torch on one thread (tests against torch): on a shared, busy machine its worker
-    threads spin-wait."""
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
