@@ -31,9 +31,9 @@ def _out(layer, g, v, name, first=None):
 def dense(layer, g, v):
     """MatMul (+ Add), on any leading axes."""
     v = g.channels_last(v)
-    y = g.op("MatMul", [v.name, g.const(layer.export_weight(), "W")], "dense")
+    y = g.op("MatMul", [v.name, g.param(layer, "weight", layer.export_weight(), "W")], "dense")
     if layer.use_bias:
-        y = g.op("Add", [y, g.const(layer.parameters["b"], "b")], "dense")
+        y = g.op("Add", [y, g.param(layer, "bias", layer.parameters["b"], "b")], "dense")
     return _out(layer, g, v, y)
 
 
@@ -96,9 +96,9 @@ def conv(layer, g, v):
         x = g.op("Pad", [x, g.ints([0, 0, *befores, 0, 0, *afters], "pads")], "pad",
                  mode=mode)
         pads = [0] * (2 * n)
-    inputs = [x, g.const(w.transpose(conv_weight_perm(n)), "W")]
+    inputs = [x, g.param(layer, "weight", w.transpose(conv_weight_perm(n)), "W")]
     if layer.use_bias:
-        inputs.append(g.const(layer.parameters["b"], "b"))
+        inputs.append(g.param(layer, "bias", layer.parameters["b"], "b"))
     y = g.op("ConvTranspose" if layer.transposed else "Conv", inputs, "conv",
              kernel_shape=list(kernel), strides=list(layer.stride),
              dilations=list(layer.dilation), group=layer.groups, pads=pads, **extra)
@@ -177,10 +177,12 @@ def _running_norm(layer, g, v, batch_statistics):
         v = g.channels_first(v)
         channels = mean.shape[0]
         gamma, beta = layer.parameters.get("gamma"), layer.parameters.get("beta")
-        inputs = [v.name, g.const(np.ones(channels) if gamma is None else gamma, "gamma"),
-                  g.const(np.zeros(channels) if beta is None else beta, "beta"),
-                  g.const(mean, "running_mean"), g.const(layer.buffers["running_var"],
-                                                         "running_var")]
+        inputs = [v.name, g.const(np.ones(channels), "gamma") if gamma is None
+                  else g.param(layer, "weight", gamma, "gamma"),
+                  g.const(np.zeros(channels), "beta") if beta is None
+                  else g.param(layer, "bias", beta, "beta"),
+                  g.param(layer, "running_mean", mean, "running_mean"),
+                  g.param(layer, "running_var", layer.buffers["running_var"], "running_var")]
         y = g.op("BatchNormalization", inputs, "batch_norm", epsilon=layer.eps)
         return _out(layer, g, v, y)
     spatial = list(range(2, v.rank)) if v.first else list(range(1, v.rank - 1))
@@ -210,9 +212,10 @@ def layer_norm(layer, g, v):
     v = g.channels_last(v)
     shape = layer.param_shape(v.shape)
     gamma, beta = layer.parameters.get("gamma"), layer.parameters.get("beta")
-    inputs = [v.name, g.const(np.ones(shape) if gamma is None else gamma, "gamma")]
+    inputs = [v.name, g.const(np.ones(shape), "gamma") if gamma is None
+              else g.param(layer, "weight", gamma, "gamma")]
     if beta is not None:
-        inputs.append(g.const(beta, "beta"))
+        inputs.append(g.param(layer, "bias", beta, "beta"))
     y = g.op("LayerNormalization", inputs, "layer_norm", axis=-len(shape), epsilon=layer.eps)
     return _out(layer, g, v, y)
 

@@ -29,14 +29,15 @@ class Value:
 
 class Graph:
     """Nodes and initializers of the graph being built, with unique names. ``reserved``
-    are the names of the graph's own inputs and outputs. Equal constants are stored
-    once, so the calls of a shared layer use the same initializers."""
+    are the names of the graph's own inputs and outputs. Equal constants under one name
+    hint are stored once, so the calls of a shared layer use the same initializers while
+    two layers with equal weights keep their own, named ones."""
 
     def __init__(self, onnx, dtype, reserved=("input", "output")):
         self.onnx, self.dtype = onnx, np.dtype(dtype)
         self.nodes, self.initializers = [], []
         self._names = set(reserved)
-        self._constants = {}  # (dtype, shape, digest of the bytes) -> initializer name
+        self._constants = {}  # (hint, dtype, shape, digest of the bytes) -> initializer name
 
     def fresh(self, hint):
         name, index = hint, 1
@@ -49,11 +50,18 @@ class Graph:
     def const(self, array, hint="const", dtype=None):
         """An initializer holding ``array`` (in the model's dtype unless ``dtype``)."""
         array = np.ascontiguousarray(np.asarray(array, dtype=dtype or self.dtype))
-        key = (array.dtype.str, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
+        key = (hint, array.dtype.str, array.shape,
+               hashlib.sha256(array.tobytes()).hexdigest())
         if key not in self._constants:
             self._constants[key] = name = self.fresh(hint)
             self.initializers.append(self.onnx.numpy_helper.from_array(array, name))
         return self._constants[key]
+
+    def param(self, layer, role, array, hint):
+        """The initializer of ``layer``'s weight ``array`` named as torch's state dict names
+        it, ``{layer name}.{role}`` (role ``weight``, ``bias``, ``running_mean``, ...), so
+        ``load_onnx`` names the layer back after it; ``hint`` for a layer without a name."""
+        return self.const(array, f"{layer.name}.{role}" if layer.name else hint)
 
     def ints(self, values, hint="shape"):
         return self.const(np.asarray(values, np.int64), hint, np.int64)
