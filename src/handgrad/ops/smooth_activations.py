@@ -213,14 +213,16 @@ def _sigmoid_slopes(y):
 
 # ------------------------------------------------------- ONNX forms (opset 17)
 def _gelu_onnx(g, x, approximate):
-    """0.5 x (1 + Erf(x / sqrt 2)), or the tanh form (opset 17 has no Gelu)."""
-    half = g.op("Mul", [x, g.const(0.5, "half")], "half_x")
+    """x (1 + Erf(x / sqrt 2)) 0.5, the node sequence torch exports (which load_onnx reads
+    back as a GELU), or the tanh form 0.5 x (1 + Tanh(...)) (opset 17 has no Gelu)."""
     if approximate == "none":
-        inner = g.op("Erf", [g.op("Mul", [x, g.const(1 / math.sqrt(2), "inv_sqrt2")])], "erf")
-    else:
-        cube = g.op("Mul", [g.op("Mul", [x, x], "x2"), x], "x3")
-        u = g.op("Add", [x, g.op("Mul", [cube, g.const(_GELU_K, "k")])], "u")
-        inner = g.op("Tanh", [g.op("Mul", [u, g.const(_GELU_C, "c")])], "t")
+        inner = g.op("Erf", [g.op("Div", [x, g.const(math.sqrt(2), "sqrt2")])], "erf")
+        y = g.op("Mul", [x, g.op("Add", [inner, g.const(1.0, "one")])], "gelu")
+        return g.op("Mul", [y, g.const(0.5, "half")], "gelu")
+    half = g.op("Mul", [x, g.const(0.5, "half")], "half_x")
+    cube = g.op("Mul", [g.op("Mul", [x, x], "x2"), x], "x3")
+    u = g.op("Add", [x, g.op("Mul", [cube, g.const(_GELU_K, "k")])], "u")
+    inner = g.op("Tanh", [g.op("Mul", [u, g.const(_GELU_C, "c")])], "t")
     return g.op("Mul", [half, g.op("Add", [inner, g.const(1.0, "one")])], "gelu")
 
 
