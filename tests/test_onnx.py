@@ -157,6 +157,9 @@ CASES = {
                                 L.AdaptiveAvgPool2D(1), L.Flatten()], (6, 5, 2)),
     "adaptive_uniform": (lambda: [L.AdaptiveAvgPool2D((2, 3)), L.AdaptiveMaxPool2D(1)],
                          (4, 6, 2)),
+    # an output a multiple of the input (AlexNet's 1 x 1 map pooled to 6 x 6): a Resize
+    "adaptive_repeat": (lambda: [L.AdaptiveAvgPool2D((6, 2)), L.AdaptiveMaxPool2D((3, 4)),
+                                 L.Conv2D(2, 1), L.AdaptiveMaxPool2D((6, 8))], (2, 4, 3)),
     "lp_pool": (lambda: [L.LPPool2D(2, 2), L.LPPool2D(4, (2, 1), 1)], (6, 5, 2)),
     "lp_pool1d": (lambda: [L.LPPool1D(2, 3, 2)], (7, 3)),
     "lrn": (lambda: [L.LocalResponseNorm(3, 0.6, 0.8, 1.5), L.LocalResponseNorm(4, 0.9, 1.1, 2.0),

@@ -3,6 +3,8 @@ channels-last maps."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
 from . import declarations as twins
 from .pooling import MaxPoolND, Pool
@@ -10,24 +12,34 @@ from .registry import register
 
 
 def adaptive_onnx_form(layer, g, v):
-    """ReduceMean/ReduceMax for an output of one position, AveragePool/MaxPool
-    when every axis divides evenly (uniform bins); otherwise no exact ONNX form."""
+    """ReduceMean/ReduceMax for an output of one position; otherwise, axis by axis, an
+    AveragePool/MaxPool where the input size is a multiple of the output's (uniform bins)
+    and a nearest Resize where the output size is a multiple of the input's (bins of one
+    position, each repeated); other sizes have no exact ONNX form."""
     v = g.channels_first(v)
     spatial = tuple(v.shape[:-1])
     sizes = ops.adaptive_output_sizes(layer.label, layer.kwargs["output_size"], spatial)
     kind = "Max" if isinstance(layer, AdaptiveMaxPool) else "Average"
-    if all(o == 1 for o in sizes):  # not GlobalMaxPool: onnx's evaluator mis-shapes 3-D
-        op = "ReduceMax" if kind == "Max" else "ReduceMean"
-        y = g.op(op, [v.name], "adaptive_pool", axes=list(range(2, v.rank)), keepdims=1)
-    elif all(s % o == 0 for s, o in zip(spatial, sizes)):
-        kernel = [s // o for s, o in zip(spatial, sizes)]
-        y = g.op(f"{kind}Pool", [v.name], "adaptive_pool", kernel_shape=kernel, strides=kernel)
-    else:
-        size, out = next((s, o) for s, o in zip(spatial, sizes) if s % o)
+    uneven = [(s, o) for s, o in zip(spatial, sizes) if s % o and o % s]
+    if uneven:
+        size, out = uneven[0]
         raise ValueError(f"export_onnx: {layer.label} pools {size} positions to {out}, whose "
                          f"bins {ops.adaptive_bins(size, out)} differ in size or overlap: "
-                         f"ONNX has no exact operator for that (export works when every "
-                         f"input size is a multiple of its output size)")
+                         f"ONNX has no exact operator for that (export works when, on every "
+                         f"axis, one of the input and output sizes is a multiple of the other)")
+    y = v.name
+    if all(o == 1 for o in sizes):  # not GlobalMaxPool: onnx's evaluator mis-shapes 3-D
+        op = "ReduceMax" if kind == "Max" else "ReduceMean"
+        y = g.op(op, [y], "adaptive_pool", axes=list(range(2, v.rank)), keepdims=1)
+        return g.value(y, tuple(layer.output_shape(v.shape)), True)
+    kernel = [s // o if s % o == 0 else 1 for s, o in zip(spatial, sizes)]
+    repeat = [o // s if s % o else 1 for s, o in zip(spatial, sizes)]
+    if any(k > 1 for k in kernel) or not any(r > 1 for r in repeat):
+        y = g.op(f"{kind}Pool", [y], "adaptive_pool", kernel_shape=kernel, strides=kernel)
+    if any(r > 1 for r in repeat):
+        scales = g.const(np.array([1, 1, *repeat], np.float32), "scales", np.float32)
+        y = g.op("Resize", [y, "", scales], "adaptive_pool", mode="nearest",
+                 coordinate_transformation_mode="asymmetric", nearest_mode="floor")
     return g.value(y, tuple(layer.output_shape(v.shape)), True)
 
 
