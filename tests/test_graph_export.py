@@ -285,3 +285,24 @@ def test_squeeze_excitation_broadcast_exports():
     model = hg.Model(image, y, seed=0)
     x = np.random.default_rng(4).standard_normal((2, 5, 4, 3), dtype=np.float32)
     assert_matches(run_onnx(export_onnx(model, None), {"image": x}), model, [x], np.float32)
+
+
+def test_load_onnx_gives_back_the_layer_names_weights_and_batch_norm_momentum():
+    """export_onnx names initializers as torch's state dict (``block.conv_a.weight``), so
+    load_onnx names the layers back; two layers with equal weights keep their own; the
+    BatchNorm keeps its momentum (ONNX's is 1 - torch's, stored in float32)."""
+    from handgrad.io import load_onnx
+    x = hg.Input((6, 5, 2))
+    h = L.BatchNorm(momentum=0.01, name="block.bn")(L.Conv2D(3, 3, padding=1,
+                                                             name="block.conv_a")(x))
+    h = L.Conv2D(3, 1, name="block.conv_c")(L.Conv2D(3, 1, name="block.conv_b")(h))
+    model = hg.Model(x, L.Dense(4, name="head")(L.Flatten()(h)), dtype="float64")
+    model.get_layer("block.conv_c").parameters["W"][...] = \
+        model.get_layer("block.conv_b").parameters["W"]
+    back = load_onnx(export_onnx(model, None))
+    ours, theirs = to_torch_state_dict(model, numpy=True), to_torch_state_dict(back, numpy=True)
+    assert sorted(ours) == sorted(theirs)
+    for name, value in ours.items():
+        np.testing.assert_array_equal(theirs[name], value, err_msg=name)
+    bn = back.get_layer("block.bn")
+    assert bn.trainable and np.float32(1 - bn.momentum) == np.float32(1 - 0.01)

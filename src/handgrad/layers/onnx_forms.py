@@ -183,7 +183,10 @@ def _running_norm(layer, g, v, batch_statistics):
                   else g.param(layer, "bias", beta, "beta"),
                   g.param(layer, "running_mean", mean, "running_mean"),
                   g.param(layer, "running_var", layer.buffers["running_var"], "running_var")]
-        y = g.op("BatchNormalization", inputs, "batch_norm", epsilon=layer.eps)
+        # ONNX's momentum weighs the running value (torch's weighs the batch); a cumulative
+        # average (momentum None) has no ONNX form and is left out (inference ignores it)
+        momentum = {} if layer.momentum is None else {"momentum": 1.0 - layer.momentum}
+        y = g.op("BatchNormalization", inputs, "batch_norm", epsilon=layer.eps, **momentum)
         return _out(layer, g, v, y)
     spatial = list(range(2, v.rank)) if v.first else list(range(1, v.rank - 1))
     axes = [0, *spatial] if batch_statistics else spatial
