@@ -195,8 +195,8 @@ class Outer(nn.Module):
 
 
 @pytest.mark.parametrize("inner, named", [(Erf(), ["erf", "features.1"]),
-                                          (nn.PixelShuffle(2), ["PixelShuffle",
-                                                                "features.1"])])
+                                          (nn.Threshold(0.1, 20.0), ["Threshold",
+                                                                     "features.1"])])
 def test_unmapped_nodes_are_refused_with_target_and_module_path(inner, named):
     with pytest.raises(ValueError, match="convert_torch") as info:
         convert_torch(Outer(inner), torch.randn(1, 3, 4, 4))

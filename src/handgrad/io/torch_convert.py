@@ -58,6 +58,7 @@ from .torch_convert_ops import (
     torch_to_handgrad_axis,
 )
 from .torch_convert_resize import RESIZE_FUNCTIONS
+from .torch_convert_sequences import sequence_item  # (and registers its modules)
 from .torch_interop import from_torch
 
 __all__ = ["convert_torch"]
@@ -77,6 +78,13 @@ class _Converter:
                 node.meta["path"] = next(reversed(tracer.module_stack), "") \
                     if tracer.module_stack else ""
                 return node
+
+            def call_module(tracer, m, forward, args, kwargs):
+                try:
+                    tracer.path_of_module(m)
+                except NameError:  # a module made inside forward (nn.ReLU()(x)): its calls
+                    return forward(*args, **kwargs)
+                return super().call_module(m, forward, args, kwargs)
 
         self.torch, self.module = torch, module
         try:
@@ -136,7 +144,9 @@ class _Converter:
             if twin is not None:
                 spatial = {"maps": True, "reset": False, "flatten": False}.get(
                     twin.layout, spatial)
-        return Value(out, layout, tuple(self.runtime[node].shape), spatial)
+        recorded = self.runtime[node]  # a recurrent module's (sequence, state): the sequence
+        recorded = recorded[0] if isinstance(recorded, tuple) else recorded
+        return Value(out, layout, tuple(recorded.shape), spatial)
 
     def as_layout(self, value, layout, node):
         """``value`` in ``layout``: a ``Permute`` between channels-last and torch's order."""
@@ -168,7 +178,8 @@ class _Converter:
         layout = "cf" if len(shape) in (4, 5) or (len(shape) == 3 and any(
             self.reads_channels(user) for user in node.users)) else "plain"
         per_example = shape[1:] if layout == "plain" else (*shape[2:], shape[1])
-        tensor = input_tensor(per_example, node.name, None)
+        ids = not example.is_floating_point()  # an Embedding's ids
+        tensor = input_tensor(per_example, node.name, "int64" if ids else None)
         self.inputs.append(tensor)
         self.values[node] = Value(tensor, layout, shape)
 
@@ -223,6 +234,8 @@ class _Converter:
         args, kwargs = attention.materialized(self, node, args, kwargs)
         tensors = [a for a in args if isinstance(a, Value)]
         result = self.runtime[node]
+        if sequence_item(self, node, target, args, tensors):
+            return
         if not isinstance(result, self.torch.Tensor):  # x.size(0), x.shape: constants
             if not isinstance(result, (int, float, tuple, list)):
                 self.refuse(node, f"it returns a {type(result).__name__}")
