@@ -64,7 +64,7 @@ from ... import layers as L
 from ..._checks import describe
 from ...layers.registry import REGISTRY
 from ...layers.symbolic import input_tensor
-from . import load_more, load_shapes  # noqa: F401  (register their converters)
+from . import load_more, load_rearrange, load_shapes  # noqa: F401  (register converters)
 from .held import Held, channels_last_perm
 from .load_ops import CONVERTERS
 
