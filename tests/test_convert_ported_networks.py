@@ -133,3 +133,20 @@ def test_modules_made_inside_forward_are_traced_through():
     model = convert_torch(net, x)
     assert {"relu", "hardswish"} <= {layer.name for layer in model.layers}
     check(net, x, model, training=True)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_reads_torch_pixel_shuffle_and_refuses_dcr(mode):
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("DepthToSpace", ["x"], ["y"], name="shuffle", blocksize=2,
+                          mode=mode)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", 8, 3, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["N", 2, 6, 4])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    if mode == "DCR":
+        with pytest.raises(ValueError, match=r"DepthToSpace node 'shuffle': mode DCR"):
+            load_onnx(proto)
+        return
+    x = torch.randn(2, 8, 3, 2, dtype=torch.float64)
+    check(nn.PixelShuffle(2), x, load_onnx(proto))

@@ -219,7 +219,7 @@ def check(net, x, model, training=False, seed=1, maps=True):
     if not ids:
         close(dx, layout(xt.grad), "input gradient")
     grads, named = _torch_names(model), dict(net.named_parameters())
-    scale = max(finite_max(p.grad.numpy()) for p in named.values())
+    scale = max((finite_max(p.grad.numpy()) for p in named.values()), default=0.0)
     for name, p in named.items():
         # a per-channel factor (ConvNeXt's layer_scale) may be a depthwise 1x1 Conv's W
         ours = grads[name] if name in grads else grads[f"{name}.weight"]
