@@ -229,13 +229,13 @@ class _Converter:
     def function(self, node, target):
         args = [self.arg(node, a) for a in node.args]
         kwargs = {k: self.arg(node, a) for k, a in node.kwargs.items()}
+        if sequence_item(self, node, target, args, [a for a in args if isinstance(a, Value)]):
+            return
         if attention.handle(self, node, target, args, kwargs):
             return
         args, kwargs = attention.materialized(self, node, args, kwargs)
         tensors = [a for a in args if isinstance(a, Value)]
         result = self.runtime[node]
-        if sequence_item(self, node, target, args, tensors):
-            return
         if not isinstance(result, self.torch.Tensor):  # x.size(0), x.shape: constants
             if not isinstance(result, (int, float, tuple, list)):
                 self.refuse(node, f"it returns a {type(result).__name__}")
