@@ -64,7 +64,7 @@ from ... import layers as L
 from ..._checks import describe
 from ...layers.registry import REGISTRY
 from ...layers.symbolic import input_tensor
-from . import load_more, load_rearrange, load_shapes  # noqa: F401  (register converters)
+from . import load_maxvit, load_more, load_rearrange, load_shapes  # noqa: F401  (register converters)
 from .held import Held, channels_last_perm
 from .load_ops import CONVERTERS
 
@@ -197,7 +197,7 @@ class Loader:
             self.node = node
             if id(node) in self.skip:
                 continue
-            if self.fold(node):
+            if load_maxvit.follow(self, node) or self.fold(node):
                 continue
             converter = CONVERTERS.get(node.op_type)
             if converter is None:

@@ -1,0 +1,109 @@
+"""The ONNX import's converters of what torch exports for MaxViT's attention (layouts as in
+:mod:`.load`):
+
+- ``Einsum`` of two tensors in a batched-matmul form (``"bhid,bhjd->bhij"``): the operands
+  taken in the orders (batch, i, k) and (batch, k, j), a ``MatMul``, the result held in the
+  equation's output order (no Permute for the output).
+- A float initializer ``Gather`` ed by constant indices (MaxViT's table of relative
+  position biases): not folded into a constant but followed as an index into the flat
+  initializer through ``Gather``, ``Reshape``, ``Transpose``, ``Unsqueeze``, ``Squeeze``
+  and ``Flatten`` (the same op run on the index); where it meets a graph tensor in
+  ``Add``, ``Sub`` or ``Mul`` it becomes a trainable ``Parameter(shape, index)`` named after
+  the initializer (its torch name), the index broadcast to the tensor's shape.
+
+The loader calls :func:`follow` before its constant folding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import layers as L
+from ..einsum_form import matmul_form
+from .held import Held
+from .load_more import arithmetic
+from .load_ops import CONVERTERS, attrs, converts
+
+#: ops that move or pick entries without arithmetic: they carry a gathered index along
+_INDEXING = frozenset({"Gather", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Flatten",
+                       "Identity"})
+
+
+def _gathered(ld):
+    if not hasattr(ld, "gathered"):
+        ld.gathered = {}  # tensor name -> (initializer name, index into its flat values)
+    return ld.gathered
+
+
+def follow(ld, node):
+    """Whether ``node`` is a step of a gathered initializer (then it is done here)."""
+    gathered = _gathered(ld)
+    data = node.input[0] if node.input else ""
+    start = (node.op_type == "Gather" and data in ld.consts and data not in gathered
+             and ld.consts[data].dtype.kind == "f" and any(
+                 init.name == data for init in ld.proto.graph.initializer)
+             and all(name in ld.consts for name in node.input[1:]))
+    if not start and data not in gathered:
+        return False
+    if node.op_type not in _INDEXING or any(name in gathered for name in node.input[1:]):
+        raise ld.fail(f"the initializer {gathered.get(data, (data,))[0]!r} is used in a "
+                      f"{node.op_type} (converted: gathered, reshaped, transposed, then "
+                      f"added to or multiplied with a tensor)")
+    source, index = gathered.get(data, (data, None))
+    if index is None:
+        index = np.arange(ld.consts[data].size).reshape(ld.consts[data].shape)
+    from onnx.reference import ReferenceEvaluator
+    feeds = {name: ld.consts[name] for name in node.input[1:] if name}
+    feeds[data] = index
+    gathered[node.output[0]] = (source, ReferenceEvaluator(node).run(None, feeds)[0])
+    return True
+
+
+def _with_parameter(ld, node):
+    """``x op P[index]``: the gathered initializer as a Parameter, then the arithmetic."""
+    gathered = _gathered(ld)
+    names = [name for name in node.input if name in gathered]
+    if not names:
+        return arithmetic(ld, node)
+    others = [name for name in node.input if name not in gathered]
+    if len(names) != 1 or len(others) != 1 or others[0] in ld.consts:
+        raise ld.fail("a gathered initializer with a constant or another gathered one")
+    held = ld.materialize(ld.get(others[0]))
+    source, index = gathered[names[0]]
+    if index.ndim == held.rank:
+        if index.shape[0] != 1:
+            raise ld.fail(f"a gathered initializer of shape {index.shape} spans the batch")
+        index = index[0]
+    try:
+        index = np.broadcast_to(index, held.onnx_shape)
+    except ValueError:
+        raise ld.fail(f"a gathered initializer of shape {index.shape} does not broadcast to "
+                      f"{held.onnx_shape}") from None
+    # held ONNX = sym.transpose(perm): the handgrad order of the index is the inverse
+    index = np.ascontiguousarray(index[None].transpose(np.argsort(held.perm))[0])
+    table = ld.consts[source]
+    name = source if source not in ld.names else None
+    ld.names.add(source)
+    param = ld.call(L.Parameter(table.shape, index=index, name=name), held,
+                    params={"P": table})
+    merged = {"Add": L.Add, "Mul": L.Multiply, "Sub": L.Subtract}[node.op_type]()
+    pair = [param.sym if name_ in gathered else held.sym for name_ in node.input]
+    ld.set_out(node, Held(merged(pair), held.perm))
+
+
+for _op in ("Add", "Sub", "Mul"):
+    CONVERTERS[_op] = _with_parameter
+
+
+@converts("Einsum")
+def einsum(ld, node):
+    equation = attrs(node)["equation"]
+    equation = equation.decode() if isinstance(equation, bytes) else equation
+    form = matmul_form(equation)
+    if form is None or len(node.input) != 2:
+        raise ld.fail(f"equation {equation!r} (converted: a batched matrix product of two "
+                      f"tensors, their batch letter first, one summed letter)")
+    held = [ld.materialize(ld.get(name)) for name in node.input]
+    # sym = ONNX.transpose(order) is held with perm argsort(order)
+    ins = [ld.need(h, tuple(np.argsort(order))) for h, order in zip(held, (form.a, form.b))]
+    ld.set_out(node, Held(L.MatMul()(ins), tuple(int(p) for p in form.out)))
