@@ -50,8 +50,11 @@ its values in the dictionary's order, named by ``output_names`` or numbered):
 and ``backward`` takes a list or a dict by name. One output stays a plain output (named
 after its layer) so that ``forward`` returns an array.
 
-Not yet: Split, other constant shapes in arithmetic, a parameter expanded over the batch
-(ViT's class token), export_onnx's nearest-upsample Gathers.
+:mod:`.load_groups` holds a tensor whose batch the exporter moved or merged into another
+axis (attention: ViT, Swin), :mod:`.load_attention` converts on such tensors, constants
+meeting tensors as Parameter layers (class token, position embedding, masks).
+
+Not yet: Split, export_onnx's nearest-upsample Gathers.
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ from ... import layers as L
 from ..._checks import describe
 from ...layers.registry import REGISTRY
 from ...layers.symbolic import input_tensor
-from . import load_maxvit, load_more, load_rearrange, load_shapes  # noqa: F401  (register converters)
+from . import load_attention, load_maxvit, load_more, load_rearrange, load_shapes  # noqa: F401
+from .load_groups import full_shape, plain
 from .held import Held, channels_last_perm
 from .load_ops import CONVERTERS
 
@@ -72,7 +76,8 @@ from .load_ops import CONVERTERS
 FOLDABLE = frozenset({"Add", "Sub", "Mul", "Div", "Cast", "Concat", "Gather", "Slice",
                       "Squeeze", "Unsqueeze", "Reshape", "Floor", "Ceil", "Range",
                       "Transpose", "Shape", "Expand", "Equal", "Where", "ConstantOfShape",
-                      "Mod", "Sqrt"})
+                      "Mod", "Sqrt", "ScatterND", "Not", "Pow", "Less", "Greater", "Neg",
+                      "Abs", "And", "Or", "Min", "Max"})
 
 
 class Loader:
@@ -130,7 +135,10 @@ class Loader:
         return Held(out, held.perm if perm is None else tuple(perm))
 
     def materialize(self, held):
-        """A lazily flattened map as a real flat tensor in torch's order."""
+        """A lazily flattened map as a real flat tensor in torch's order; a grouped tensor
+        with the batch alone first as a plain one (:func:`.load_groups.plain`)."""
+        if held.groups is not None:
+            return plain(self, held)
         if held.flat is None:
             return held
         source = held.flat
@@ -219,12 +227,14 @@ class Loader:
         per-example sizes are known) once, at load time; False if it is not such a node."""
         given = [name for name in node.input if name]
         if node.op_type == "Shape" and given[0] in self.held:
-            held = self.materialize(self.held[given[0]])
-            shape = np.array((self.batch, *held.onnx_shape), dtype=np.int64)
+            held = self.held[given[0]]
+            held = held if held.groups else self.materialize(held)
+            shape = np.array(full_shape(self, held), dtype=np.int64)
             a = {x.name: x.i for x in node.attribute}
             self.consts[node.output[0]] = shape[a.get("start", 0):a.get("end", len(shape))]
             return True
-        if node.op_type not in FOLDABLE or not all(name in self.consts for name in given):
+        if node.op_type not in FOLDABLE or not all(name in self.consts for name in given) \
+                or load_attention.over_batch(self, node):
             return False
         from onnx.reference import ReferenceEvaluator
         values = ReferenceEvaluator(node).run(None, {n: self.consts[n] for n in given})
