@@ -237,7 +237,14 @@ class Loader:
                 or load_attention.over_batch(self, node):
             return False
         from onnx.reference import ReferenceEvaluator
-        values = ReferenceEvaluator(node).run(None, {n: self.consts[n] for n in given})
+        feeds = {n: self.consts[n] for n in given}
+        if getattr(self, "dtype", None) == np.float64 and all(
+                v.size == 1 for v in feeds.values() if v.dtype == np.float32):
+            # a scale torch computed in Python floats, written as float32 scalars (Swin's
+            # head_dim ** -0.5): computed in float64
+            feeds = {n: v.astype(np.float64) if v.dtype == np.float32 else v
+                     for n, v in feeds.items()}
+        values = ReferenceEvaluator(node).run(None, feeds)
         self.consts.update(zip(node.output, values))
         if node.op_type == "Transpose":  # torch's Linear on a map: MatMul(x, W^T)
             self.alias[node.output[0]] = self.alias.get(given[0], given[0])
