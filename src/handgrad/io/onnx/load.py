@@ -68,8 +68,8 @@ from ..._checks import describe
 from ...layers.registry import REGISTRY
 from ...layers.symbolic import input_tensor
 from . import load_attention, load_maxvit, load_more, load_rearrange, load_shapes  # noqa: F401
-from .load_groups import full_shape, plain
 from .held import Held, channels_last_perm
+from .load_groups import full_shape, plain
 from .load_ops import CONVERTERS
 
 # Operators computed at load time when all their inputs are constants (shape arithmetic).

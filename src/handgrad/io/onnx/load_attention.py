@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import layers as L
-from . import load_maxvit  # noqa: F401  (registers first: its converters are wrapped)
 from . import load_groups as G
+from . import load_maxvit  # noqa: F401  (registers first: its converters are wrapped)
 from .held import Held
 from .load_ops import CONVERTERS, attrs, converts
 

@@ -152,7 +152,7 @@ def regroup(ld, held, target):
     """``held`` reshaped to the ONNX ``target`` (batch included, no 0 or -1) by regrouping
     its axes, splitting a non-batch one where a target size needs it (one Reshape layer);
     None where the target is no regrouping."""
-    perm, groups = layout(ld, held)
+    perm = layout(ld, held)[0]
     sizes = (batch_size(ld), *held.sym.shape)
     pieces = {a: [a] for a in range(len(sizes))}  # handgrad axis -> its piece ids
     size = dict(enumerate(sizes))
