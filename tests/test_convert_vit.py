@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from handgrad.io import convert_torch  # noqa: E402
-from torchvision_support import check, torch_model, torchvision  # noqa: E402
+from torchvision_support import away_from_init, check, torch_model, torchvision  # noqa: E402
 
 #: a small VisionTransformer (2 layers, 4 heads, width 64): vit_b_16's structure, fast
 SMALL = dict(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64,
@@ -20,11 +20,7 @@ def small_vit(dtype=torch.float64):
     torchvision's zeros (a zero token or head would hide a wrong gradient)."""
     VisionTransformer = torchvision().models.vision_transformer.VisionTransformer
     torch.manual_seed(0)
-    net = VisionTransformer(**SMALL).to(dtype).eval()
-    with torch.no_grad():
-        net.class_token.normal_()
-        net.encoder.pos_embedding.normal_(0, 0.1)
-        net.heads.head.weight.normal_(0, 0.1)
+    net = away_from_init(VisionTransformer(**SMALL).to(dtype).eval())
     return net, torch.randn(2, 3, 32, 32, dtype=dtype)
 
 

@@ -13,7 +13,13 @@ torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from handgrad.io import load_onnx  # noqa: E402
-from torchvision_support import check, onnx_export, torch_model, torchvision  # noqa: E402
+from torchvision_support import (  # noqa: E402
+    away_from_init,
+    check,
+    onnx_export,
+    torch_model,
+    torchvision,
+)
 
 
 def small(name, dtype):
@@ -27,7 +33,7 @@ def small(name, dtype):
         net = tv.models.swin_transformer.SwinTransformer(
             patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 4],
             window_size=[4, 4], stochastic_depth_prob=0.0)
-    net = net.to(dtype).eval()
+    net = away_from_init(net.to(dtype).eval())
     return net, torch.randn(2, 3, 32, 32, dtype=dtype)
 
 

@@ -94,12 +94,26 @@ def torch_model(name, dtype=None, spec=None):
     kwargs, shape = spec or SPECS[name]
     torch.manual_seed(0)
     net = getattr(module, name.split(".")[-1])(weights=None, **kwargs).to(dtype).eval()
+    return away_from_init(net), torch.randn(*shape, dtype=dtype)
+
+
+def away_from_init(net):
+    """``net`` with values that would hide a wrong gradient moved off their start: running
+    statistics drawn; a parameter of zeros (ViT's classifier head and class token: every
+    gradient behind a zero head is zero) drawn from N(0, 0.1); ConvNeXt's ``layer_scale``
+    (1e-6: its branch's gradients would vanish below the tolerance) from U(0.5, 1.5)."""
+    import torch
     with torch.no_grad():
         for m in net.modules():
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
                 m.running_mean.normal_(0, 0.1)
                 m.running_var.uniform_(0.5, 1.5)
-    return net, torch.randn(*shape, dtype=dtype)
+        for name, p in net.named_parameters():
+            if name.endswith("layer_scale"):
+                p.uniform_(0.5, 1.5)
+            elif not p.any():
+                p.normal_(0, 0.1)
+    return net
 
 
 def onnx_export(net, x, output_names=None):
