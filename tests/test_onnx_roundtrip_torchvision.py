@@ -19,7 +19,6 @@ from torchvision_support import (  # noqa: E402
     check,
     exact_hardsigmoid,
     has_randomness,
-    one_torch_thread,  # noqa: F401  (a fixture, used by pytestmark)
     onnx_export,
     torch_model,
 )

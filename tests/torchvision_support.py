@@ -131,17 +131,6 @@ def onnx_export(net, x, output_names=None):
     return onnx.load_from_string(buffer.getvalue())
 
 
-@pytest.fixture
-def one_torch_thread():
-    """torch on one thread: on a shared, busy machine its worker threads spin-wait (use it
-    with ``pytest.mark.usefixtures("one_torch_thread")`` after importing it)."""
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def exact_hardsigmoid(net):
     """torch's float64 hardsigmoid backward multiplies by float32's 1/6 (0.1666666716), a
     relative error of 3e-8; the reference takes relu6(x + 3) / 6 instead (exact 1/6).
