@@ -87,4 +87,8 @@ def test_float32_export_matches_torch_at_float32_tolerance(name, one_torch_threa
 def test_training_mode_matches_torch_with_batch_statistics(name, one_torch_thread):
     net, x, model = loaded(name, spec=(SPECS[name][0], TRAINING[name]))
     assert not has_randomness(net)  # torch's and handgrad's steps must draw nothing
+    norms = [(n, m) for n, m in net.named_modules()
+             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    assert norms and all((model.get_layer(n).momentum, model.get_layer(n).eps)
+                         == (m.momentum, m.eps) for n, m in norms)
     check(net, x, model, training=True)  # running statistics included

@@ -297,7 +297,10 @@ def batch_norm(ld, node):
     if a.get("training_mode", 0) or any(node.output[1:]):
         raise ld.fail("training_mode=1 (batch statistics outputs) is not supported")
     scale, bias, mean, var = (ld.const(name) for name in node.input[1:5])
-    layer = L.BatchNorm(momentum=1.0 - float(a.get("momentum", 0.9)),
+    # torch's momentum 0.1 is written as float32 0.9: 1 - 0.9 is 0.09999999999999998 in
+    # float64; the shortest decimal that rounds to it in float32 is torch's 0.1 again
+    momentum = float(str(np.float32(1.0 - float(a.get("momentum", 0.9)))))
+    layer = L.BatchNorm(momentum=momentum,
                         eps=float(a.get("epsilon", 1e-5)), name=ld.layer_name(node.input[1]))
     params = {"gamma": scale, "beta": bias, "running_mean": mean, "running_var": var}
     held = ld.materialize(held)
