@@ -27,7 +27,14 @@ from .conv import (
     Deconv2D,
 )
 from .core import Dense, Dropout, Flatten, Reshape
-from .dropout import AlphaDropout, Dropout1D, Dropout2D, Dropout3D, FeatureAlphaDropout
+from .dropout import (
+    AlphaDropout,
+    Dropout1D,
+    Dropout2D,
+    Dropout3D,
+    FeatureAlphaDropout,
+    StochasticDepth,
+)
 from .embedding import Embedding, EmbeddingBag
 from .fractional_pool import FractionalMaxPool, FractionalMaxPool2D, FractionalMaxPool3D
 from .gated_activations import GLU, PReLU, RReLU

@@ -154,6 +154,7 @@ class Dropout(Layer):
     draws_random = True
     forward_op = staticmethod(ops.dropout)
     backward_op = staticmethod(ops.dropout_backward)
+    op_options: dict = {}  # noqa: RUF012  (read only) keywords of forward_op beside the rate (a subclass's settings)
 
     def __init__(self, rate, *, seed=None, name=None):
         super().__init__(name=name, seed=seed)
@@ -165,7 +166,8 @@ class Dropout(Layer):
 
     def _forward(self, x, training):
         rows = None if self.communicator is None or not training else self.communicator.rows
-        return type(self).forward_op(x, self.rate, self.rng, training=training, rows=rows)
+        return type(self).forward_op(x, self.rate, self.rng, training=training, rows=rows,
+                                     **self.op_options)
 
     def _backward(self, dy, cache):
         return type(self).backward_op(dy, cache), {}

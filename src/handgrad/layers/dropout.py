@@ -1,11 +1,14 @@
-"""Channel dropout and alpha dropout layers (PyTorch's Dropout1d/2d/3d, AlphaDropout,
-FeatureAlphaDropout), channels-last: random layers like :class:`.core.Dropout` (the
-same ``rng``, ``seed`` and global-batch masks in data-parallel training), the identity in
-evaluation. The kernels are in :mod:`handgrad.ops.dropout_variants`."""
+"""Channel dropout, alpha dropout and stochastic depth layers (PyTorch's Dropout1d/2d/3d,
+AlphaDropout, FeatureAlphaDropout; torchvision's StochasticDepth), channels-last: random
+layers like :class:`.core.Dropout` (the same ``rng``, ``seed`` and global-batch masks in
+data-parallel training), the identity in evaluation. The kernels are in
+:mod:`handgrad.ops.dropout_variants`."""
 
 from __future__ import annotations
 
 from .. import ops
+from .._checks import describe
+from ..ops.dropout_variants import STOCHASTIC_DEPTH_MODES
 from .core import Dropout
 from .registry import register
 
@@ -66,3 +69,31 @@ class FeatureAlphaDropout(ChannelDropout):
 
     forward_op = staticmethod(ops.feature_alpha_dropout)
     backward_op = staticmethod(ops.feature_alpha_dropout_backward)
+
+
+@register
+class StochasticDepth(Dropout):
+    """torchvision's StochasticDepth (``p``, ``mode``): in training, zero the whole input of
+    each example (``mode="row"``) or of the whole batch (``"batch"``) with probability
+    ``p`` and scale the rest by 1 / (1 - p); the identity in evaluation. A residual branch
+    dropped this way leaves only the skip connection."""
+
+    forward_op = staticmethod(ops.stochastic_depth)
+    backward_op = staticmethod(ops.stochastic_depth_backward)
+
+    def __init__(self, p, mode="row", *, seed=None, name=None):
+        super().__init__(p, seed=seed, name=name)
+        if mode not in STOCHASTIC_DEPTH_MODES:
+            raise ValueError(f"StochasticDepth: 'mode' must be one of "
+                             f"{STOCHASTIC_DEPTH_MODES}; received {describe(mode)}")
+        self.mode = mode
+        self.op_options = {"mode": mode}
+
+    @property
+    def p(self):
+        return self.rate
+
+    def get_config(self):
+        config = super().get_config()
+        return {"name": config["name"], "p": config["rate"], "mode": self.mode,
+                "seed": config["seed"]}

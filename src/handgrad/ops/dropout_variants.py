@@ -1,5 +1,5 @@
-"""Channel dropout and alpha dropout: PyTorch's dropout1d/2d/3d, alpha_dropout and
-feature_alpha_dropout, channels-last.
+"""Channel dropout, alpha dropout and stochastic depth: PyTorch's dropout1d/2d/3d,
+alpha_dropout, feature_alpha_dropout and torchvision's stochastic_depth, channels-last.
 
 A keep mask ``k`` (1 kept, 0 dropped) is drawn as in :func:`.dropout` (``u >= rate``,
 ``u`` uniform in ``x``'s dtype from ``rng``; ``rows`` draws it for a global batch), per
@@ -31,13 +31,16 @@ from .dropout import _rows
 SELU_SATURATION = 1.7580993408473766  # SELU's scale * alpha
 
 
-def _keep(op, x, rate, rng, rows, keep, per_channel):
-    """The boolean keep mask: drawn (u >= rate) or ``keep`` checked; shape (N, 1.., C)
-    when ``per_channel`` else ``x``'s."""
+def _mask_shape(op, x, per_channel):
+    """(N, 1.., C) when ``per_channel`` else ``x``'s shape."""
     if per_channel and x.ndim < 2:
         raise ValueError(f"{op}: 'x' must be (N, ..., C) with at least 2 axes; received "
                          f"shape {tuple(x.shape)}")
-    shape = (x.shape[0], *[1] * (x.ndim - 2), x.shape[-1]) if per_channel else x.shape
+    return (x.shape[0], *[1] * (x.ndim - 2), x.shape[-1]) if per_channel else x.shape
+
+
+def _keep(op, x, rate, rng, rows, keep, shape):
+    """The boolean keep mask of ``shape``: drawn (u >= rate) or ``keep`` checked."""
     xp = array_module(x)
     if keep is not None:
         if getattr(getattr(keep, "dtype", None), "kind", None) != "b" \
@@ -55,13 +58,17 @@ def _keep(op, x, rate, rng, rows, keep, per_channel):
     return xp.asarray(u >= rate)
 
 
-def _forward(op, x, rate, rng, training, rows, keep, per_channel, alpha):
+def _forward(op, x, rate, rng, training, rows, keep, per_channel, alpha, shape=None):
+    """``shape``: of the mask (a function of ``x``), default by ``per_channel``."""
     x = float_array(op, "x", x)
     rate = number(op, "rate", rate, low=0.0, high=1.0, high_open=True)
     rows = _rows(op, rows, x)
     if not flag(op, "training", training) or rate == 0.0 or x.size == 0:
         return x, make_cache(op, x)
-    k = _keep(op, x, rate, rng, rows, keep, per_channel)
+    shape = _mask_shape(op, x, per_channel) if shape is None else shape(x)
+    if shape[:1] != x.shape[:1]:  # one draw for the whole batch, in every process
+        rows = None
+    k = _keep(op, x, rate, rng, rows, keep, shape)
     if not alpha:
         multiplier = k * x.dtype.type(1.0 / (1.0 - rate))
         return x * multiplier, make_cache(op, x, multiplier)
@@ -110,6 +117,37 @@ def feature_alpha_dropout_backward(dy, cache):
     return _backward("feature_alpha_dropout_backward", "feature_alpha_dropout", dy, cache)
 
 
+STOCHASTIC_DEPTH_MODES = ("row", "batch")
+
+
+def stochastic_depth(x, rate, rng=None, *, mode="row", training=True, rows=None, keep=None):
+    """torchvision's ``stochastic_depth``: y = x * k / (1 - rate), k of shape (N, 1, ..., 1)
+    (``mode="row"``: per example) or (1, ..., 1) (``"batch"``: one draw for the batch),
+    drawn from ``rng`` or given as ``keep`` (boolean). x (N, ...). Returns ``(y, cache)``."""
+    op = "stochastic_depth"
+    if mode not in STOCHASTIC_DEPTH_MODES:
+        raise ValueError(f"{op}: 'mode' must be one of {STOCHASTIC_DEPTH_MODES}; received "
+                         f"{mode!r}")
+
+    def shape(a):
+        if a.ndim < 1:
+            raise ValueError(f"{op}: 'x' must have a batch axis; received shape {a.shape}")
+        return (a.shape[0] if mode == "row" else 1, *[1] * (a.ndim - 1))
+    return _forward(op, x, rate, rng, training, rows, keep, False, False, shape)
+
+
+def stochastic_depth_backward(dy, cache):
+    """dx = dy * k / (1 - rate) (dy without dropping)."""
+    return _backward("stochastic_depth_backward", "stochastic_depth", dy, cache)
+
+
+def _torch_stochastic_depth(F, x, rate, rng=None, *, mode="row", training=True, rows=None,
+                            keep=None):
+    if training and rate:
+        raise NotImplementedError("torchvision's stochastic_depth draws its own mask")
+    return x
+
+
 def _torch_identity(name=None):
     """torch draws its own masks: only the identity has a torch counterpart (the masks
     are compared given torch's, in tests/test_dropout_variants.py)."""
@@ -129,4 +167,8 @@ for _forward_op, _backward_op, _torch_name in (
             samples=(Sample(((4, 3, 5), Fixed(0.3), Fixed(7))),
                      Sample(((4, 3, 5), Fixed(0.3), Fixed(7)), {"training": False}),
                      Sample(((2, 3, 2, 2), Fixed(0.0), Fixed(1)))))
+declare(stochastic_depth, stochastic_depth_backward, torch=_torch_stochastic_depth,
+        samples=(Sample(((6, 3, 2), Fixed(0.4), Fixed(7))),
+                 Sample(((6, 3, 2), Fixed(0.4), Fixed(7)), {"mode": "batch"}),
+                 Sample(((4, 3), Fixed(0.3), Fixed(7)), {"training": False})))
 __all__ = exports(__name__, globals())
