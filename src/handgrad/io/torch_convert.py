@@ -44,6 +44,8 @@ from .. import layers as L
 from ..layers.registry import REGISTRY
 from ..layers.symbolic import input_tensor
 from . import torch_convert_attention as attention
+from . import torch_convert_maxvit, torch_convert_resize, torch_convert_swin  # noqa: F401
+from .torch_convert_functions import FUNCTIONS, reshape
 from .torch_convert_ops import (
     BINARY,
     CHANNEL_MODULES,
@@ -53,18 +55,19 @@ from .torch_convert_ops import (
     SCALAR,
     Value,
     binary_name,
-    only_new_axes,
+    module_kind,
     pointwise_function,
-    torch_to_handgrad_axis,
 )
-from .torch_convert_resize import RESIZE_FUNCTIONS
-from .torch_convert_sequences import sequence_item  # (and registers its modules)
 from .torch_interop import from_torch
 
 __all__ = ["convert_torch"]
 
-#: tensor methods and functions that change nothing handgrad holds
-_IDENTITY_METHODS = {"contiguous", "clone", "detach"}
+
+def _converted(a):
+    """Whether a node argument holds a converted tensor (or a list of them)."""
+    if isinstance(a, (list, tuple)):
+        return any(map(_converted, a))
+    return isinstance(a, Value)
 
 
 class _Converter:
@@ -85,6 +88,9 @@ class _Converter:
                 except NameError:  # a module made inside forward (nn.ReLU()(x)): its calls
                     return forward(*args, **kwargs)
                 return super().call_module(m, forward, args, kwargs)
+
+            def is_leaf_module(tracer, m, qualname):  # and subclasses keeping the forward
+                return super().is_leaf_module(m, qualname) or module_kind(type(m)) is not None
 
         self.torch, self.module = torch, module
         try:
@@ -115,6 +121,7 @@ class _Converter:
                 m.train(training)
         self.values, self.names, self.inputs, self.called = {}, set(), [], {}
         self.attributes = {}  # torch attribute name -> its Parameter layer
+        self.owned = set()  # modules whose parameters a function node took (F.layer_norm)
 
     # ------------------------------------------------------------------ helpers
     def refuse(self, node, why):
@@ -184,12 +191,12 @@ class _Converter:
         self.values[node] = Value(tensor, layout, shape)
 
     def reads_channels(self, node):
-        return node.op == "call_module" and type(
-            self.gm.get_submodule(node.target)).__name__ in CHANNEL_MODULES
+        return node.op == "call_module" and module_kind(type(
+            self.gm.get_submodule(node.target))) in CHANNEL_MODULES
 
     def call_module(self, node):
         module = self.gm.get_submodule(node.target)
-        kind = type(module).__name__
+        kind = module_kind(type(module)) or type(module).__name__
         if kind in attention.MODULE_CALLS:
             self.values[node] = attention.MODULE_CALLS[kind](self, node, module)
             return
@@ -227,59 +234,44 @@ class _Converter:
         self.function(node, node.target)
 
     def function(self, node, target):
+        """A function or method node: its handler in :data:`FUNCTIONS` (by name), a view of
+        parameters alone (:func:`attention.view`), arithmetic, an element-wise op, or a
+        constant (``x.size(0)``); else refused."""
         args = [self.arg(node, a) for a in node.args]
         kwargs = {k: self.arg(node, a) for k, a in node.kwargs.items()}
-        if sequence_item(self, node, target, args, [a for a in args if isinstance(a, Value)]):
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        handler = FUNCTIONS.get(name)
+        if handler is not None and _converted([*args, *kwargs.values()]):
+            if not handler.takes_parameters:
+                args, kwargs = attention.materialized(self, node, args, kwargs)
+            self.values[node] = handler(self, node, args, kwargs)
             return
-        if attention.handle(self, node, target, args, kwargs):
+        if attention.view(self, node, target, args, kwargs):
             return
-        args, kwargs = attention.materialized(self, node, args, kwargs)
-        tensors = [a for a in args if isinstance(a, Value)]
         result = self.runtime[node]
         if not isinstance(result, self.torch.Tensor):  # x.size(0), x.shape: constants
-            if not isinstance(result, (int, float, tuple, list)):
+            if not isinstance(result, (int, float, tuple, list)) and name != "_assert":
                 self.refuse(node, f"it returns a {type(result).__name__}")
             return
-        name = target if isinstance(target, str) else getattr(target, "__name__", "")
         arithmetic = binary_name(node)
         if arithmetic:
-            self.values[node] = self.arithmetic(node, arithmetic, args)
+            self.values[node] = self.arithmetic(node, arithmetic, args, kwargs)
             return
         make = POINTWISE_METHODS.get(target) if isinstance(target, str) else \
             pointwise_function(target)
-        if make is not None and len(tensors) == 1:
-            x = tensors[0]
-            self.values[node] = self.call(make(*args, **kwargs), node, [x], x.layout)
-        elif name in _IDENTITY_METHODS and tensors:
-            self.values[node] = tensors[0]
-        elif name == "flatten":
-            start = kwargs.get("start_dim", args[1] if len(args) > 1 else 0)
-            end = kwargs.get("end_dim", args[2] if len(args) > 2 else -1)
-            self.values[node] = self.flatten(node, tensors[0], start, end)
-        elif name == "getitem" and tensors and only_new_axes(args[1]):
-            self.values[node] = self.reshape(node, tensors[0])
-        elif name in ("view", "reshape", "unsqueeze"):
-            self.values[node] = self.reshape(node, tensors[0])
-        elif name in ("permute", "transpose"):
-            self.values[node] = self.permute(node, tensors[0], args[1:], name)
-        elif name == "cat":
-            self.values[node] = self.concatenate(node, args[0], kwargs.get(
-                "dim", args[1] if len(args) > 1 else 0))
-        elif name == "mean":
-            self.values[node] = self.mean(node, tensors[0], args[1:], kwargs)
-        elif name in ("adaptive_avg_pool2d", "adaptive_max_pool2d") and tensors:
-            kind = "Avg" if "avg" in name else "Max"
-            layer = getattr(L, f"Adaptive{kind}Pool2D")(args[1] if len(args) > 1 else
-                                                       kwargs["output_size"])
-            x = self.as_layout(tensors[0], "cf", node)
-            self.values[node] = self.call(layer, node, [x], "cf")
-        elif name in RESIZE_FUNCTIONS and node.op == "call_function":
-            self.values[node] = RESIZE_FUNCTIONS[name](self, node, args, kwargs)
-        else:
-            self.refuse(node, "this function or method is not converted")
+        args, kwargs = attention.materialized(self, node, args, kwargs)
+        tensors = [a for a in args if isinstance(a, Value)]
+        if make is None or len(tensors) != 1:
+            self.refuse(node, f"this function or method is not converted (converted: the "
+                              f"element-wise ones, arithmetic, {', '.join(sorted(FUNCTIONS))})")
+        self.values[node] = self.call(make(*args, **kwargs), node, tensors, tensors[0].layout)
 
     def output(self, node):
         outs = self.arg(node, node.args[0])
+        if any(not isinstance(v, Value) for v in (
+                outs.values() if isinstance(outs, dict) else
+                outs if isinstance(outs, (list, tuple)) else [outs])):
+            self.refuse(node, "an output that is not a tensor computed from the inputs")
         if isinstance(outs, dict):
             return {k: v.tensor for k, v in outs.items()}
         if isinstance(outs, (list, tuple)):
@@ -287,8 +279,8 @@ class _Converter:
         return outs.tensor
 
     # ------------------------------------------------------------------ ops
-    def arithmetic(self, node, op, args):
-        x, y = args[0], args[1]
+    def arithmetic(self, node, op, args, kwargs=None):
+        x, y = attention.materialized(self, node, args, kwargs or {})[0][:2]
         if isinstance(x, Value) and isinstance(y, Value):
             if op not in BINARY:
                 self.refuse(node, f"{op} of two tensors is not converted")
@@ -308,7 +300,7 @@ class _Converter:
     def flatten(self, node, x, start, end):
         rank = len(x.shape)
         if x.layout != "cf" or rank < 3 or start % rank != 1 or end % rank != rank - 1:
-            return self.reshape(node, x)
+            return reshape(self, node, [x])
         size = math.prod(x.shape[1:])
         if x.shape[1] == 1 or math.prod(x.shape[2:]) == 1:  # the same order either way
             return self.call(L.Reshape((size,)), node, [x], "plain")
@@ -331,52 +323,6 @@ class _Converter:
             return False
         return True
 
-    def reshape(self, node, x):
-        shape = tuple(self.runtime[node].shape)
-        if shape[:1] != x.shape[:1]:
-            self.refuse(node, f"a reshape from {x.shape} to {shape} moves the batch axis")
-        if len(shape) >= 3 and math.prod(shape[2:]) == 1 and shape[1] == math.prod(x.shape[1:]) \
-                and (x.layout == "plain" or math.prod(x.shape[2:]) == 1):
-            # (N, C) -> (N, C, 1, ..., 1): a map of unit size, the same order in both
-            return self.call(L.Reshape((*shape[2:], shape[1])), node, [x], "cf")
-        x = self.as_layout(x, "plain", node)
-        return self.call(L.Reshape(shape[1:]), node, [x], "plain")
-
-    def permute(self, node, x, dims, name):
-        rank = len(x.shape)
-        if name == "transpose":
-            perm = list(range(rank))
-            a, b = (d % rank for d in dims)
-            perm[a], perm[b] = perm[b], perm[a]
-        else:
-            perm = [d % rank for d in (dims[0] if len(dims) == 1 else dims)]
-        if perm[0] != 0:
-            self.refuse(node, "a permutation that moves the batch axis")
-        held = [torch_to_handgrad_axis(d, rank, x.layout) % rank for d in perm]
-        if held == list(range(rank)):  # torch's result is what handgrad holds
-            return Value(x.tensor, "plain", tuple(self.runtime[node].shape), x.spatial)
-        return self.call(L.Permute(tuple(held[1:])), node, [x], "plain")
-
-    def concatenate(self, node, values, dim):
-        rank = len(values[0].shape)
-        layout = values[0].layout if all(v.layout == values[0].layout for v in values) \
-            else "plain"
-        ins = [self.as_layout(v, layout, node) for v in values]
-        if dim % rank == 0:
-            self.refuse(node, "a concatenation along the batch axis")
-        axis = torch_to_handgrad_axis(dim, rank, layout)
-        return self.call(L.Concatenate(axis), node, ins, layout)
-
-    def mean(self, node, x, args, kwargs):
-        dims = kwargs.get("dim", args[0] if args else None)
-        keep = kwargs.get("keepdim", args[1] if len(args) > 1 else False)
-        rank = len(x.shape)
-        dims = tuple(sorted(d % rank for d in ((dims,) if isinstance(dims, int) else dims)))
-        if x.layout != "cf" or dims != tuple(range(2, rank)):
-            self.refuse(node, f"a mean over dims {dims} (converted: the spatial dims of maps)")
-        layer = getattr(L, f"GlobalAvgPool{rank - 2}D")(keepdims=bool(keep))
-        return self.call(layer, node, [x], "cf" if keep else "plain")
-
     # ------------------------------------------------------------------ run
     def convert(self):
         outputs = None
@@ -394,7 +340,7 @@ class _Converter:
                              f"expected float32 or float64")
         inputs = self.inputs[0] if len(self.inputs) == 1 else self.inputs
         model = REGISTRY["Model"](inputs, outputs, dtype=dtype)  # registered by handgrad.model
-        used = tuple(f"{target}." for target in self.called)
+        used = tuple(f"{target}." for target in (*self.called, *self.owned))
         state = {k: v for k, v in self.module.state_dict().items()
                  if k.startswith(used) or k in self.attributes}
         return from_torch(state, model)

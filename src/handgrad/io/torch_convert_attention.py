@@ -19,16 +19,18 @@ import math
 import numpy as np
 
 from .. import layers as L
-from .torch_convert_ops import MODULES, Value, only_new_axes
+from .torch_convert_ops import Value
 
 
 class Attr:
     """A parameter or buffer ``target`` of the traced module as the converter holds it:
     ``index`` (a torch int64 tensor of the current shape) gives each entry's flat
-    position in the tensor of shape ``shape``; ``trainable`` for a parameter."""
+    position in the tensor of shape ``shape``; ``trainable`` for a parameter; ``sources``:
+    the buffers whose values chose the positions (``relative_position_index``)."""
 
-    def __init__(self, target, shape, index, trainable):
+    def __init__(self, target, shape, index, trainable, sources=frozenset()):
         self.target, self.shape, self.index, self.trainable = target, shape, index, trainable
+        self.sources = frozenset(sources)
 
 
 def attribute(conv, node):
@@ -50,42 +52,45 @@ def _flat(args):
             yield a
 
 
-def _positions(a):
-    """``a`` with every Attr replaced by its index tensor (for running a view on it)."""
+def _positions(a, conv):
+    """``a`` with every Attr replaced by its values (an index into the viewed one)."""
     if isinstance(a, Attr):
-        return a.index
+        return read(conv, a)
     if isinstance(a, (list, tuple)):
-        return type(a)(_positions(x) for x in a)
+        return type(a)(_positions(x, conv) for x in a)
+    if isinstance(a, dict):
+        return {k: _positions(x, conv) for k, x in a.items()}
     return a
 
 
-def handle(conv, node, target, args, kwargs):
-    """Convert ``node`` here if it is ours (True), else leave it to the converter."""
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+def view(conv, node, target, args, kwargs):
+    """An op on parameters alone (no converted tensor): its :class:`Attr` (True), else
+    False."""
     values = list(_flat([*args, *kwargs.values()]))
-    if name == "_assert":  # a check torch runs on shapes that tracing fixed
-        return True
-    if name == "getitem" and isinstance(args[0], tuple) and not isinstance(args[1], tuple):
-        part = args[0][args[1]]
-        if part is None and node.users:
-            conv.refuse(node, "this output (attention weights) is not converted")
-        conv.values[node] = part
-        return True
-    if any(isinstance(v, Attr) for v in values) and not any(isinstance(v, Value)
-                                                              for v in values):
-        conv.values[node] = _view(conv, node, target, name, args, kwargs)
-        return True
-    if name == "getitem" and isinstance(args[0], Value) and not only_new_axes(args[1]):
-        conv.values[node] = select(conv, node, args[0], args[1])
-        return True
-    return False
+    if not any(isinstance(v, Attr) for v in values) or any(isinstance(v, Value)
+                                                           for v in values):
+        return False
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    conv.values[node] = _view(conv, node, target, name, args, kwargs)
+    return True
+
+
+def read(conv, attr):
+    """The values of ``attr`` (the torch tensor gathered by its index)."""
+    tensor = conv.module.get_parameter(attr.target) if attr.trainable else \
+        conv.module.get_buffer(attr.target)
+    return tensor.detach().reshape(-1)[attr.index]
 
 
 def _view(conv, node, target, name, args, kwargs):
     """An op on a parameter alone: run on its positions (a view, a permute, an expand)."""
     import torch
-    attr = next(v for v in _flat([*args, *kwargs.values()]) if isinstance(v, Attr))
-    pos_args, pos_kwargs = _positions(args), _positions(kwargs)
+    attr = args[0]
+    if not isinstance(attr, Attr):
+        conv.refuse(node, f"{name} of a parameter that is not its first argument")
+    # the viewed parameter by its positions; another (an index buffer) by its values
+    pos_args = (attr.index, *_positions(args[1:], conv))
+    pos_kwargs = _positions(kwargs, conv)
     try:
         if node.op == "call_method":
             index = getattr(pos_args[0], target)(*pos_args[1:], **pos_kwargs)
@@ -98,7 +103,9 @@ def _view(conv, node, target, name, args, kwargs):
             tuple(index.shape) != tuple(expected.shape):
         conv.refuse(node, f"{name} of the parameter {attr.target!r} computes new values; "
                           f"only views, permutes, expands and index reads are converted")
-    return Attr(attr.target, attr.shape, index, attr.trainable)
+    return Attr(attr.target, attr.shape, index, attr.trainable,
+                attr.sources | {v.target for v in _flat([*args[1:], *kwargs.values()])
+                                if isinstance(v, Attr)})
 
 
 def materialized(conv, node, args, kwargs):
@@ -111,7 +118,7 @@ def materialized(conv, node, args, kwargs):
 
     def convert(a):
         if isinstance(a, Attr):
-            return _parameter(conv, node, a, like)
+            return parameter(conv, node, a, like)
         if isinstance(a, (list, tuple)):
             return type(a)(convert(x) for x in a)
         return a
@@ -119,9 +126,10 @@ def materialized(conv, node, args, kwargs):
     return convert(args), {k: convert(v) for k, v in kwargs.items()}
 
 
-def _parameter(conv, node, attr, like):
+def parameter(conv, node, attr, like):
     """The Value of a ``Parameter`` layer that gives ``attr`` for each example of
-    ``like``'s batch (the attribute's leading axis is 1, or an expand over the batch)."""
+    ``like``'s batch (the attribute's leading axis is 1, or an expand over the batch),
+    held in ``like``'s layout (a per-channel factor (C, 1, 1) of maps: (1, 1, C))."""
     index, rank, batch = attr.index, len(like.shape), like.shape[0]
     if index.ndim > rank:
         conv.refuse(node, f"the parameter {attr.target!r} has more axes than the tensor "
@@ -130,16 +138,26 @@ def _parameter(conv, node, attr, like):
     if index.shape[0] not in (1, batch) or (index != index[:1]).any():
         conv.refuse(node, f"the parameter {attr.target!r} differs along the batch axis")
     per_example = index[0].numpy()
+    layout = like.layout if rank >= 3 else "plain"
+    if layout == "cf":
+        per_example = np.ascontiguousarray(np.moveaxis(per_example, 0, -1))
     made = conv.attributes.get(attr.target)
     if made is None:
+        sources = sorted(attr.sources | ({attr.target} if not attr.trainable else set()))
+        values = None if attr.trainable else \
+            conv.module.get_buffer(attr.target).detach().cpu().numpy()
         layer = L.Parameter(attr.shape, per_example, trainable=attr.trainable,
-                            name=attr.target)
+                            name=attr.target, torch_sources=sources,
+                            **({} if values is None else {"dtype": str(values.dtype)}))
+        if values is not None:  # a buffer: a constant, its values fixed now
+            layer.ensure_built(like.shape[1:])
+            layer.tensor[...] = values
         conv.names.add(attr.target)
         conv.attributes[attr.target] = made = layer
     elif not np.array_equal(made.index, per_example):
         conv.refuse(node, f"the parameter {attr.target!r} is read in two different ways "
                           f"(handgrad holds it once, as one gather)")
-    return Value(made(like.tensor), "plain", (batch, *per_example.shape))
+    return Value(made(like.tensor), layout, (batch, *index.shape[1:]))
 
 
 def select(conv, node, x, index):
@@ -170,14 +188,6 @@ def select(conv, node, x, index):
 
 
 # ----------------------------------------------------------------------- modules
-def _layer_norm(m):
-    return L.LayerNorm(tuple(m.normalized_shape), m.eps, m.elementwise_affine,
-                       getattr(m, "bias", None) is not None)
-
-
-MODULES["LayerNorm"] = _layer_norm
-
-
 def attention(conv, node, module):
     """``nn.MultiheadAttention(query, key, value, need_weights=False)`` (batch first) as
     handgrad's MultiHeadAttention; the output is the tuple (attention output, None)."""

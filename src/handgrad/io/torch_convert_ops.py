@@ -46,8 +46,9 @@ def torch_to_handgrad_axis(dim, rank, layout):
     return dim - rank
 
 
-def _rank(name):
-    return int(name[-2])
+def _rank(module):
+    """The spatial rank of a torch module (``Conv2d``: 2, as its subclasses)."""
+    return int(module_kind(type(module))[-2])
 
 
 def _bias(m):
@@ -55,7 +56,7 @@ def _bias(m):
 
 
 def _conv(m):
-    cls = getattr(L, f"Conv{_rank(type(m).__name__)}D")
+    cls = getattr(L, f"Conv{_rank(m)}D")
     return cls(m.out_channels, m.kernel_size, m.stride, m.padding, m.dilation, m.groups,
                _bias(m), padding_mode=m.padding_mode)
 
@@ -64,7 +65,7 @@ def _conv_transpose(m):
     if m.padding_mode != "zeros":
         raise ValueError(f"padding_mode={m.padding_mode!r} (handgrad's transposed "
                          f"convolutions pad with zeros)")
-    cls = getattr(L, f"ConvTranspose{_rank(type(m).__name__)}D")
+    cls = getattr(L, f"ConvTranspose{_rank(m)}D")
     return cls(m.out_channels, m.kernel_size, m.stride, m.padding, m.output_padding,
                m.dilation, m.groups, _bias(m))
 
@@ -73,25 +74,38 @@ def _batch_norm(m):
     return L.BatchNorm(m.momentum, m.eps, m.affine, m.track_running_stats)
 
 
-def _max_pool(m):
-    if m.return_indices:
+#: torch's pooling settings after the kernel size, with their defaults (functions and modules)
+POOL_SETTINGS = {
+    "Max": {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False,
+            "return_indices": False},
+    "Avg": {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True,
+            "divisor_override": None},
+}
+
+
+def pool_layer(kind, rank, kernel_size, settings):
+    """handgrad's ``{kind}Pool{rank}D`` of torch's ``kernel_size`` and ``settings`` (a dict
+    of :data:`POOL_SETTINGS` [kind])."""
+    settings = {**POOL_SETTINGS[kind], **settings}
+    if settings.pop("return_indices", False):
         raise ValueError("return_indices=True (the indices are a second output)")
-    cls = getattr(L, f"MaxPool{_rank(type(m).__name__)}D")
-    return cls(m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+    if settings.pop("divisor_override", None) is not None:
+        raise ValueError("divisor_override (handgrad divides by the window's size)")
+    return getattr(L, f"{kind}Pool{rank}D")(kernel_size, **settings)
 
 
-def _avg_pool(m):
-    if getattr(m, "divisor_override", None) is not None:
-        raise ValueError(f"divisor_override={m.divisor_override!r}")
-    cls = getattr(L, f"AvgPool{_rank(type(m).__name__)}D")
-    return cls(m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad)
+def _pool(kind):
+    def make(m):
+        return pool_layer(kind, _rank(m), m.kernel_size, {
+            k: getattr(m, k) for k in POOL_SETTINGS[kind] if hasattr(m, k)})
+    return make
 
 
 def _adaptive(kind):
     def make(m):
         if getattr(m, "return_indices", False):
             raise ValueError("return_indices=True (the indices are a second output)")
-        return getattr(L, f"Adaptive{kind}Pool{_rank(type(m).__name__)}D")(m.output_size)
+        return getattr(L, f"Adaptive{kind}Pool{_rank(m)}D")(m.output_size)
     return make
 
 
@@ -110,13 +124,15 @@ MODULES = {
     **{f"Conv{n}d": _conv for n in (1, 2, 3)},
     **{f"ConvTranspose{n}d": _conv_transpose for n in (1, 2, 3)},
     **{f"BatchNorm{n}d": _batch_norm for n in (1, 2, 3)},
-    **{f"MaxPool{n}d": _max_pool for n in (1, 2, 3)},
-    **{f"AvgPool{n}d": _avg_pool for n in (1, 2, 3)},
+    **{f"MaxPool{n}d": _pool("Max") for n in (1, 2, 3)},
+    **{f"AvgPool{n}d": _pool("Avg") for n in (1, 2, 3)},
     **{f"AdaptiveAvgPool{n}d": _adaptive("Avg") for n in (1, 2, 3)},
     **{f"AdaptiveMaxPool{n}d": _adaptive("Max") for n in (1, 2, 3)},
     "Upsample": _upsample, "UpsamplingNearest2d": _upsample, "UpsamplingBilinear2d": _upsample,
     "Linear": lambda m: L.Dense(m.out_features, bias=_bias(m)),
     "Dropout": _dropout,
+    "LayerNorm": lambda m: L.LayerNorm(m.normalized_shape, m.eps, m.elementwise_affine,
+                                       getattr(m, "bias", None) is not None),
 }
 
 #: element-wise modules: torch class name -> handgrad layer (their settings as arguments)
@@ -127,8 +143,22 @@ POINTWISE_MODULES = {
     "GELU": lambda m: L.GELU(approximate=m.approximate),
     "LeakyReLU": lambda m: L.LeakyReLU(negative_slope=m.negative_slope),
     "ELU": lambda m: L.ELU(alpha=m.alpha), "Identity": lambda m: L.Identity(),
-    "Dropout": _dropout,
+    "Dropout": _dropout, "StochasticDepth": lambda m: L.StochasticDepth(m.p, m.mode),
 }
+
+#: packages whose modules of the classes above are converted as they are (torchvision's
+#: StochasticDepth), and so are their subclasses that keep the forward (Conv3DSimple)
+_LEAF_PACKAGES = ("torch.nn.", "torchvision.ops.")
+
+
+def module_kind(cls):
+    """The name of the converted torch class whose ``forward`` ``cls`` runs (``cls``'s own,
+    or a base class's that ``cls`` does not override), or None."""
+    for base in cls.__mro__:
+        if (base.__name__ in MODULES or base.__name__ in POINTWISE_MODULES) \
+                and base.__module__.startswith(_LEAF_PACKAGES) and cls.forward is base.forward:
+            return base.__name__
+    return None
 
 
 def _torch_functions():

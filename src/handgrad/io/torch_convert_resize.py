@@ -1,12 +1,10 @@
 """torch's resizing functions as handgrad layers, for :mod:`.torch_convert`.
 
-``RESIZE_FUNCTIONS`` maps a function's name to ``handler(conv, node, args, kwargs) ->
-Value`` (``conv``: the converter; ``args``/``kwargs``: the node's arguments, converted
-values and recorded constants). ``F.interpolate`` (and its alias ``F.upsample``) becomes
-an ``Upsample`` layer on channels-last maps: ``size`` as recorded (a size read from
-``x.shape`` is a constant of the traced input), ``scale_factor`` as given, or with
-``recompute_scale_factor=True`` the output size torch computed (torch then maps
-coordinates by the sizes, as ``size`` does).
+Registered into :data:`.torch_convert_functions.FUNCTIONS`. ``F.interpolate`` (and its
+alias ``F.upsample``) becomes an ``Upsample`` layer on channels-last maps: ``size`` as
+recorded (a size read from ``x.shape`` is a constant of the traced input),
+``scale_factor`` as given, or with ``recompute_scale_factor=True`` the output size torch
+computed (torch then maps coordinates by the sizes, as ``size`` does).
 """
 
 from __future__ import annotations
@@ -14,12 +12,12 @@ from __future__ import annotations
 import inspect
 
 from .. import layers as L
+from .torch_convert_functions import handles
 from .torch_convert_ops import Value
 
-__all__ = ["RESIZE_FUNCTIONS"]
 
-
-def _interpolate(conv, node, args, kwargs):
+@handles("interpolate", "upsample")
+def interpolate(conv, node, args, kwargs):
     import torch.nn.functional as F
     try:
         bound = inspect.signature(F.interpolate).bind(*args, **kwargs)
@@ -46,5 +44,3 @@ def _interpolate(conv, node, args, kwargs):
         conv.refuse(node, f"interpolate with {error}")
     return conv.call(layer, node, [conv.as_layout(x, "cf", node)], "cf")
 
-
-RESIZE_FUNCTIONS = {"interpolate": _interpolate, "upsample": _interpolate}

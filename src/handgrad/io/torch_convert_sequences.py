@@ -44,17 +44,15 @@ MODULES.update({
 CHANNEL_MODULES.update({"PixelShuffle", "PixelUnshuffle"})
 
 
-def sequence_item(conv, node, target, args, tensors):
-    """``module(x)[i]`` of a recurrent module (its recorded output is a tuple): item 0, the
-    sequence, is the converted value; a used item 1 (the final state) is refused. Returns
-    whether ``node`` was such an item."""
-    if getattr(target, "__name__", "") != "getitem" or not tensors or not isinstance(
-            conv.runtime[node.args[0]], tuple):
+def sequence_item(conv, node, index):
+    """Whether ``node`` is ``module(x)[index]`` of a recurrent module (its recorded output
+    is a tuple, converted as its sequence): item 0, the sequence, is that value; a used
+    item 1 (the final state) is refused."""
+    if not isinstance(conv.runtime[node.args[0]], tuple):
         return False
-    if args[1] != 0 and _used(node):
+    if index != 0 and _used(node):
         conv.refuse(node, "the final state of a recurrent module (item 1 of its output) is "
                           "not converted; its sequence (item 0) is")
-    conv.values[node] = tensors[0]
     return True
 
 

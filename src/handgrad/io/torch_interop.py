@@ -180,7 +180,8 @@ def from_torch(source, model, *, prefixes=None):
                     mismatched.append(f"{name}: differs from {first[0]}, which it is tied to "
                                       f"(handgrad {hg}); the torch model is not tied")
             updates.extend(zip(current, values))
-    unexpected = [k for k in keys if k not in claimed]
+    folded = {n for _, layer in model.walk() for n in getattr(layer, "torch_sources", ())}
+    unexpected = [k for k in keys if k not in claimed and k not in folded]
     if missing or unexpected or mismatched:
         origin = f"({str(source)!r})" if isinstance(source, (str, os.PathLike)) else ""
         raise ValueError(

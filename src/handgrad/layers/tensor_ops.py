@@ -13,6 +13,8 @@ written out by hand, learned tokens, shifted windows)::
 biases gathered by a constant ``index``: a chain of gathers, views and permutes of one
 parameter is itself a gather, with the index the chain makes of ``arange(P.size)``.
 With ``trainable=False`` it holds a constant (an attention mask) as a buffer.
+``torch_sources`` names the torch buffers folded into the index or the constant
+(``relative_position_index``): ``from_torch`` accepts those entries and loads nothing.
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ class MatMul(Merge):
 
 def _parameter_params(layer, layout):
     """The tensor is the twin module's attribute itself (an empty name: see
-    :mod:`handgrad.io.torch_layouts`)."""
-    return [twins.TorchParam("", (KEY,))]
+    :mod:`handgrad.io.torch_layouts`); a constant is no torch tensor (it is fixed when
+    made, as a mask computed from the shapes, or a buffer's values)."""
+    return [] if layer.constant else [twins.TorchParam("", (KEY,))]
 
 
 def _parameter_onnx(layer, g, v):
@@ -104,8 +107,13 @@ class Parameter(Layer):
     onnx_form = _parameter_onnx
 
     def __init__(self, shape, index=None, initializer="zeros", trainable=True, *, name=None,
-                 **common):
+                 torch_sources=(), **common):
         super().__init__(name=name, trainable=trainable, **common)
+        if isinstance(torch_sources, str) or not all(
+                isinstance(n, str) for n in torch_sources):
+            raise TypeError(f"Parameter: 'torch_sources' must be a sequence of torch "
+                            f"state-dict names; received {describe(torch_sources)}")
+        self.torch_sources = tuple(torch_sources)
         if (not isinstance(shape, (tuple, list)) or not shape
                 or not all(is_int(d) and d >= 1 for d in shape)):
             raise ValueError(f"Parameter: 'shape' must be a non-empty tuple of ints >= 1; "
@@ -143,6 +151,7 @@ class Parameter(Layer):
         a learned tensor is frozen now."""
         return {**super().get_config(), "shape": list(self.shape), "constant": self.constant,
                 "index": None if self.index is None else self.index.tolist(),
+                "torch_sources": list(self.torch_sources),
                 "initializer": initializers.serialize(self.initializer,
                                                       f"the initializer of {self.label}")}
 
