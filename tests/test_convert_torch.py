@@ -21,6 +21,7 @@ from handgrad.io import convert_torch, from_torch, to_torch_state_dict
 from handgrad.testing import assert_close, finite_max
 from test_ported_networks import lenet5_case
 from test_ported_networks_resnet import ResNet18
+from torchvision_support import torchvision
 
 torch = pytest.importorskip("torch")
 nn, F = torch.nn, torch.nn.functional
@@ -210,3 +211,59 @@ def test_untraceable_module_is_refused():
 
     with pytest.raises(ValueError, match=r"torch\.fx cannot trace Branchy"):
         convert_torch(Branchy(), torch.randn(1, 3))
+
+
+class ParameterFactors(nn.Module):
+    def __init__(self, shape=(4, 1, 1)):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.scale = nn.Parameter(torch.randn(*shape))
+        self.shift = nn.Parameter(torch.randn(*shape))
+
+    def forward(self, x):
+        return self.scale * self.conv(x) + self.shift
+
+
+def test_per_channel_parameters_are_parameter_layers_named_by_torch():
+    net = ParameterFactors().double()
+    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    model = convert_torch(net, x)
+    assert {"scale", "shift"} <= {layer.name for layer in model.layers}
+    y = model.forward(x.permute(0, 2, 3, 1).numpy())
+    assert_close(y, net(x).detach().permute(0, 2, 3, 1).numpy(), dtype=np.float64)
+    later = ParameterFactors().double()  # a later checkpoint loads by torch's names
+    from_torch(later.state_dict(), model)
+    y = model.forward(x.permute(0, 2, 3, 1).numpy())
+    assert_close(y, later(x).detach().permute(0, 2, 3, 1).numpy(), dtype=np.float64)
+
+
+def test_parameter_that_differs_per_example_is_refused():
+    with pytest.raises(ValueError, match=r"node 'mul'.*the parameter 'scale' differs along "
+                                         r"the batch"):
+        convert_torch(ParameterFactors((2, 4, 1, 1)), torch.randn(2, 3, 4, 4))
+
+
+def stochastic_depth(x, p, mode, training):
+    """torchvision's function, kept as one fx node (as torchvision's own calls are)."""
+    return torchvision().ops.stochastic_depth(x, p, mode, training)
+
+
+torch.fx.wrap("stochastic_depth")
+
+
+class RowDrop(nn.Module):
+    def forward(self, x):
+        return stochastic_depth(x, 0.5, "row", self.training)
+
+
+@pytest.mark.parametrize("make", [RowDrop, lambda: torchvision().ops.StochasticDepth(
+    0.5, "row")], ids=["function", "module"])
+def test_stochastic_depth_traced_in_eval_still_drops_in_training(make):
+    net = make().eval()
+    x = np.ones((64, 3), dtype=np.float32)
+    model = convert_torch(net, torch.from_numpy(x))
+    assert [type(layer).__name__ for layer in model.layers] == ["StochasticDepth"]
+    np.testing.assert_array_equal(model.forward(x, training=False), x)  # the identity
+    y = model.forward(x, training=True)
+    rows = set(np.unique(y.max(axis=1)))
+    assert rows == {0.0, 2.0}  # whole examples dropped, the others scaled by 1 / (1 - p)

@@ -97,3 +97,63 @@ def test_layers_are_the_identity_in_evaluation(cls):
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+@pytest.mark.parametrize("mode", ["row", "batch"])
+def test_stochastic_depth_matches_torchvision_given_its_mask(mode):
+    from torchvision_support import torchvision
+    tv_ops = torchvision().ops
+    rate, shape = 0.5, (8, 3, 2, 4)
+    rng = np.random.default_rng(3)
+    x, dy = rng.standard_normal(shape), rng.standard_normal(shape)
+    keeps = []
+    for seed in range(20):  # a seed whose batch mask is kept (mode "batch": one draw)
+        torch.manual_seed(seed)
+        ones = tv_ops.stochastic_depth(torch.ones(shape, dtype=torch.float64), rate, mode, True)
+        keeps.append(ones.numpy()[(slice(None), *[slice(0, 1)] * 3)] != 0)
+        if 0 < keeps[-1].mean() <= 1 and (mode == "batch" or keeps[-1].mean() < 1):
+            break
+    assert keeps[-1].any()  # the loop found a seed that keeps something
+    keep = keeps[-1] if mode == "row" else keeps[-1][:1]
+    torch.manual_seed(seed)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = tv_ops.stochastic_depth(tx, rate, mode, True)
+    ty.backward(torch.tensor(dy))
+    y, cache = ops.stochastic_depth(x, rate, mode=mode, keep=keep)
+    assert_close(y, ty.detach().numpy(), dtype=np.float64, what="y")
+    assert_close(ops.stochastic_depth_backward(dy, cache), tx.grad.numpy(), dtype=np.float64,
+                 what="dx")
+
+
+@pytest.mark.parametrize("mode, per_example", [("row", True), ("batch", False)])
+def test_stochastic_depth_drops_whole_examples_or_the_whole_batch(mode, per_example):
+    x = np.random.default_rng(0).standard_normal((200, 3, 2)) + 10  # no zeros
+    layer = L.StochasticDepth(0.3, mode, seed=2)
+    y = layer.forward(x, training=True)
+    dropped = (y == 0).all(axis=(1, 2))
+    assert ((y == 0).any(axis=(1, 2)) == dropped).all()  # whole examples
+    kept = ~dropped
+    np.testing.assert_allclose(y[kept], x[kept] / 0.7, rtol=1e-15)
+    if per_example:
+        assert abs(dropped.mean() - 0.3) < 0.1
+    else:
+        assert dropped.all() or kept.all()
+    np.testing.assert_array_equal(layer.forward(x, training=False), x)
+
+
+def test_stochastic_depth_rows_draw_the_global_batch_mask():
+    x = np.random.default_rng(1).standard_normal((6, 4, 3))
+    for mode in ("row", "batch"):
+        whole, _ = ops.stochastic_depth(x, 0.5, 5, mode=mode)
+        part, _ = ops.stochastic_depth(x[2:5], 0.5, 5, mode=mode, rows=(2, 6))
+        np.testing.assert_array_equal(part, whole[2:5])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: L.StochasticDepth(0.5, "column"), r"'mode' must be one of \('row', 'batch'\)"),
+    (lambda: ops.stochastic_depth(np.ones((2, 3)), 0.5, 1, mode="col"), "'mode'"),
+    (lambda: L.StochasticDepth(1.0), "'rate'"),
+])
+def test_stochastic_depth_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

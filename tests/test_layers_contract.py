@@ -391,7 +391,11 @@ def test_float32_default_keeps_float32(name, seed):
         kept = dx != 0  # mask read from dx (dy has no zeros; whole channels: one position)
         if isinstance(layer, ChannelDropout):
             kept = kept[(slice(None), *[slice(0, 1)] * (kept.ndim - 2))]
-        y64, cache = type(layer).forward_op(x.astype(np.float64), layer.rate, keep=kept)
+        elif isinstance(layer, L.StochasticDepth):  # one value per example or batch
+            kept = kept[(slice(None) if layer.mode == "row" else slice(0, 1),
+                         *[slice(0, 1)] * (kept.ndim - 1))]
+        y64, cache = type(layer).forward_op(x.astype(np.float64), layer.rate, keep=kept,
+                                            **layer.op_options)
         assert_close(y, y64, dtype=np.float32, what="forward")
         assert_close(dx, type(layer).backward_op(dy.astype(np.float64), cache),
                      dtype=np.float32, what="dx")

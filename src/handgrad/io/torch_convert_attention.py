@@ -25,12 +25,16 @@ from .torch_convert_ops import Value
 class Attr:
     """A parameter or buffer ``target`` of the traced module as the converter holds it:
     ``index`` (a torch int64 tensor of the current shape) gives each entry's flat
-    position in the tensor of shape ``shape``; ``trainable`` for a parameter; ``sources``:
+    position in ``tensor`` (of shape ``shape``); ``trainable`` for a parameter; ``sources``:
     the buffers whose values chose the positions (``relative_position_index``)."""
 
-    def __init__(self, target, shape, index, trainable, sources=frozenset()):
-        self.target, self.shape, self.index, self.trainable = target, shape, index, trainable
-        self.sources = frozenset(sources)
+    def __init__(self, target, tensor, index, trainable, sources=frozenset()):
+        self.target, self.tensor, self.index, self.trainable = target, tensor, index, trainable
+        self.shape, self.sources = tuple(tensor.shape), frozenset(sources)
+
+    def values(self):
+        """The entries as read (the tensor gathered by the index)."""
+        return self.tensor.reshape(-1)[self.index]
 
 
 def attribute(conv, node):
@@ -41,7 +45,7 @@ def attribute(conv, node):
         conv.refuse(node, "a parameter or buffer that is not a tensor of at least one axis")
     trainable = node.target in dict(conv.module.named_parameters())
     index = torch.arange(tensor.numel()).reshape(tensor.shape)
-    return Attr(node.target, tuple(tensor.shape), index, trainable)
+    return Attr(node.target, tensor.detach(), index, trainable)
 
 
 def _flat(args):
@@ -52,14 +56,14 @@ def _flat(args):
             yield a
 
 
-def _positions(a, conv):
+def _positions(a):
     """``a`` with every Attr replaced by its values (an index into the viewed one)."""
     if isinstance(a, Attr):
-        return read(conv, a)
+        return a.values()
     if isinstance(a, (list, tuple)):
-        return type(a)(_positions(x, conv) for x in a)
+        return type(a)(_positions(x) for x in a)
     if isinstance(a, dict):
-        return {k: _positions(x, conv) for k, x in a.items()}
+        return {k: _positions(x) for k, x in a.items()}
     return a
 
 
@@ -75,13 +79,6 @@ def view(conv, node, target, args, kwargs):
     return True
 
 
-def read(conv, attr):
-    """The values of ``attr`` (the torch tensor gathered by its index)."""
-    tensor = conv.module.get_parameter(attr.target) if attr.trainable else \
-        conv.module.get_buffer(attr.target)
-    return tensor.detach().reshape(-1)[attr.index]
-
-
 def _view(conv, node, target, name, args, kwargs):
     """An op on a parameter alone: run on its positions (a view, a permute, an expand)."""
     import torch
@@ -89,8 +86,8 @@ def _view(conv, node, target, name, args, kwargs):
     if not isinstance(attr, Attr):
         conv.refuse(node, f"{name} of a parameter that is not its first argument")
     # the viewed parameter by its positions; another (an index buffer) by its values
-    pos_args = (attr.index, *_positions(args[1:], conv))
-    pos_kwargs = _positions(kwargs, conv)
+    pos_args = (attr.index, *_positions(args[1:]))
+    pos_kwargs = _positions(kwargs)
     try:
         if node.op == "call_method":
             index = getattr(pos_args[0], target)(*pos_args[1:], **pos_kwargs)
@@ -99,13 +96,17 @@ def _view(conv, node, target, name, args, kwargs):
     except (RuntimeError, TypeError) as error:
         conv.refuse(node, f"{name} of the parameter {attr.target!r} is not a view ({error})")
     expected = conv.runtime[node]
-    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or \
-            tuple(index.shape) != tuple(expected.shape):
-        conv.refuse(node, f"{name} of the parameter {attr.target!r} computes new values; "
-                          f"only views, permutes, expands and index reads are converted")
-    return Attr(attr.target, attr.shape, index, attr.trainable,
+    made = Attr(attr.target, attr.tensor, index, attr.trainable,
                 attr.sources | {v.target for v in _flat([*args[1:], *kwargs.values()])
                                 if isinstance(v, Attr)})
+    # a view's result is the parameter's entries at the positions it moved (a sum is not)
+    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or \
+            tuple(index.shape) != tuple(expected.shape) or index.ndim == 0 or \
+            not 0 <= int(index.min()) <= int(index.max()) < math.prod(attr.shape) or \
+            not torch.equal(made.values(), expected):
+        conv.refuse(node, f"{name} of the parameter {attr.target!r} computes new values; "
+                          f"only views, permutes, expands and index reads are converted")
+    return made
 
 
 def materialized(conv, node, args, kwargs):
@@ -137,6 +138,11 @@ def parameter(conv, node, attr, like):
     index = index.reshape((1,) * (rank - index.ndim) + tuple(index.shape))
     if index.shape[0] not in (1, batch) or (index != index[:1]).any():
         conv.refuse(node, f"the parameter {attr.target!r} differs along the batch axis")
+    try:
+        np.broadcast_shapes(tuple(index.shape[1:]), like.shape[1:])
+    except ValueError:
+        conv.refuse(node, f"the parameter {attr.target!r} (as read: {tuple(index.shape)}) "
+                          f"does not broadcast to the tensor it meets {like.shape}")
     per_example = index[0].numpy()
     layout = like.layout if rank >= 3 else "plain"
     if layout == "cf":
@@ -144,8 +150,7 @@ def parameter(conv, node, attr, like):
     made = conv.attributes.get(attr.target)
     if made is None:
         sources = sorted(attr.sources | ({attr.target} if not attr.trainable else set()))
-        values = None if attr.trainable else \
-            conv.module.get_buffer(attr.target).detach().cpu().numpy()
+        values = None if attr.trainable else attr.tensor.cpu().numpy()
         layer = L.Parameter(attr.shape, per_example, trainable=attr.trainable,
                             name=attr.target, torch_sources=sources,
                             **({} if values is None else {"dtype": str(values.dtype)}))

@@ -182,8 +182,9 @@ def _pool(kind, rank):
     return handler
 
 
-FUNCTIONS.update({f"{kind.lower()}_pool{n}d": _pool(kind, n) for n in (1, 2, 3)
-                  for kind in ("Max", "Avg")})
+for _n in (1, 2, 3):
+    for _kind in ("Max", "Avg"):
+        handles(f"{_kind.lower()}_pool{_n}d")(_pool(_kind, _n))
 
 
 @handles("adaptive_avg_pool2d", "adaptive_max_pool2d")

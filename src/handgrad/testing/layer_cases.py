@@ -135,9 +135,8 @@ LAYER_CASES.update({
     "Dropout3D": _dropout(L.Dropout3D, (2, 2, 2, 3)),
     "AlphaDropout": _dropout(L.AlphaDropout, (5, 4)),
     "FeatureAlphaDropout": _dropout(L.FeatureAlphaDropout, (3, 2, 4)),
-    "StochasticDepth": lambda rng: (L.StochasticDepth(
-        float(rng.uniform(0.1, 0.6)), _pick(rng, ["row", "batch"]),
-        seed=int(rng.integers(1000))), (3, 2, 4)),
+    "StochasticDepth": lambda rng: (L.StochasticDepth(float(rng.uniform(0.1, 0.6)), _pick(
+        rng, ["row", "batch"]), seed=int(rng.integers(1000))), (3, 2, 4)),
 })
 
 
