@@ -7,14 +7,23 @@ every layer keeps the qualified name of its module (``layer1.0.conv1``) and
 stays a trainable layer with its running statistics (an export folds it in evaluation
 mode), and no exporter (onnxscript, its opset conversions) is needed.
 
-How. ``torch.fx.symbolic_trace`` turns ``module`` into a graph of nodes (fx inlines
-``nn.Sequential`` and user modules, down to the torch leaf modules); the graph is run
-once on ``example_input`` to learn every value (shapes, ``x.size(0)``). Each node
-becomes a handgrad layer call: ``call_module`` nodes through :data:`MODULES` (named by
-the module's qualified name), functions and methods through the element-wise tables,
-arithmetic (``Add``, ``Multiply``, ``Rescaling``), ``torch.cat`` (``Concatenate``),
-reshapes, permutes and means (named by the fx node). The weights are then loaded by
-``from_torch(module.state_dict(), model)``, so conversion and later loads agree.
+How. torch.fx traces ``module`` into a graph of nodes (fx inlines ``nn.Sequential`` and
+user modules down to the torch leaf modules; a subclass that keeps a converted module's
+forward, as torchvision's ``Conv3DSimple``, is a leaf too); the graph is run once on
+``example_input`` to learn every value (shapes, ``x.size(0)``). Each node becomes
+handgrad layer calls: ``call_module`` nodes through :data:`MODULES` (named by the
+module's qualified name; ``MultiheadAttention`` through
+``torch_convert_attention.MODULE_CALLS``); functions and methods through one registry,
+:data:`.torch_convert_functions.FUNCTIONS` (by name: reshapes, permutes, ``cat``,
+``chunk``, ``getitem``, pooling, ``layer_norm``, ``stochastic_depth``, and the handlers
+that :mod:`.torch_convert_resize`, :mod:`.torch_convert_maxvit` and
+:mod:`.torch_convert_swin` register), else arithmetic (``Add``, ``Multiply``,
+``Rescaling``) and the element-wise tables. Parameters and buffers read by ``get_attr``
+are followed by :mod:`.torch_convert_attention` through views and index reads and
+become ``Parameter`` layers named after them where they meet a tensor (ViT's class
+token, a per-channel ``layer_scale``, a relative position bias table gathered by its
+index buffer); ``F.layer_norm`` takes its module's weight and bias. The weights are then
+loaded by ``from_torch(module.state_dict(), model)``, so conversion and later loads agree.
 
 Layouts. handgrad's maps are channels-last. Each value carries its layout: ``"cf"``
 (torch's (N, C, *S) held as handgrad's (N, *S, C)) or ``"plain"`` (as torch holds it).
@@ -29,9 +38,8 @@ the order is the same (one channel, or 1x1 maps) it is a ``Reshape``; elsewhere 
 goes to torch's order first (``Permute``, then ``Reshape``): a transpose only where
 torch's memory order matters. Outputs are returned in their layout (maps channels-last).
 
-Transformers (parameters read outside their module, attention, index reads, torch._assert):
-:mod:`.torch_convert_attention`. Anything else (an unknown module, function or method)
-is refused with a ValueError naming the node's target and its module path.
+Anything else (an unknown module, function or method, a computation on a parameter) is
+refused with a ValueError naming the node's target and its module path.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""convert_torch for transformers (torchvision's VisionTransformer): parameters used outside
-their module's call, ``nn.MultiheadAttention`` and ``nn.LayerNorm`` modules, tuple
-outputs, index reads of tensors, ``torch._assert``. Used by :mod:`.torch_convert`.
+"""convert_torch's parameters read outside their module's call (``get_attr``) and
+``nn.MultiheadAttention``; index reads of tensors (``select``, used by ``getitem``).
 
 Parameters and buffers read by ``get_attr`` (ViT's ``class_token``,
 ``encoder.pos_embedding``) are held as an :class:`Attr`: the tensor's flat positions
@@ -8,8 +7,10 @@ Parameters and buffers read by ``get_attr`` (ViT's ``class_token``,
 and index reads by running the same torch op on them. Where an Attr meets a converted
 tensor (``torch.cat``, arithmetic) it becomes a ``Parameter`` layer named after the
 torch attribute (so ``from_torch`` loads it by that name) that gathers the tensor by
-those positions for every example: a chain of views of a parameter is one gather. A
-buffer becomes a constant ``Parameter`` (``trainable=False``).
+those positions for every example (held in that tensor's layout): a chain of views of
+a parameter is one gather. Another Attr a view reads (``table[relative_position_index]``)
+gives its values, and its name goes to the Parameter's ``torch_sources``. A buffer
+becomes a constant ``Parameter`` (``trainable=False``) with its values.
 """
 
 from __future__ import annotations
