@@ -35,7 +35,7 @@ from test_ported_networks_unet import (  # noqa: E402
     torch_discriminator,
     torch_generator,
 )
-from torchvision_support import check, one_torch_thread, onnx_export  # noqa: E402, F401
+from torchvision_support import check, onnx_export  # noqa: E402
 
 nn = torch.nn
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -12,6 +12,7 @@ from handgrad.io import convert_torch, from_torch  # noqa: E402
 from handgrad.io.torch_convert_swin import shift_mask  # noqa: E402
 from handgrad.testing import assert_close  # noqa: E402
 from torchvision_support import (  # noqa: E402
+    away_from_init,
     check,
     has_randomness,
     torch_model,
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # torch on one thread
 def small_swin(dtype=torch.float64, **kwargs):
     swin = torchvision().models.swin_transformer
     torch.manual_seed(0)
-    net = swin.SwinTransformer(**{**SMALL, **kwargs}).to(dtype).eval()
+    net = away_from_init(swin.SwinTransformer(**{**SMALL, **kwargs}).to(dtype).eval())
     return net, torch.randn(2, 3, 24, 24, dtype=dtype)
 
 
