@@ -17,9 +17,8 @@ def _pick(rng, options):
     return options[int(rng.integers(len(options)))]
 
 
-_CONVS = {(1, False): L.Conv1D, (2, False): L.Conv2D, (3, False): L.Conv3D,
-          (1, True): L.ConvTranspose1D, (2, True): L.ConvTranspose2D,
-          (3, True): L.ConvTranspose3D}
+_CONVS = {(n, t): getattr(L, f"Conv{'Transpose' if t else ''}{n}D")
+          for n in (1, 2, 3) for t in (False, True)}
 
 
 def _conv(rank, transposed):
@@ -123,9 +122,9 @@ LAYER_CASES = {
 }
 
 
-def _dropout(cls, shape):
-    return _simple(lambda rng: cls(float(rng.uniform(0.1, 0.6)), seed=int(rng.integers(1000))),
-                   shape)
+def _dropout(cls, shape, modes=None):
+    return _simple(lambda rng: cls(float(rng.uniform(0.1, 0.6)), *(
+        [_pick(rng, modes)] if modes else []), seed=int(rng.integers(1000))), shape)
 
 
 # The other random layers (layers/dropout.py): whole channels, alpha dropout.
@@ -135,8 +134,7 @@ LAYER_CASES.update({
     "Dropout3D": _dropout(L.Dropout3D, (2, 2, 2, 3)),
     "AlphaDropout": _dropout(L.AlphaDropout, (5, 4)),
     "FeatureAlphaDropout": _dropout(L.FeatureAlphaDropout, (3, 2, 4)),
-    "StochasticDepth": lambda rng: (L.StochasticDepth(float(rng.uniform(0.1, 0.6)), _pick(
-        rng, ["row", "batch"]), seed=int(rng.integers(1000))), (3, 2, 4)),
+    "StochasticDepth": _dropout(L.StochasticDepth, (3, 2, 4), ["row", "batch"]),
 })
 
 
