@@ -41,7 +41,7 @@ Hardtanh.
 :mod:`.load_more` converts Slice (a Cropping in a layout that puts the sliced axis first),
 LayerNormalization, torch's Erf-based GELU of opsets before 20 (recognized at its Div), and
 arithmetic with one constant: a scalar as Rescaling, a per-channel factor (ConvNeXt's
-``layer_scale``) as a depthwise 1x1 Conv named after the constant.
+``layer_scale``) as a Parameter named after the constant times the map.
 
 Outputs. Several graph outputs become the Model's named outputs, keyed by the ONNX
 output names (``model.output_names``; torch.onnx.export of a dictionary output writes

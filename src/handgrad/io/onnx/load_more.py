@@ -9,8 +9,7 @@ import math
 import numpy as np
 
 from ... import layers as L
-from ...layers.declarations import conv_weight_perm
-from .held import channels_last_perm
+from .held import Held, channels_last_perm
 from .load_ops import CONVERTERS, _spatial_class, attrs, converts
 from .load_shapes import merge
 
@@ -97,8 +96,8 @@ def _gelu_nodes(ld, node):
 
 def arithmetic(ld, node):
     """A merge of graph tensors; with one constant: the GELU pattern (at its Div), a scalar
-    as Rescaling, or a per-channel factor (ConvNeXt's layer scale) as a depthwise 1x1 Conv
-    named after the constant."""
+    as Rescaling, or a per-channel factor (ConvNeXt's layer scale) as a Parameter named
+    after the constant times the map."""
     const = [name for name in node.input if name in ld.consts]
     if not const:
         return merge(ld, node)
@@ -128,12 +127,15 @@ def arithmetic(ld, node):
     if node.op_type != "Mul" or not per_channel:
         raise ld.fail(f"{node.op_type} with a constant of shape {shape} has no handgrad "
                       f"layer (scalars, and per-channel factors of a map, are supported)")
-    n = r - 2
-    w = value.reshape(channels, 1, *(1,) * n).transpose(np.argsort(conv_weight_perm(n)))
-    name = ld.layer_name(const[0] + ".weight")
-    layer = _spatial_class(ld, "Conv", n)(channels, 1, groups=channels, bias=False, name=name)
-    return ld.set_out(node, ld.call(layer, held, channels_last_perm(r), {"W": w}))
-
+    # a Parameter named after the constant (torch's name: later checkpoints load), held
+    # channels-last (1, ..., 1, C) and broadcast over the map by a Multiply
+    index = np.arange(channels).reshape(*(1,) * (r - 2), channels)
+    name = const[0] if const[0] not in ld.names else None
+    ld.names.add(const[0])
+    perm = channels_last_perm(r)
+    param = ld.call(L.Parameter(value.shape, index=index, name=name), held, perm,
+                    {"P": value})
+    return ld.set_out(node, Held(L.Multiply()([ld.need(held, perm), param.sym]), perm))
 
 for _op in ("Add", "Sub", "Mul", "Div"):
     CONVERTERS[_op] = arithmetic
