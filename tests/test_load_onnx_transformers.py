@@ -90,3 +90,19 @@ def test_operator_on_merged_batch_is_refused_naming_the_node():
              helper.make_node("Concat", ["r", "r"], ["y"], axis=1, name="cat")]
     with pytest.raises(ValueError, match=r"Concat node 'cat'.*batch merged"):
         load_onnx(_graph(nodes, [3, 16], [("s", np.array([3, 8]))]))
+
+
+def test_failed_fold_is_refused_naming_the_node():
+    """A constant (2, 1, 4) expanded to the Shape of an input with a symbolic batch (folded
+    to -1) has a batch of its own: no Parameter, and computing it at load time fails; the
+    error names the node and its constants (it was NumPy's 'negative dimensions')."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Expand", ["c", "s"], ["e"], name="expand_c"),
+             helper.make_node("Add", ["x", "e"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["N", 3, 4])],
+        [numpy_helper.from_array(np.ones((2, 1, 4)), "c")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ValueError, match=r"Expand node 'expand_c'.*load time.*\[-1, 3, 4\]"):
+        load_onnx(proto)

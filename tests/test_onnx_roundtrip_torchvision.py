@@ -5,9 +5,12 @@ written by ``export_onnx``, read back by ``load_onnx`` and compared with torch a
 layer names survive the trip), in float64 and float32, and in training mode (batch
 statistics, the running statistics after the step: BatchNorm comes back trainable).
 
+A small VisionTransformer comes back with its class token and position embedding as
+Parameters and its attention's projections under torch's names (``in_proj_weight``, ...).
+
 Left out for time (they round-trip; about 30-130 s each on a busy 2-core machine, mostly
 torch's own work): alexnet, vgg11, resnext50_32x4d, densenet121, convnext_tiny,
-video.r2plus1d_18, video.r3d_18. Skips without torchvision.
+video.r2plus1d_18, video.r3d_18, vit_b_16. Skips without torchvision.
 """
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
 from handgrad.io import convert_torch, export_onnx, load_onnx  # noqa: E402
+from test_convert_vit import small_vit  # noqa: E402
 from torchvision_support import (  # noqa: E402
     check,
     exact_hardsigmoid,
@@ -62,3 +66,16 @@ def test_round_trip_trains_like_torch(name):
     net, x, back = round_trip(name, spec=TRAINING[name])
     assert not has_randomness(net)
     check(net, x, back, training=True)
+
+
+@pytest.mark.parametrize("dtype, training", [(torch.float64, False), (torch.float64, True),
+                                             (torch.float32, False)])
+def test_small_vit_round_trip_matches_torch(dtype, training):
+    """Training mode too: ViT's dropouts default to p=0, so the step has no randomness."""
+    net, x = small_vit(dtype)
+    back = load_onnx(export_onnx(convert_torch(net, x), None))
+    assert back.dtype == str(dtype).removeprefix("torch.")
+    names = {layer.name for layer in back.layers}
+    assert {"class_token", "encoder.pos_embedding",
+            "encoder.layers.encoder_layer_0.self_attention.in_proj_weight"} <= names
+    check(net, x, back, training=training)

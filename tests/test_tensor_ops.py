@@ -216,3 +216,34 @@ def test_onnx_export_matches_predict():
     got = ReferenceEvaluator(proto).run(None, {model.input_names[0]: xs})[0]
     assert_close(got, model.predict(xs), dtype=F64, terms=16, scale=float(
         np.abs(model.predict(xs)).max()) + 1, what="output")
+
+
+def test_parameters_round_trip_through_export_and_load_onnx():
+    """export_onnx writes a Parameter as its initializer, named after the layer, broadcast
+    over the batch by Expand (gathered first where its index is more than a reshape):
+    load_onnx gives back the Parameters with their names, shapes, indices and values."""
+    x = hg.Input((3, 4))
+    token = L.Parameter((1, 1, 4), np.arange(4).reshape(1, 4), "glorot_uniform",
+                        name="class_token")(x)
+    joined = L.Concatenate(1)([token, x])
+    pos = L.Parameter((4, 4), initializer="glorot_uniform", name="encoder.pos_embedding")
+    table = L.Parameter((5,), np.array([[0, 1, 2, 3], [4, 0, 1, 2], [3, 4, 0, 1],
+                                        [2, 3, 4, 0]]), "glorot_uniform", name="bias_table")
+    scores = L.Add()([L.MatMul()([joined, L.Permute((2, 1))(joined)]), table(joined)])
+    out = L.MatMul()([scores, L.Add()([joined, pos(joined)])])
+    model = hg.Model(x, out, dtype="float64", seed=0)
+    back = hg.io.load_onnx(export_onnx(model, None))
+    ours = {layer.name: layer for layer in model.layers if isinstance(layer, L.Parameter)}
+    theirs = {layer.name: layer for layer in back.layers if isinstance(layer, L.Parameter)}
+    assert sorted(theirs) == sorted(ours) == ["bias_table", "class_token",
+                                              "encoder.pos_embedding"]
+    for name, layer in ours.items():
+        assert theirs[name].shape == layer.shape and theirs[name].trainable
+        assert (theirs[name].index is None) == (layer.index is None), name
+        if layer.index is not None:
+            np.testing.assert_array_equal(theirs[name].index, layer.index)
+        np.testing.assert_array_equal(theirs[name].tensor, layer.tensor)
+    xs = np.random.default_rng(8).standard_normal((2, 3, 4))
+    expected = model.predict(xs)
+    assert_close(back.predict(xs), expected, dtype=F64, terms=16,
+                 scale=float(np.abs(expected).max()) + 1, what="output")

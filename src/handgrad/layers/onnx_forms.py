@@ -295,11 +295,16 @@ def _attend(layer, g, v, out_shape, key=None, value=None):
         biases = [p.get("b_q"), p.get("b_k"), p.get("b_v")]
     split = g.ints([0, -1, heads, d], "heads")
     parts = []
-    for role, source, w, b, perm in zip("qkv", (v, key, value), weights, biases,
-                                        ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3])):
-        y = g.op("MatMul", [source.name, g.const(w, f"W_{role}")], role)
-        if b is not None:
-            y = g.op("Add", [y, g.const(b, f"b_{role}")], role)
+    projected = _packed_projection(layer, g, v, weights, biases) if (
+        layer.name and key is v and value is v and all(w.shape == (e, e) for w in weights)) \
+        else [None] * 3
+    for role, source, w, b, perm, y in zip("qkv", (v, key, value), weights, biases,
+                                           ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]),
+                                           projected):
+        if y is None:
+            y = g.op("MatMul", [source.name, g.const(w, f"W_{role}")], role)
+            if b is not None:
+                y = g.op("Add", [y, g.const(b, f"b_{role}")], role)
         y = g.op("Reshape", [y, split], role)
         parts.append(g.op("Transpose", [y], role, perm=perm))  # k: (N, H, d, T)
     scores = g.op("MatMul", [parts[0], parts[1]], "scores")
@@ -311,10 +316,26 @@ def _attend(layer, g, v, out_shape, key=None, value=None):
     ctx = g.op("Transpose", [g.op("MatMul", [probs, parts[2]], "context")], "context",
                perm=[0, 2, 1, 3])
     ctx = g.op("Reshape", [ctx, g.ints([0, steps, e])], "context")
-    y = g.op("MatMul", [ctx, g.const(p["W_out"], "W_out")], "attention_out")
+    y = g.op("MatMul", [ctx, g.param(layer, "out_proj.weight", p["W_out"], "W_out")],
+             "attention_out")
     if layer.use_bias:
-        y = g.op("Add", [y, g.const(p["b_out"], "b_out")], "attention_out")
+        y = g.op("Add", [y, g.param(layer, "out_proj.bias", p["b_out"], "b_out")],
+                 "attention_out")
     return g.value(y, tuple(out_shape), False)
+
+
+def _packed_projection(layer, g, v, weights, biases):
+    """Self-attention's q, k, v as torch writes them (a named layer): one MatMul with the
+    transpose of ``{name}.in_proj_weight`` (torch's (3E, E)), one Add of
+    ``{name}.in_proj_bias``, Slices of the last axis; load_onnx names them back."""
+    e = weights[0].shape[0]
+    w = g.param(layer, "in_proj_weight", np.concatenate(weights, axis=1).T, "W_in")
+    y = g.op("MatMul", [v.name, g.op("Transpose", [w], "W_in", perm=[1, 0])], "qkv")
+    if biases[0] is not None:
+        y = g.op("Add", [y, g.param(layer, "in_proj_bias", np.concatenate(biases), "b_in")],
+                 "qkv")
+    return [g.op("Slice", [y, g.ints([i * e]), g.ints([(i + 1) * e]), g.ints([-1])], role)
+            for i, role in enumerate("qkv")]
 
 
 def attention(layer, g, v):

@@ -79,20 +79,20 @@ def _parameter_params(layer, layout):
 
 
 def _parameter_onnx(layer, g, v):
-    """The tensor (gathered from the flat P by the index), Expand-ed over the batch of
-    the input."""
-    p = layer.tensor
-    if layer.index is None:
-        y = g.const(p, "parameter")
-    else:
-        flat = g.op("Reshape", [g.const(p, "parameter"), g.ints([-1])], "parameter_flat")
-        y = g.op("Gather", [flat, g.ints(layer.index, "parameter_index")], "parameter",
-                 axis=0)
-    y = g.op("Unsqueeze", [y, g.ints([0])], "parameter")
+    """P (an initializer named after the layer: its torch name) broadcast by Expand to
+    (batch of the input, *out_shape); with an index that is more than P's own order, P's
+    flat values Gather-ed by it first. load_onnx reads both forms back."""
+    p, out = layer.tensor, layer.out_shape
+    y = g.const(p, layer.name or "parameter")
+    index = layer.index
+    if index is not None and not (np.array_equal(index.ravel(), np.arange(p.size))
+                                  and p.shape in (out, (1, *out))):
+        flat = g.op("Reshape", [y, g.ints([-1])], "parameter_flat")
+        y = g.op("Gather", [flat, g.ints(index, "parameter_index")], "parameter", axis=0)
     batch = g.op("Slice", [g.op("Shape", [v.name], "batch"), g.ints([0]), g.ints([1])],
                  "batch")
-    shape = g.op("Concat", [batch, g.ints(layer.out_shape)], "parameter_shape", axis=0)
-    return g.value(g.op("Expand", [y, shape], "parameter"), layer.out_shape)
+    shape = g.op("Concat", [batch, g.ints(out)], "parameter_shape", axis=0)
+    return g.value(g.op("Expand", [y, shape], "parameter"), out)
 
 
 @register

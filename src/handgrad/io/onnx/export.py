@@ -52,7 +52,13 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
                           sequence-first with Transposes; gates reordered (torch LSTM
                           i,f,g,o -> ONNX i,o,f,c; GRU r,z,n -> z,r,h with
                           linear_before_reset=1); return_sequences=False takes Y_h
-    MultiHeadAttention    self-attention from MatMul, Softmax and Transposes (+ causal mask)
+    MultiHeadAttention    self-attention from MatMul, Softmax and Transposes (+ causal mask);
+                          a named layer's self-attention projects as torch writes it: one
+                          MatMul by Transpose({name}.in_proj_weight), Add {name}.in_proj_bias,
+                          Slices; {name}.out_proj.weight/bias
+    Parameter             its initializer (named after the layer) Expand-ed to the batch of
+                          the input's Shape; Gather-ed from its flat values first where its
+                          index is more than a reshape
     Residual              both branches, then Add (in the block's layout)
     Sequential            its layers in order (nested models too)
     Model (graph)         its nodes in topological order; Add, Multiply, Concatenate and

@@ -33,7 +33,8 @@ read as the shortest decimal that rounds to them (LeakyRelu's 0.1 stays 0.1 in f
 
 Shape arithmetic (``Shape`` of a held tensor, then Gather, Slice, Concat, Unsqueeze, Cast,
 ...: torch's ``x.view(x.size(0), -1)`` or an interpolation to the input's size) is computed
-at load time from the graph input's fixed sizes (``FOLDABLE``); a Reshape target whose first
+at load time from the graph input's fixed sizes (``FOLDABLE``; a symbolic batch folds to -1,
+and a computation that fails on it is refused naming the node); a Reshape target whose first
 entry is the exported batch size keeps the batch axis. Add/Mul of tensors of one rank
 broadcast (squeeze-excitation gates (N, C, 1, 1) times (N, C, H, W)); Clip is ReLU6 or
 Hardtanh.
@@ -244,7 +245,12 @@ class Loader:
             # head_dim ** -0.5): computed in float64
             feeds = {n: v.astype(np.float64) if v.dtype == np.float32 else v
                      for n, v in feeds.items()}
-        values = ReferenceEvaluator(node).run(None, feeds)
+        try:
+            values = ReferenceEvaluator(node).run(None, feeds)
+        except Exception as error:  # e.g. a shape holding the symbolic batch (-1)
+            shapes = {n: v.tolist() if v.size <= 8 else v.shape for n, v in feeds.items()}
+            raise self.fail(f"computing it at load time on the constants {shapes} failed "
+                            f"({type(error).__name__}: {error})") from error
         self.consts.update(zip(node.output, values))
         if node.op_type == "Transpose":  # torch's Linear on a map: MatMul(x, W^T)
             self.alias[node.output[0]] = self.alias.get(given[0], given[0])

@@ -16,8 +16,9 @@
   to the tensor's layout, trainable and named after the initializer (ViT's
   ``encoder.pos_embedding``), frozen for a computed constant (Swin's shift mask);
   an initializer gathered by constant indices (:mod:`.load_maxvit`) likewise.
-- Expand of an initializer over the batch (ViT's class token): a ``Parameter`` named after
-  it. A Pad of zeros vanishes.
+- Expand of an initializer (or a gathered one) over the batch, fixed or symbolic (ViT's
+  class token; export_onnx's Parameter): a ``Parameter`` named after it. A Pad of zeros
+  vanishes.
 """
 
 from __future__ import annotations
@@ -297,28 +298,58 @@ def pad(ld, node):
     return PLAIN["Pad"](ld, node)
 
 
+def _expanded(ld, node):
+    """``(source, its value, whether an initializer, index)`` of the data of an Expand: a
+    float constant (index: its own order) or a gathered initializer; None otherwise."""
+    gathered = getattr(ld, "gathered", {})
+    if node.input[0] in gathered:
+        source, index = gathered[node.input[0]]
+        return source, ld.consts[source], True, index
+    value = ld.consts.get(node.input[0])
+    if value is None or value.dtype.kind != "f":
+        return None
+    index = np.arange(value.size).reshape(value.shape)
+    return node.input[0], value, _initializer(ld, node.input[0]), index
+
+
+def _expanded_sizes(ld, node):
+    """The per-example sizes of an Expand of a float constant (or a gathered initializer)
+    over the batch, None for another node: the broadcast of the data and the target
+    (batch, ...), the batch the graph input's, fixed or symbolic (-1 from the folded Shape
+    of an ``export_onnx`` input), the data without a batch axis of its own."""
+    data = _expanded(ld, node) if node.op_type == "Expand" else None
+    if data is None or node.input[1] not in ld.consts:
+        return None
+    shape, target = data[3].shape, tuple(int(d) for d in ld.consts[node.input[1]])
+    if len(target) < 2 or target[0] != ld.batch or ld.batch == 0 or len(shape) > len(target) \
+            or (len(shape) == len(target) and shape[0] != 1):
+        return None
+    try:
+        return np.broadcast_shapes(shape, (1, *target[1:]))[1:]
+    except ValueError:
+        return None
+
+
 def over_batch(ld, node):
-    """Whether ``node`` is an Expand of a float constant over the batch (not folded)."""
-    return (node.op_type == "Expand" and node.input[0] in ld.consts and node.input[1] in
-            ld.consts and ld.consts[node.input[0]].dtype.kind == "f" and ld.batch > 0
-            and len(ld.consts[node.input[1]]) == ld.consts[node.input[0]].ndim
-            and int(ld.consts[node.input[1]][0]) == ld.batch
-            and ld.consts[node.input[0]].shape[0] == 1)
+    """Whether ``node`` is an Expand of a constant over the batch (not folded)."""
+    return _expanded_sizes(ld, node) is not None
 
 
 @converts("Expand")
 def expand(ld, node):
-    """A constant expanded over the batch: a Parameter (named after an initializer)."""
+    """A constant or a gathered initializer expanded over the batch: a Parameter (named
+    after an initializer; None index where it is the constant as it is)."""
     if not over_batch(ld, node):
-        raise ld.fail("expanding a tensor (converted: a constant over the batch)")
-    value, target = ld.consts[node.input[0]], ld.consts[node.input[1]]
-    shape = np.broadcast_shapes(value.shape, tuple(int(d) for d in target))
-    index = np.broadcast_to(np.arange(value.size).reshape(value.shape), shape)[0]
-    source = ld.held[ld.proto.graph.input[0].name]
-    initializer = _initializer(ld, node.input[0])
-    name = node.input[0] if initializer and node.input[0] not in ld.names else None
-    ld.names.add(node.input[0])
-    layer = L.Parameter(value.shape, index=np.ascontiguousarray(index), name=name,
-                        trainable=initializer)
+        raise ld.fail("expanding a tensor (converted: a constant or a gathered initializer "
+                      "over the batch)")
+    source, value, initializer, index = _expanded(ld, node)
+    sizes = _expanded_sizes(ld, node)
+    index = np.ascontiguousarray(np.broadcast_to(index, (1, *sizes))[0])
+    if value.shape == sizes and np.array_equal(index.ravel(), np.arange(value.size)):
+        index = None
+    name = source if initializer and source not in ld.names else None
+    ld.names.add(source)
+    layer = L.Parameter(value.shape, index=index, name=name, trainable=initializer)
     ld.weights.append((node, layer, {"P": value}))
-    ld.set_out(node, Held(layer(source.sym), tuple(range(len(shape)))))
+    source = ld.held[ld.proto.graph.input[0].name]
+    ld.set_out(node, Held(layer(source.sym), tuple(range(len(sizes) + 1))))

@@ -98,7 +98,7 @@ def canonical(ld, held):
     """``held`` with the batch first and then its other axes in ONNX order, each non-batch
     ONNX axis one handgrad axis (the batch's group: the axes before and after it)."""
     perm, groups = layout(ld, held)
-    sizes = (batch_size(ld), *held.sym.shape)
+    sizes = (None, *held.sym.shape)  # the batch is a piece of its own: its size unused
     order = [0] + [a for a in perm if a != 0]
     shape, new_perm, new_groups = [], [], []
     for g in group_lists(perm, groups):
@@ -221,14 +221,14 @@ def hg_constant(ld, held, value):
     """The ONNX-shaped ``value`` (broadcasting to ``held``) in ``held``'s handgrad
     per-example layout: an array of the shape of ``held.sym``."""
     perm, groups = layout(ld, held)
-    full = full_shape(ld, held)
     value = np.asarray(value)
-    value = value.reshape((1,) * (len(full) - value.ndim) + value.shape)
-    sizes = (batch_size(ld), *held.sym.shape)
+    value = value.reshape((1,) * (len(groups) - value.ndim) + value.shape)
+    sizes = (None, *held.sym.shape)  # the batch's size: never needed
     split = []
-    for d, g in zip(value.shape, group_lists(perm, groups)):
+    for axis, (d, g) in enumerate(zip(value.shape, group_lists(perm, groups))):
+        if d != 1 and 0 in g:
+            raise ld.fail(f"a constant of shape {value.shape} varies over the batch (its "
+                          f"ONNX axis {axis} holds the batch)")
         split += [sizes[a] for a in g] if d != 1 else [1] * len(g)
     value = value.reshape(split).transpose(np.argsort(perm))
-    if value.shape[0] != 1:
-        raise ld.fail(f"a constant of shape {value.shape} varies over the batch")
     return np.broadcast_to(value[0], tuple(held.sym.shape))

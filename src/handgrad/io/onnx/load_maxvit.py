@@ -4,12 +4,14 @@
 - ``Einsum`` of two tensors in a batched-matmul form (``"bhid,bhjd->bhij"``): the operands
   taken in the orders (batch, i, k) and (batch, k, j), a ``MatMul``, the result held in the
   equation's output order (no Permute for the output).
-- A float initializer ``Gather`` ed by constant indices (MaxViT's table of relative
-  position biases): not folded into a constant but followed as an index into the flat
-  initializer through ``Gather``, ``Reshape``, ``Transpose``, ``Unsqueeze``, ``Squeeze``
-  and ``Flatten`` (the same op run on the index); where it meets a graph tensor in
-  ``Add``, ``Sub`` or ``Mul`` it becomes a trainable ``Parameter(shape, index)`` named after
-  the initializer (its torch name), the index broadcast to the tensor's shape.
+- A float initializer (or its flat Reshape, export_onnx's form) ``Gather`` ed by constant
+  indices (MaxViT's table of relative position biases): not folded into a constant but
+  followed as an index into the flat initializer through ``Gather``, ``Reshape``,
+  ``Transpose``, ``Unsqueeze``, ``Squeeze`` and ``Flatten`` (the same op run on the index);
+  where it meets a graph tensor in ``Add``, ``Sub`` or ``Mul`` it becomes a trainable
+  ``Parameter(shape, index)`` named after the initializer (its torch name), the index
+  broadcast to the tensor's shape; an ``Expand`` of it over the batch is one too
+  (:mod:`.load_attention`).
 
 The loader calls :func:`follow` before its constant folding.
 """
@@ -35,21 +37,35 @@ def _gathered(ld):
     return ld.gathered
 
 
+def _flat(ld):
+    if not hasattr(ld, "flat"):
+        ld.flat = {}  # tensor name -> the float initializer it is the flat Reshape of
+    return ld.flat
+
+
+def _is_float_initializer(ld, name):
+    return name in ld.consts and ld.consts[name].dtype.kind == "f" and any(
+        init.name == name for init in ld.proto.graph.initializer)
+
+
 def follow(ld, node):
     """Whether ``node`` is a step of a gathered initializer (then it is done here)."""
-    gathered = _gathered(ld)
+    gathered, flat = _gathered(ld), _flat(ld)
     data = node.input[0] if node.input else ""
-    start = (node.op_type == "Gather" and data in ld.consts and data not in gathered
-             and ld.consts[data].dtype.kind == "f" and any(
-                 init.name == data for init in ld.proto.graph.initializer)
-             and all(name in ld.consts for name in node.input[1:]))
-    if not start and data not in gathered:
+    if _is_float_initializer(ld, data) and node.op_type == "Reshape" and np.array_equal(
+            ld.consts.get(node.input[1]), [-1]):
+        flat[node.output[0]] = data  # export_onnx's flat P of a Parameter: folded
         return False
+    start = (node.op_type == "Gather" and data not in gathered
+             and (_is_float_initializer(ld, data) or data in flat)
+             and all(name in ld.consts for name in node.input[1:]))
+    if node.op_type == "Expand" or (not start and data not in gathered):
+        return False  # an Expand of a gathered initializer is a Parameter (load_attention)
     if node.op_type not in _INDEXING or any(name in gathered for name in node.input[1:]):
         raise ld.fail(f"the initializer {gathered.get(data, (data,))[0]!r} is used in a "
                       f"{node.op_type} (converted: gathered, reshaped, transposed, then "
                       f"added to or multiplied with a tensor)")
-    source, index = gathered.get(data, (data, None))
+    source, index = gathered.get(data, (flat.get(data, data), None))
     if index is None:
         index = np.arange(ld.consts[data].size).reshape(ld.consts[data].shape)
     from onnx.reference import ReferenceEvaluator
