@@ -35,11 +35,20 @@ def float_or_int_input(owner, x, dtype):
 
 
 @register
+def _rescaling_onnx(layer, g, v):
+    """Mul by the scale (then Add of a non-zero offset), scalars, in any layout."""
+    y = g.op("Mul", [v.name, g.const(np.asarray(layer.scale), "scale")], "rescaling")
+    if layer.offset:
+        y = g.op("Add", [y, g.const(np.asarray(layer.offset), "offset")], "rescaling")
+    return g.value(y, v.shape, v.first)
+
+
 class Rescaling(Layer):
     """Keras's Rescaling: ``y = x * scale + offset`` on any shape; ``dx = scale * dy``.
     Integer inputs (uint8 images) are cast to the layer's dtype first."""
 
     receptive_field = "pointwise"
+    onnx_form = _rescaling_onnx
 
     def __init__(self, scale, offset=0.0, **kwargs):
         super().__init__(**kwargs)

@@ -43,6 +43,7 @@ Per layer (exact: the ONNX graph computes handgrad's function, up to rounding)::
     LayerNorm             LayerNormalization(axis=-len(normalized_shape))
     RMSNorm               x / Sqrt(ReduceMean(x * x) + eps) (* gamma) over the same axes
     Dropout               removed
+    Rescaling             Mul by the scale (+ Add of a non-zero offset), in any layout
     activations           the ONNX form declared with the op (``onnx=`` beside the kernel,
                           :mod:`handgrad.ops.declare`); one with an ``axis`` (Softmax,
                           LogSoftmax) on channels-last data, the same axis
