@@ -5,12 +5,13 @@ written by ``export_onnx``, read back by ``load_onnx`` and compared with torch a
 layer names survive the trip), in float64 and float32, and in training mode (batch
 statistics, the running statistics after the step: BatchNorm comes back trainable).
 
-A small VisionTransformer comes back with its class token and position embedding as
-Parameters and its attention's projections under torch's names (``in_proj_weight``, ...).
+Small VisionTransformer, Swin and MaxViT configurations come back with their parameters
+outside modules (class token, position embedding, relative position bias tables) as
+Parameters and their attention's projections under torch's names (``in_proj_weight``).
 
 Left out for time (they round-trip; about 30-130 s each on a busy 2-core machine, mostly
 torch's own work): alexnet, vgg11, resnext50_32x4d, densenet121, convnext_tiny,
-video.r2plus1d_18, video.r3d_18, vit_b_16. Skips without torchvision.
+video.r2plus1d_18, video.r3d_18, vit_b_16, swin_t. Skips without torchvision.
 """
 
 import pytest
@@ -18,6 +19,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
 from handgrad.io import convert_torch, export_onnx, load_onnx  # noqa: E402
+from test_convert_maxvit import small_maxvit  # noqa: E402
+from test_convert_swin import small_swin  # noqa: E402
 from test_convert_vit import small_vit  # noqa: E402
 from torchvision_support import (  # noqa: E402
     check,
@@ -68,14 +71,24 @@ def test_round_trip_trains_like_torch(name):
     check(net, x, back, training=True)
 
 
-@pytest.mark.parametrize("dtype, training", [(torch.float64, False), (torch.float64, True),
-                                             (torch.float32, False)])
-def test_small_vit_round_trip_matches_torch(dtype, training):
-    """Training mode too: ViT's dropouts default to p=0, so the step has no randomness."""
-    net, x = small_vit(dtype)
+#: small transformers (builder, a layer name that must come back: torch's parameter names)
+TRANSFORMERS = {
+    "vit": (small_vit, "encoder.layers.encoder_layer_0.self_attention.in_proj_weight"),
+    "swin": (small_swin, "features.1.0.attn.relative_position_bias_table"),
+    "maxvit": (small_maxvit, "blocks.0.layers.0.layers.window_attention.attn_layer.1"
+                             ".relative_position_bias_table"),
+}
+
+
+@pytest.mark.parametrize("name, dtype, training", [
+    ("vit", torch.float64, False), ("vit", torch.float64, True), ("vit", torch.float32, False),
+    ("swin", torch.float64, False), ("maxvit", torch.float64, False)])
+def test_small_transformer_round_trip_matches_torch(name, dtype, training):
+    """ViT in training mode too: its dropouts default to p=0, so the step has no
+    randomness."""
+    builder, parameter = TRANSFORMERS[name]
+    net, x = builder(dtype)
     back = load_onnx(export_onnx(convert_torch(net, x), None))
     assert back.dtype == str(dtype).removeprefix("torch.")
-    names = {layer.name for layer in back.layers}
-    assert {"class_token", "encoder.pos_embedding",
-            "encoder.layers.encoder_layer_0.self_attention.in_proj_weight"} <= names
+    assert parameter in {layer.name for layer in back.layers}
     check(net, x, back, training=training)

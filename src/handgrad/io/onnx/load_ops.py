@@ -208,6 +208,15 @@ def global_pool(ld, node):
     ld.set_out(node, ld.call(layer, held, channels_last_perm(held.rank)))
 
 
+def channels_last(ld, held, onnx_axes):
+    """``held`` laid out channels last (a Permute) where an operator acts on the ONNX
+    spatial axes ``onnx_axes`` (2, ...) of a map held otherwise (after a Reshape)."""
+    perm = channels_last_perm(held.rank)
+    if held.rank < 3 or held.perm == perm or 1 in onnx_axes or 0 in onnx_axes:
+        return held
+    return Held(ld.need(held, perm), perm)
+
+
 @converts("ReduceMean", "ReduceMax")
 def reduce(ld, node):
     """A global pool where the reduced axes are all the spatial ones."""
@@ -216,6 +225,8 @@ def reduce(ld, node):
     if axes is None and len(node.input) > 1 and node.input[1]:
         axes = ld.const(node.input[1], "axes").tolist()
     held = ld.materialize(held)
+    if sorted(int(ax) % held.rank for ax in (axes or [])) == list(range(2, held.rank)):
+        held = channels_last(ld, held, range(2, held.rank))
     hg_axes = sorted(ld.axis(held, int(ax)) for ax in (axes or []))
     if held.rank < 3 or hg_axes != list(range(1, held.rank - 1)):
         raise ld.fail(f"reducing axes {axes} of a tensor held as {held.perm} is not a global "

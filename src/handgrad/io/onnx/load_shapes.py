@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import layers as L
 from .held import Held, channels_last_perm
-from .load_ops import attrs, converts
+from .load_ops import attrs, channels_last, converts
 
 MERGES = {"Add": L.Add, "Sum": L.Add, "Mul": L.Multiply, "Sub": L.Subtract}
 
@@ -137,6 +137,7 @@ def pad(ld, node):
     if len(node.input) > 3 and node.input[3]:
         raise ld.fail("the axes input is not supported")
     r = held.rank
+    held = channels_last(ld, held, [i for i in range(r) if pads[i] or pads[r + i]])
     hg = [(0, 0)] * r
     for i in range(r):
         hg[held.perm[i]] = (pads[i], pads[r + i])
