@@ -93,6 +93,8 @@ def _with_random_buffers(model, rng):
 CASES = {
     "dense": (lambda: [L.Dense(4), L.ReLU(), L.Dense(3, bias=False)], (5,)),
     "dense_on_sequences": (lambda: [L.Dense(4)], (3, 5)),
+    "rescaling": (lambda: [L.Conv2D(3, 2), L.Rescaling(0.5, offset=-1.5), L.ReLU(),
+                           L.Rescaling(3.0), L.Flatten()], (4, 4, 2)),
     "conv1d": (lambda: [L.Conv1D(4, 3, stride=2, padding="same"), L.ReLU(),
                         L.Conv1D(6, 3, padding=((2, 1),), dilation=2, groups=2)], (9, 2)),
     "conv1d_causal": (lambda: [L.Conv1D(4, 3, padding="causal", dilation=2, bias=False)],

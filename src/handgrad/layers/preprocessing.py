@@ -34,7 +34,6 @@ def float_or_int_input(owner, x, dtype):
     return x
 
 
-@register
 def _rescaling_onnx(layer, g, v):
     """Mul by the scale (then Add of a non-zero offset), scalars, in any layout."""
     y = g.op("Mul", [v.name, g.const(np.asarray(layer.scale), "scale")], "rescaling")
@@ -43,6 +42,7 @@ def _rescaling_onnx(layer, g, v):
     return g.value(y, v.shape, v.first)
 
 
+@register
 class Rescaling(Layer):
     """Keras's Rescaling: ``y = x * scale + offset`` on any shape; ``dx = scale * dy``.
     Integer inputs (uint8 images) are cast to the layer's dtype first."""
