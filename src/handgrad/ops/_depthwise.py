@@ -9,6 +9,8 @@ zeros. Instead, with ``x_rep`` the input with each channel repeated ``m`` times:
     dw[t, 0, :] = sum over (n, o) of x_rep_pad[window t] * dy
 
 Each line loops over kernel taps only; every pass is elementwise over the output.
+The passes run block by block (a few images, or a few output rows of one image),
+all taps of a block before the next, so a block's data stays in the CPU cache.
 """
 
 from __future__ import annotations
@@ -16,59 +18,121 @@ from __future__ import annotations
 from ._args.windows import pad_input, padded_zeros, taps
 from ._engine import dispatch as engine
 
+_BLOCK_BYTES = 1 << 19  # output bytes per block: its passes stay in the L2 cache
+
 
 def _repeated(xp, x, multiplier):
     return x if multiplier == 1 else xp.repeat(x, multiplier, axis=-1)
+
+
+def _plan(out_shape, itemsize):
+    """(blocks, elements): ``(images, rows)`` slices tiling (N, O_0) so that a block
+    of the output (N, *O, C) holds about ``_BLOCK_BYTES`` (whole images, or rows of
+    one image), and the most elements one block holds."""
+    n, rows = out_shape[0], out_shape[1]
+    row_size = 1
+    for size in out_shape[2:]:
+        row_size *= size
+    per_block = max(1, _BLOCK_BYTES // max(row_size * itemsize, 1))
+    if per_block >= rows:
+        step = per_block // rows
+        blocks = [(slice(i, min(i + step, n)), slice(0, rows)) for i in range(0, n, step)]
+        return blocks, step * rows * row_size
+    blocks = [(slice(i, i + 1), slice(r, min(r + per_block, rows)))
+              for i in range(n) for r in range(0, rows, per_block)]
+    return blocks, per_block * row_size
+
+
+def _block_taps(axes, images, rows):
+    """``(tap, window)`` per kernel tap: the index of the padded input that the
+    outputs ``[images, rows]`` read (``rows`` along the first spatial axis)."""
+    first = axes[0]
+    for tap, window in taps(axes):
+        begin = window[0].start + rows.start * first.stride
+        head = slice(begin, begin + (rows.stop - rows.start - 1) * first.stride + 1,
+                     first.stride)
+        yield tap, (images, head, *window[1:])
+
+
+def _view(scratch, shape):
+    """The first elements of the flat ``scratch`` as an array of ``shape``."""
+    count = 1
+    for extent in shape:
+        count *= extent
+    return scratch[:count].reshape(shape)
 
 
 def depthwise_forward(xp, x, w, axes, groups):
     """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y)."""
     if engine.covers(axes, x, w):
         return engine.depthwise(x, w, axes)
-    multiplier = w.shape[-1] // groups
     taps_w = w.reshape(-1, w.shape[-1])
-    x_pad = pad_input(xp, _repeated(xp, x, multiplier), axes)
-    y = None
-    for tap, window in taps(axes):
-        term = x_pad[(slice(None), *window)] * taps_w[tap]
-        if y is None:
-            y = term
-        else:
-            y += term
+    x_pad = pad_input(xp, _repeated(xp, x, w.shape[-1] // groups), axes)
+    y = xp.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), dtype=x.dtype)
+    blocks, elements = _plan(y.shape, y.dtype.itemsize)
+    scratch = xp.empty(elements, dtype=y.dtype)
+    for images, rows in blocks:
+        block = y[images, rows]
+        product = _view(scratch, block.shape)
+        for tap, window in _block_taps(axes, images, rows):
+            if tap == 0:
+                xp.multiply(x_pad[window], taps_w[0], out=block)
+            else:
+                xp.multiply(x_pad[window], taps_w[tap], out=product)
+                xp.add(block, product, out=block)
     return y
 
 
+def _gradient_passes(xp, dy, axes, groups, x_shape, w_shape, x=None, w=None):
+    """``(dx, dw)`` in one blocked pass over ``dy``: ``dx`` when ``w`` is given,
+    ``dw`` when ``x`` is given, None for the other."""
+    multiplier = w_shape[-1] // groups
+    n_taps = len(list(taps(axes)))
+    rep_shape = (*x_shape[:-1], x_shape[-1] * multiplier)
+    x_pad = None if x is None else pad_input(xp, _repeated(xp, x, multiplier), axes)
+    if w is not None:
+        taps_w = w.reshape(n_taps, w_shape[-1])
+        buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
+    dw = None if x is None else xp.zeros((n_taps, w_shape[-1]), dtype=dy.dtype)
+    blocks, elements = _plan(dy.shape, dy.dtype.itemsize)
+    scratch = xp.empty(elements, dtype=dy.dtype)
+    for images, rows in blocks:
+        dy_block = dy[images, rows]
+        product = _view(scratch, dy_block.shape)
+        flat = product.reshape(-1, w_shape[-1])
+        ones = xp.ones(flat.shape[0], dtype=dy.dtype)
+        for tap, window in _block_taps(axes, images, rows):
+            if w is not None:
+                target = buffer[window]
+                xp.multiply(dy_block, taps_w[tap], out=product)
+                xp.add(target, product, out=target)
+            if x is not None:
+                xp.multiply(x_pad[window], dy_block, out=product)
+                dw[tap] += ones @ flat
+    dx = None
+    if w is not None:
+        dx = buffer[inner]
+        if multiplier > 1:
+            dx = dx.reshape(*x_shape, multiplier).sum(axis=-1)
+        dx = xp.ascontiguousarray(dx)
+    return dx, None if dw is None else dw.reshape(w_shape)
+
+
 def depthwise_gradients(xp, x, w, dy, axes, groups):
-    """(dx, dw) of a depthwise conv: one compiled pass when available."""
+    """(dx, dw) of a depthwise conv: one compiled pass when available, else one
+    blocked pass over ``dy`` for both."""
     if engine.covers(axes, x, w, dy):
         return engine.depthwise_gradients(x.shape, w, dy, axes, x)
-    return (depthwise_input_grad(xp, dy, w, axes, groups, x.shape),
-            depthwise_weight_grad(xp, x, dy, axes, groups, w.shape))
+    return _gradient_passes(xp, dy, axes, groups, x.shape, w.shape, x=x, w=w)
 
 
 def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`."""
     if engine.covers(axes, dy, w):
         return engine.depthwise_gradients(x_shape, w, dy, axes)[0]
-    multiplier = w.shape[-1] // groups
-    rep_shape = (*x_shape[:-1], x_shape[-1] * multiplier)
-    buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
-    taps_w = w.reshape(-1, w.shape[-1])
-    for tap, window in taps(axes):
-        buffer[(slice(None), *window)] += dy * taps_w[tap]
-    dx = buffer[inner]
-    if multiplier > 1:
-        dx = dx.reshape(*x_shape, multiplier).sum(axis=-1)
-    return xp.ascontiguousarray(dx)
+    return _gradient_passes(xp, dy, axes, groups, tuple(x_shape), w.shape, w=w)[0]
 
 
 def depthwise_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw (*K, 1, C_y): per tap, the sum over batch and positions of window * dy."""
-    multiplier = w_shape[-1] // groups
-    x_pad = pad_input(xp, _repeated(xp, x, multiplier), axes)
-    dw = xp.empty((len(list(taps(axes))), w_shape[-1]), dtype=dy.dtype)
-    flat_dy = dy.reshape(-1, dy.shape[-1])
-    for tap, window in taps(axes):
-        window_values = x_pad[(slice(None), *window)].reshape(-1, dy.shape[-1])
-        xp.einsum("mc,mc->c", window_values, flat_dy, out=dw[tap])
-    return dw.reshape(w_shape)
+    return _gradient_passes(xp, dy, axes, groups, x.shape, tuple(w_shape), x=x)[1]

@@ -1,0 +1,44 @@
+"""The pure-NumPy depthwise kernels work block by block (whole images, or rows of one
+image); every tiling must give the loop reference's forward and gradients."""
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops import _depthwise
+from handgrad.ops import reference as ref
+from handgrad.ops._engine import dispatch as engine
+from handgrad.testing import assert_close
+
+# (op, x shape, w shape, kwargs): strides, dilations, uneven and cropping padding,
+# channel multipliers, and the transposed convolutions that reuse the same kernels.
+CASES = [
+    ("conv2d", (3, 7, 6, 2), (3, 2, 1, 4),
+     {"groups": 2, "stride": (2, 1), "dilation": (1, 2), "padding": ((1, 0), (2, 1))}),
+    ("conv2d", (2, 9, 5, 3), (3, 3, 1, 3), {"groups": 3, "stride": 2}),
+    ("conv1d", (3, 11, 2), (4, 1, 6), {"groups": 2, "padding": 3, "dilation": 2}),
+    ("conv3d", (2, 4, 5, 3, 2), (2, 3, 2, 1, 2), {"groups": 2, "padding": 1}),
+    ("conv_transpose2d", (2, 5, 4, 6), (3, 3, 1, 6),
+     {"groups": 3, "stride": 2, "padding": 1, "output_padding": 1}),
+]
+
+
+@pytest.mark.parametrize("block_bytes", [1, 200, 1 << 19])
+@pytest.mark.parametrize("op, x_shape, w_shape, kwargs", CASES)
+def test_blocked_depthwise_matches_the_loops(monkeypatch, block_bytes, op, x_shape, w_shape,
+                                             kwargs):
+    monkeypatch.setattr(_depthwise, "_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    b = rng.standard_normal(w_shape[-2] * kwargs["groups"] if "transpose" in op
+                            else w_shape[-1])
+    with engine.use_compiled(False):
+        y, cache = getattr(ops, op)(x, w, b, **kwargs)
+        dy = rng.standard_normal(y.shape)
+        grads = getattr(ops, op + "_backward")(dy, cache)
+    y_ref, cache_ref = getattr(ref, op)(x, w, b, **kwargs)
+    grads_ref = getattr(ref, op + "_backward")(dy, cache_ref)
+    terms = int(np.prod(w_shape[:-2])) * max(w_shape[-2], w_shape[-1])
+    assert_close(y, y_ref, terms=terms, what="y")
+    for name, got, want in zip(("dx", "dw", "db"), grads, grads_ref):
+        assert_close(got, want, terms=terms * int(np.prod(y.shape[:-1])), what=name)
