@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _depthwise
+from handgrad.ops import _blocks
 from handgrad.ops import reference as ref
 from handgrad.ops._engine import dispatch as engine
 from handgrad.testing import assert_close
@@ -27,7 +27,7 @@ CASES = [
 @pytest.mark.parametrize("op, x_shape, w_shape, kwargs", CASES)
 def test_blocked_depthwise_matches_the_loops(monkeypatch, block_bytes, op, x_shape, w_shape,
                                              kwargs):
-    monkeypatch.setattr(_depthwise, "_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     b = rng.standard_normal(w_shape[-2] * kwargs["groups"] if "transpose" in op

@@ -16,50 +16,12 @@ all taps of a block before the next, so a block's data stays in the CPU cache.
 from __future__ import annotations
 
 from ._args.windows import pad_input, padded_zeros, taps
+from ._blocks import block_taps, block_view, plan_blocks
 from ._engine import dispatch as engine
-
-_BLOCK_BYTES = 1 << 19  # output bytes per block: its passes stay in the L2 cache
 
 
 def _repeated(xp, x, multiplier):
     return x if multiplier == 1 else xp.repeat(x, multiplier, axis=-1)
-
-
-def _plan(out_shape, itemsize):
-    """(blocks, elements): ``(images, rows)`` slices tiling (N, O_0) so that a block
-    of the output (N, *O, C) holds about ``_BLOCK_BYTES`` (whole images, or rows of
-    one image), and the most elements one block holds."""
-    n, rows = out_shape[0], out_shape[1]
-    row_size = 1
-    for size in out_shape[2:]:
-        row_size *= size
-    per_block = max(1, _BLOCK_BYTES // max(row_size * itemsize, 1))
-    if per_block >= rows:
-        step = per_block // rows
-        blocks = [(slice(i, min(i + step, n)), slice(0, rows)) for i in range(0, n, step)]
-        return blocks, step * rows * row_size
-    blocks = [(slice(i, i + 1), slice(r, min(r + per_block, rows)))
-              for i in range(n) for r in range(0, rows, per_block)]
-    return blocks, per_block * row_size
-
-
-def _block_taps(axes, images, rows):
-    """``(tap, window)`` per kernel tap: the index of the padded input that the
-    outputs ``[images, rows]`` read (``rows`` along the first spatial axis)."""
-    first = axes[0]
-    for tap, window in taps(axes):
-        begin = window[0].start + rows.start * first.stride
-        head = slice(begin, begin + (rows.stop - rows.start - 1) * first.stride + 1,
-                     first.stride)
-        yield tap, (images, head, *window[1:])
-
-
-def _view(scratch, shape):
-    """The first elements of the flat ``scratch`` as an array of ``shape``."""
-    count = 1
-    for extent in shape:
-        count *= extent
-    return scratch[:count].reshape(shape)
 
 
 def depthwise_forward(xp, x, w, axes, groups):
@@ -69,12 +31,12 @@ def depthwise_forward(xp, x, w, axes, groups):
     taps_w = w.reshape(-1, w.shape[-1])
     x_pad = pad_input(xp, _repeated(xp, x, w.shape[-1] // groups), axes)
     y = xp.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), dtype=x.dtype)
-    blocks, elements = _plan(y.shape, y.dtype.itemsize)
+    blocks, elements = plan_blocks(y.shape, y.dtype.itemsize)
     scratch = xp.empty(elements, dtype=y.dtype)
     for images, rows in blocks:
         block = y[images, rows]
-        product = _view(scratch, block.shape)
-        for tap, window in _block_taps(axes, images, rows):
+        product = block_view(scratch, block.shape)
+        for tap, window in block_taps(axes, images, rows):
             if tap == 0:
                 xp.multiply(x_pad[window], taps_w[0], out=block)
             else:
@@ -94,14 +56,14 @@ def _gradient_passes(xp, dy, axes, groups, x_shape, w_shape, x=None, w=None):
         taps_w = w.reshape(n_taps, w_shape[-1])
         buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
     dw = None if x is None else xp.zeros((n_taps, w_shape[-1]), dtype=dy.dtype)
-    blocks, elements = _plan(dy.shape, dy.dtype.itemsize)
+    blocks, elements = plan_blocks(dy.shape, dy.dtype.itemsize)
     scratch = xp.empty(elements, dtype=dy.dtype)
     for images, rows in blocks:
         dy_block = dy[images, rows]
-        product = _view(scratch, dy_block.shape)
+        product = block_view(scratch, dy_block.shape)
         flat = product.reshape(-1, w_shape[-1])
         ones = xp.ones(flat.shape[0], dtype=dy.dtype)
-        for tap, window in _block_taps(axes, images, rows):
+        for tap, window in block_taps(axes, images, rows):
             if w is not None:
                 target = buffer[window]
                 xp.multiply(dy_block, taps_w[tap], out=product)
