@@ -1,33 +1,125 @@
-"""PyTorch's max pooling indices: for each output, the flat position (in its (n, c)
-spatial plane of the unpadded input) of the window's winner: the first maximum in
-row-major tap order, or the last NaN of a window holding one (PyTorch's scan)."""
+"""Pooling's kernel taps clipped to the unpadded input, and max pooling's winners.
+
+A tap ``k`` of output ``o`` reads input ``o * stride + k * dilation - pad_before``
+along each axis. :func:`clipped_taps` gives, per tap, the strided slice of the
+*unpadded* input it reads and the slice of outputs that read it, so no kernel pads
+or crops a copy of the data: a padding position simply is never read (max pooling's
+-inf and average pooling's 0 change nothing) nor written.
+
+The winner of a max pooling window is its first maximum in row-major tap order, or
+its last NaN when it holds one (PyTorch's scan ``val > max or isnan(val)``).
+:func:`max_pool_winners` yields one boolean mask per tap; every window is marked by
+exactly one tap. :func:`max_pool_indices` turns them into PyTorch's indices.
+"""
 
 from __future__ import annotations
 
-import math
+import itertools
 
 import numpy as np
 
 from .._checks import array_module
-from ._args.windows import pad_input, taps
+
+
+def _axis_taps(axis):
+    """Per tap k of one axis: (k, input slice, output slice), or None where every output
+    reads the padding at that tap."""
+    out = []
+    for k in range(axis.kernel):
+        offset = k * axis.dilation - axis.pad_before
+        first = max(0, -(offset // axis.stride))  # ceil(-offset / stride), at least 0
+        last = min(axis.size_out - 1, (axis.size_in - 1 - offset) // axis.stride)
+        if first > last:
+            out.append(None)
+            continue
+        start = first * axis.stride + offset
+        out.append((k, slice(start, last * axis.stride + offset + 1, axis.stride),
+                    slice(first, last + 1)))
+    return out
+
+
+def clipped_taps(axes):
+    """Yield ``(offsets, inputs, outputs)`` for every kernel tap in row-major order that
+    reads the unpadded input somewhere: the tap's offsets ``k`` per axis, and the
+    leading-axis index tuples (batch axis included) of the input positions it reads and
+    of the outputs that read them (both of one shape)."""
+    for combo in itertools.product(*(_axis_taps(a) for a in axes)):
+        if None in combo:
+            continue
+        yield (tuple(c[0] for c in combo), (slice(None), *(c[1] for c in combo)),
+               (slice(None), *(c[2] for c in combo)))
+
+
+def covers_once(axes) -> bool:
+    """Whether the windows tile the input: every input position is read by exactly one
+    (output, tap) pair (stride = kernel, no dilation gaps, no unread trailing input)."""
+    return all(a.stride == a.kernel and (a.dilation == 1 or a.kernel == 1)
+               and a.pad_after >= 0 for a in axes)
+
+
+def overlapping(axes) -> bool:
+    """Whether some input position is read by two (output, tap) pairs."""
+    return any(a.stride < (a.kernel - 1) * a.dilation + 1 for a in axes)
+
+
+def nan_windows(y):
+    """The boolean mask of the outputs that are NaN, or None where there is none."""
+    xp = array_module(y)
+    nan = xp.isnan(y)
+    return nan if bool(nan.any()) else None
+
+
+def max_pool_winners(x, y, axes, nan=None):
+    """Yield ``(offsets, inputs, outputs, mask)`` per tap (see :func:`clipped_taps`):
+    ``mask`` (bool, the shape of ``y[outputs]``) marks the windows whose winner this tap
+    reads. ``nan`` is :func:`nan_windows` of ``y``; its windows come last, their taps in
+    reverse order (the last NaN wins)."""
+    xp = array_module(x)
+    order = list(clipped_taps(axes))
+    pending = None  # windows whose winner is still to be found
+    for i, (offsets, inputs, outputs) in enumerate(order):
+        mask = xp.equal(x[inputs], y[outputs])  # a NaN maximum equals nothing
+        if pending is None and mask.shape == y.shape:
+            pending = ~mask
+        else:
+            if pending is None:
+                pending = xp.ones(y.shape, dtype=bool)
+            mask &= pending[outputs]
+            if i < len(order) - 1:
+                pending[outputs] ^= mask
+        yield offsets, inputs, outputs, mask
+    if nan is None:
+        return
+    pending = nan
+    for offsets, inputs, outputs in order[::-1]:
+        mask = xp.isnan(x[inputs])
+        mask &= pending[outputs]
+        pending[outputs] ^= mask
+        yield offsets, inputs, outputs, mask
 
 
 def max_pool_indices(x, y, axes):
-    """int64 (N, *O, C) indices of the max pooling ``y`` of x (N, *S, C) over ``axes``."""
+    """int64 (N, *O, C) indices of the max pooling ``y`` of x (N, *S, C) over ``axes``:
+    the winner's flat position in its (n, c) spatial plane of the unpadded input.
+
+    Each window's winning tap number is gathered first (small ints), then turned into
+    ``start(o) + shift(tap)`` with one table lookup."""
     xp = array_module(x)
-    spatial = tuple(a.size_in for a in axes)
-    positions = xp.arange(math.prod(spatial)).reshape(1, *spatial, 1)
-    positions = pad_input(xp, positions, axes, fill=-1)
-    x_pad = pad_input(xp, x, axes, fill=np.nan)  # padding never equals a maximum
-    index = xp.full(y.shape, -1, dtype=np.int64)
-    order = list(taps(axes))
-    for _, window in order:
-        at = (slice(None), *window)
-        index = xp.where((x_pad[at] == y) & (index < 0), positions[at], index)
-    nan_windows = xp.isnan(y)
-    if bool(nan_windows.any()):
-        for _, window in order:
-            at = (slice(None), *window)
-            index = xp.where(nan_windows & xp.isnan(x_pad[at]) & (positions[at] >= 0),
-                             positions[at], index)
+    sizes = [a.size_in for a in axes]
+    weights = [int(np.prod(sizes[i + 1:], dtype=np.int64)) for i in range(len(axes))]
+    count = int(np.prod([a.kernel for a in axes]))
+    kind = np.min_scalar_type(count)
+    tap = xp.zeros(y.shape, dtype=kind)
+    shifts = np.zeros(count, dtype=np.int64)
+    for offsets, _, outputs, mask in max_pool_winners(x, y, axes, nan_windows(y)):
+        number = int(np.ravel_multi_index(offsets, [a.kernel for a in axes]))
+        shifts[number] = sum(k * a.dilation * w for k, a, w in zip(offsets, axes, weights))
+        if number:
+            tap[outputs] += mask * kind.type(number)
+    index = xp.asarray(shifts)[tap]
+    for i, (a, weight) in enumerate(zip(axes, weights)):
+        shape = [1] * y.ndim
+        shape[i + 1] = a.size_out
+        start = (xp.arange(a.size_out, dtype=np.int64) * a.stride - a.pad_before) * weight
+        index += start.reshape(shape)
     return index

@@ -35,9 +35,16 @@ from .._checks import array_module, upstream_grad
 from ._args.adaptive import check_return_indices
 from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
-from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
+from ._args.windows import WindowAxis
 from ._engine import dispatch as engine
-from ._pool_indices import max_pool_indices
+from ._pool_indices import (
+    clipped_taps,
+    covers_once,
+    max_pool_indices,
+    max_pool_winners,
+    nan_windows,
+    overlapping,
+)
 from .declare import declare, exports
 
 
@@ -59,16 +66,19 @@ class PoolCache(Cache):
         return (self.x_shape[0], *(a.size_out for a in self.axes), self.x_shape[-1])
 
 
-def _fold_taps(x_pad, axes, combine):
-    """The taps' windows of the padded input folded into a new array: y = the first one,
-    then ``combine(y, values, out=y)`` with each next one (xp.maximum, xp.add)."""
-    y = None
-    for _, window in taps(axes):
-        values = x_pad[(slice(None), *window)]
-        if y is None:
-            y = values.copy()
-        else:
-            combine(y, values, out=y)
+def _fold_taps(x, axes, combine, fill):
+    """The taps' windows of the unpadded input folded into y (N, *O, C): a copy of the
+    first tap that every output reads (else ``fill``), then ``combine(y, values, out=y)``
+    with each other tap (xp.maximum, xp.add) on the outputs that read it."""
+    xp = array_module(x)
+    shape = (x.shape[0], *(a.size_out for a in axes), x.shape[-1])
+    order = [x[inputs] for _, inputs, _ in clipped_taps(axes)]
+    outputs = [out for _, _, out in clipped_taps(axes)]
+    first = next((i for i, values in enumerate(order) if values.shape == shape), None)
+    y = xp.full(shape, fill, dtype=x.dtype) if first is None else order[first].copy()
+    for i, (values, out) in enumerate(zip(order, outputs)):
+        if i != first:
+            combine(y[out], values, out=y[out])
     return y
 
 
@@ -78,9 +88,7 @@ def _max_pool(call: PoolCall):
     if engine.covers(axes, x):
         y, index = engine.max_pool(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
-    xp = array_module(x)
-    x_pad = pad_input(xp, x, axes, fill=-np.inf)
-    y = _fold_taps(x_pad, axes, xp.maximum)
+    y = _fold_taps(x, axes, array_module(x).maximum, -np.inf)
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
@@ -91,46 +99,42 @@ def _with_indices(call, return_indices):
     return (y, max_pool_indices(call.x, y, call.axes), cache) if wanted else (y, cache)
 
 
-def _route(x_pad, winners_of, pending, buffer, overlapping, order):
-    """Give each window's pending gradient to its first tap (in ``order``) that
-    ``winners_of(values)`` marks; ``pending`` is consumed in place."""
-    last = len(order) - 1
-    for i, (_, window) in enumerate(order):
-        target = buffer[(slice(None), *window)]
-        share = pending * winners_of(x_pad[(slice(None), *window)])
-        if overlapping:
-            target += share
-        else:
-            target[...] = share
-        if i < last:
-            pending -= share
-
-
 def _max_pool_backward(op, forward, dy, cache):
-    """dx: each window's dy goes to the first tap (row-major) equal to its maximum.
-
-    The padding is NaN here, so it never equals a maximum; windows whose maximum is
-    NaN send their gradient to their last NaN, as PyTorch does.
-    """
+    """dx: each window's dy goes to its winner (:func:`max_pool_winners`): the first tap
+    (row-major) equal to its maximum, or its last NaN; overlapping windows add up."""
     cache = check_cache(op, cache, forward, PoolCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     if cache.index is not None:  # the forward ran compiled
         return engine.max_pool_backward(dy, cache.index, cache.x_shape, cache.dtype)
     xp = array_module(dy)
     axes, y = cache.axes, cache.y
-    buffer, inner = padded_zeros(xp, cache.x_shape, axes, cache.dtype)
-    overlapping = any(a.stride < (a.kernel - 1) * a.dilation + 1 for a in axes)
-    order = list(taps(axes))
-    nan_windows = xp.isnan(y)
-    has_nan = bool(nan_windows.any())
-    pending = xp.where(nan_windows, 0, dy) if has_nan else dy.copy()
-    x_pad = pad_input(xp, cache.x, axes, fill=np.nan)
-    _route(x_pad, lambda v: v == y, pending, buffer, overlapping or has_nan, order)
-    if has_nan:
-        x_pad = pad_input(xp, cache.x, axes, fill=0.0)
-        pending = xp.where(nan_windows, dy, 0)
-        _route(x_pad, xp.isnan, pending, buffer, True, order[::-1])
-    return xp.ascontiguousarray(buffer[inner])
+    nan = nan_windows(y)
+    if overlapping(axes) or nan is not None:  # a scatter-add of dy at the winners
+        return _scatter_add(xp, dy, max_pool_indices(cache.x, y, axes), cache)
+    dx = _gradient_buffer(xp, cache, False)
+    for _, inputs, outputs, mask in max_pool_winners(cache.x, y, axes):
+        xp.multiply(dy[outputs], mask, out=dx[inputs])
+    return dx
+
+
+def _scatter_add(xp, dy, index, cache):
+    """dx (N, *S, C) = the sum of dy at the spatial positions ``index`` (N, *O, C)."""
+    n, channels = cache.x_shape[0], cache.x_shape[-1]
+    plane = math.prod(cache.x_shape[1:-1]) * channels
+    lead = (xp.arange(n, dtype=np.int64) * plane).reshape(n, *(1,) * (index.ndim - 1))
+    flat = index * channels
+    flat += lead
+    flat += xp.arange(channels, dtype=np.int64)
+    dx = xp.zeros(cache.x_shape, dtype=cache.dtype)
+    xp.add.at(dx.reshape(-1), flat.reshape(-1), dy.reshape(-1))
+    return dx
+
+
+def _gradient_buffer(xp, cache, add):
+    """dx's buffer: uninitialized where the taps assign (``add`` False) and the windows
+    tile the input, zeros otherwise."""
+    make = xp.zeros if add or not covers_once(cache.axes) else xp.empty
+    return make(cache.x_shape, dtype=cache.dtype)
 
 
 def _avg_divisor(xp, call: PoolCall, count_include_pad, divisor_override, dtype):
@@ -158,8 +162,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
     if engine.covers(axes, x):
         return engine.avg_pool(x, axes, divisor), cache
-    x_pad = pad_input(xp, x, axes, fill=0.0)
-    y = _fold_taps(x_pad, axes, xp.add)
+    y = _fold_taps(x, axes, xp.add, 0.0)
     y /= divisor
     return y, cache
 
@@ -172,10 +175,14 @@ def _avg_pool_backward(op, forward, dy, cache):
                                         cache.dtype)
     xp = array_module(dy)
     share = dy / cache.divisor
-    buffer, inner = padded_zeros(xp, cache.x_shape, cache.axes, cache.dtype)
-    for _, window in taps(cache.axes):
-        buffer[(slice(None), *window)] += share
-    return xp.ascontiguousarray(buffer[inner])
+    add = overlapping(cache.axes)
+    dx = _gradient_buffer(xp, cache, add)
+    for _, inputs, outputs in clipped_taps(cache.axes):
+        if add:
+            dx[inputs] += share[outputs]
+        else:
+            dx[inputs] = share[outputs]
+    return dx
 
 
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
