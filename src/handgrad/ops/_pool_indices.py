@@ -15,6 +15,7 @@ exactly one tap. :func:`max_pool_indices` turns them into PyTorch's indices.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -98,28 +99,36 @@ def max_pool_winners(x, y, axes, nan=None):
         yield offsets, inputs, outputs, mask
 
 
-def max_pool_indices(x, y, axes):
+def max_pool_indices(x, y, axes, flat=False):
     """int64 (N, *O, C) indices of the max pooling ``y`` of x (N, *S, C) over ``axes``:
-    the winner's flat position in its (n, c) spatial plane of the unpadded input.
+    the winner's flat position in its (n, c) spatial plane of the unpadded input, or
+    with ``flat`` its position in the whole of x (for a scatter into x.ravel()).
 
     Each window's winning tap number is gathered first (small ints), then turned into
-    ``start(o) + shift(tap)`` with one table lookup."""
+    ``shift(tap) + start(o)`` by one table lookup and broadcast adds."""
     xp = array_module(x)
-    sizes = [a.size_in for a in axes]
-    weights = [int(np.prod(sizes[i + 1:], dtype=np.int64)) for i in range(len(axes))]
-    count = int(np.prod([a.kernel for a in axes]))
-    kind = np.min_scalar_type(count)
+    kernel = [a.kernel for a in axes]
+    scale = x.shape[-1] if flat else 1
+    weights = [math.prod(a.size_in for a in axes[i + 1:]) * scale for i in range(len(axes))]
+    kind = np.min_scalar_type(math.prod(kernel))
     tap = xp.zeros(y.shape, dtype=kind)
-    shifts = np.zeros(count, dtype=np.int64)
+    shifts = np.zeros(math.prod(kernel), dtype=np.int64)
     for offsets, _, outputs, mask in max_pool_winners(x, y, axes, nan_windows(y)):
-        number = int(np.ravel_multi_index(offsets, [a.kernel for a in axes]))
+        number = int(np.ravel_multi_index(offsets, kernel))
         shifts[number] = sum(k * a.dilation * w for k, a, w in zip(offsets, axes, weights))
         if number:
             tap[outputs] += mask * kind.type(number)
-    index = xp.asarray(shifts)[tap]
+    start = xp.zeros((1, *y.shape[1:-1], y.shape[-1] if flat else 1), dtype=np.int64)
     for i, (a, weight) in enumerate(zip(axes, weights)):
         shape = [1] * y.ndim
         shape[i + 1] = a.size_out
-        start = (xp.arange(a.size_out, dtype=np.int64) * a.stride - a.pad_before) * weight
-        index += start.reshape(shape)
+        start += ((xp.arange(a.size_out, dtype=np.int64) * a.stride - a.pad_before)
+                  * weight).reshape(shape)
+    index = xp.asarray(shifts)[tap]
+    if flat:
+        start += xp.arange(scale, dtype=np.int64)
+        plane = math.prod(x.shape[1:])
+        index += (xp.arange(x.shape[0], dtype=np.int64) * plane).reshape(
+            x.shape[0], *(1,) * (y.ndim - 1))
+    index += start
     return index

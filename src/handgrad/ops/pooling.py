@@ -110,21 +110,15 @@ def _max_pool_backward(op, forward, dy, cache):
     axes, y = cache.axes, cache.y
     nan = nan_windows(y)
     if overlapping(axes) or nan is not None:  # a scatter-add of dy at the winners
-        return _scatter_add(xp, dy, max_pool_indices(cache.x, y, axes), cache)
+        return _scatter_add(xp, dy, max_pool_indices(cache.x, y, axes, flat=True), cache)
     dx = _gradient_buffer(xp, cache, False)
     for _, inputs, outputs, mask in max_pool_winners(cache.x, y, axes):
         xp.multiply(dy[outputs], mask, out=dx[inputs])
     return dx
 
 
-def _scatter_add(xp, dy, index, cache):
-    """dx (N, *S, C) = the sum of dy at the spatial positions ``index`` (N, *O, C)."""
-    n, channels = cache.x_shape[0], cache.x_shape[-1]
-    plane = math.prod(cache.x_shape[1:-1]) * channels
-    lead = (xp.arange(n, dtype=np.int64) * plane).reshape(n, *(1,) * (index.ndim - 1))
-    flat = index * channels
-    flat += lead
-    flat += xp.arange(channels, dtype=np.int64)
+def _scatter_add(xp, dy, flat, cache):
+    """dx (N, *S, C) = the sum of dy at the positions ``flat`` (N, *O, C) of dx.ravel()."""
     dx = xp.zeros(cache.x_shape, dtype=cache.dtype)
     xp.add.at(dx.reshape(-1), flat.reshape(-1), dy.reshape(-1))
     return dx
