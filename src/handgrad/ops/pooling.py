@@ -7,8 +7,11 @@ Max pooling (padding is -inf, so it never wins)::
 
 Ties send the whole gradient to the first maximum in row-major window order
 (PyTorch); a NaN in a window wins, as in PyTorch. The forward is a running
-``maximum`` over the taps; the cache keeps the input and the output, and the
-backward finds each window's first maximum by comparison, one tap at a time.
+``maximum`` over the taps, each a strided slice of the unpadded input (see
+``_pool_indices.clipped_taps``); the cache keeps the input and the output. The
+backward finds each window's winner by comparison, one tap at a time; where the
+windows are disjoint it writes ``dy * mask`` per tap, else (overlap or NaN) it adds
+dy at the winners' flat positions with one ``add.at``.
 
 Average pooling::
 
