@@ -21,7 +21,7 @@ from handgrad.io import convert_torch, from_torch, to_torch_state_dict
 from handgrad.testing import assert_close, finite_max
 from test_ported_networks import lenet5_case
 from test_ported_networks_resnet import ResNet18
-from torchvision_support import torchvision
+from torchvision_support import torch_gradients, torchvision
 
 torch = pytest.importorskip("torch")
 nn, F = torch.nn, torch.nn.functional
@@ -30,19 +30,6 @@ nn, F = torch.nn, torch.nn.functional
 def channels_last(t):
     a = t.detach().numpy()
     return np.moveaxis(a, 1, -1) if a.ndim > 2 else a
-
-
-def torch_gradients(model):
-    """{torch name: gradient} of ``model``'s parameters, in torch's layouts."""
-    params, grads = model.named_parameters(), model.named_gradients()
-    saved = {k: p.copy() for k, p in params.items()}
-    try:
-        for k, p in params.items():
-            p[...] = grads[k]
-        return to_torch_state_dict(model, numpy=True)
-    finally:
-        for k, p in params.items():
-            p[...] = saved[k]
 
 
 def check_against_torch(net, shape, training=False, seed=0):

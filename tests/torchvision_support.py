@@ -152,7 +152,7 @@ def channels_last(a):
     return np.moveaxis(a, 1, -1) if a.ndim > 2 else a
 
 
-def _torch_names(model):
+def torch_gradients(model):
     """{torch name: gradient} of ``model``'s parameters in torch's layouts."""
     from handgrad.io import to_torch_state_dict
     params, grads = model.named_parameters(), model.named_gradients()
@@ -227,7 +227,7 @@ def check(net, x, model, training=False, seed=1, maps=True):
         close(o, layout(t), f"output {i}")
     if not ids:
         close(dx, layout(xt.grad), "input gradient")
-    grads, named = _torch_names(model), dict(net.named_parameters())
+    grads, named = torch_gradients(model), dict(net.named_parameters())
     scale = max((finite_max(p.grad.numpy()) for p in named.values()), default=0.0)
     for name, p in named.items():
         close(grads[name].reshape(p.shape), p.grad.numpy(), f"grad {name}", scale)
