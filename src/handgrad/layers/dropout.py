@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from .. import ops
 from .._checks import describe
-from ..ops.dropout_variants import STOCHASTIC_DEPTH_MODES
 from .core import Dropout
 from .registry import register
 
@@ -83,9 +82,9 @@ class StochasticDepth(Dropout):
 
     def __init__(self, p, mode="row", *, seed=None, name=None):
         super().__init__(p, seed=seed, name=name)
-        if mode not in STOCHASTIC_DEPTH_MODES:
-            raise ValueError(f"StochasticDepth: 'mode' must be one of "
-                             f"{STOCHASTIC_DEPTH_MODES}; received {describe(mode)}")
+        if mode not in ("row", "batch"):  # checked here, at construction, as the op does
+            raise ValueError(f"StochasticDepth: 'mode' must be one of ('row', 'batch'); "
+                             f"received {describe(mode)}")
         self.mode = mode
         self.op_options = {"mode": mode}
 
