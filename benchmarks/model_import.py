@@ -121,7 +121,7 @@ def main(argv=None):
     parser.add_argument("--models", help="comma-separated names (default: all)")
     parser.add_argument("--paths", default="fx,onnx,trip")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(2)  # as NumPy's BLAS (benchmarks.__main__ sets both to 2)
     names = args.models.split(",") if args.models else [*SPECS, *[n for n in BUILD
                                                                   if n not in SPECS]]
     paths = args.paths.split(",")
