@@ -60,7 +60,7 @@ NETWORKS = {
     "gan_discriminator": (lambda: torch_discriminator().double(), _maps(4, 1, 16, 16)),
 }
 SEQUENCES = {"char_lstm"}  # (N, T) ids in, (N, T, V) logits out: no maps
-CONVERTED = ["lenet5", "espcn", "cnn3d", "char_lstm", "resnet18", "gan_generator",
+CONVERTED = ["lenet5", "espcn", "cnn3d", "char_lstm", "resnet18", "unet", "gan_generator",
              "gan_discriminator"]
 LOADED = ["lenet5", "espcn", "cnn3d", "resnet18", "mobilenet_se", "unet", "gan_generator",
           "gan_discriminator"]

@@ -254,3 +254,33 @@ def test_stochastic_depth_traced_in_eval_still_drops_in_training(make):
     y = model.forward(x, training=True)
     rows = set(np.unique(y.max(axis=1)))
     assert rows == {0.0, 2.0}  # whole examples dropped, the others scaled by 1 / (1 - p)
+
+
+class Paddings(nn.Module):
+    """torch's padding modules and F.pad in every mode, widths for fewer axes than the
+    spatial ones included (the others unpadded)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.zero, self.mirror = nn.ZeroPad2d((1, 2, 0, 1)), nn.ReflectionPad2d(1)
+
+    def forward(self, x):
+        y = self.mirror(self.zero(self.conv(x)))
+        y = F.pad(y, (1, 0, 0, 2), mode="replicate")
+        y = F.pad(y, (1, 1), value=0.25)
+        return F.pad(y, (1, 1, 1, 1), mode="circular")
+
+
+def test_padding_modules_and_functions_match_torch():
+    torch.manual_seed(0)
+    check_against_torch(Paddings().double(), (2, 3, 8, 9))
+
+
+def test_padding_of_the_channels_is_refused_by_node():
+    class PadChannels(nn.Module):
+        def forward(self, x):
+            return F.pad(x, (1, 1, 1, 1, 1, 1))
+
+    with pytest.raises(ValueError, match=r"node .pad.*6 widths on a tensor of shape"):
+        convert_torch(PadChannels(), torch.randn(2, 3, 4, 4))

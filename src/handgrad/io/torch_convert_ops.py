@@ -13,11 +13,13 @@ import operator
 
 from .. import layers as L
 
+_PADS = ("Zero", "Constant", "Reflection", "Replication", "Circular")
+
 #: torch modules that read channels at axis 1 (their handgrad twins: at the last axis)
 CHANNEL_MODULES = {
     *(f"{kind}{n}d" for n in (1, 2, 3) for kind in (
         "Conv", "ConvTranspose", "MaxPool", "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool",
-        "BatchNorm")),
+        "BatchNorm", *(f"{pad}Pad" for pad in _PADS))),
     "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
 }
 
@@ -120,6 +122,12 @@ def _dropout(m):
     return L.Dropout(m.p)
 
 
+def _padding(kind, rank):
+    """torch's ``<kind>Pad<rank>d`` (``padding``: last axis first, as handgrad's takes it)."""
+    cls = getattr(L, f"{kind}Pad{rank}D")
+    return lambda m: cls(m.padding, m.value) if kind == "Constant" else cls(m.padding)
+
+
 MODULES = {
     **{f"Conv{n}d": _conv for n in (1, 2, 3)},
     **{f"ConvTranspose{n}d": _conv_transpose for n in (1, 2, 3)},
@@ -131,6 +139,7 @@ MODULES = {
     "Upsample": _upsample, "UpsamplingNearest2d": _upsample, "UpsamplingBilinear2d": _upsample,
     "Linear": lambda m: L.Dense(m.out_features, bias=_bias(m)),
     "Dropout": _dropout,
+    **{f"{pad}Pad{n}d": _padding(pad, n) for pad in _PADS for n in (1, 2, 3)},
     "LayerNorm": lambda m: L.LayerNorm(m.normalized_shape, m.eps, m.elementwise_affine,
                                        getattr(m, "bias", None) is not None),
 }
