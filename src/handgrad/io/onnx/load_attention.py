@@ -27,7 +27,7 @@ import numpy as np
 
 from ... import layers as L
 from . import load_groups as G
-from . import load_maxvit  # noqa: F401  (registers first: its converters are wrapped)
+from . import load_maxvit, load_more  # noqa: F401  (register first: their converters are wrapped)
 from .held import Held
 from .load_ops import CONVERTERS, attrs, converts
 
@@ -116,8 +116,6 @@ def arithmetic(ld, node):
               and ld.consts[n].dtype.kind == "f"]
     names = _tensor_inputs(ld, node)
     if len(names) == 1 and any(n in gathered for n in node.input):
-        if not _grouped(ld, names[0]):
-            return PLAIN[node.op_type](ld, node)
         source, index = gathered[next(n for n in node.input if n in gathered)]
         return _with_parameter(ld, node, names[0], source, index)
     if len(names) == 1 and consts and (_grouped(ld, names[0]) or node.op_type != "Mul"):

@@ -8,10 +8,9 @@
   indices (MaxViT's table of relative position biases): not folded into a constant but
   followed as an index into the flat initializer through ``Gather``, ``Reshape``,
   ``Transpose``, ``Unsqueeze``, ``Squeeze`` and ``Flatten`` (the same op run on the index);
-  where it meets a graph tensor in ``Add``, ``Sub`` or ``Mul`` it becomes a trainable
-  ``Parameter(shape, index)`` named after the initializer (its torch name), the index
-  broadcast to the tensor's shape; an ``Expand`` of it over the batch is one too
-  (:mod:`.load_attention`).
+  where it meets a graph tensor in ``Add``, ``Sub`` or ``Mul``, or is ``Expand`` ed over
+  the batch, :mod:`.load_attention` makes it a trainable ``Parameter(shape, index)`` named
+  after the initializer (its torch name).
 
 The loader calls :func:`follow` before its constant folding.
 """
@@ -23,8 +22,7 @@ import numpy as np
 from ... import layers as L
 from ..einsum_form import matmul_form
 from .held import Held
-from .load_more import arithmetic
-from .load_ops import CONVERTERS, attrs, converts
+from .load_ops import attrs, converts
 
 #: ops that move or pick entries without arithmetic: they carry a gathered index along
 _INDEXING = frozenset({"Gather", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Flatten",
@@ -73,42 +71,6 @@ def follow(ld, node):
     feeds[data] = index
     gathered[node.output[0]] = (source, ReferenceEvaluator(node).run(None, feeds)[0])
     return True
-
-
-def _with_parameter(ld, node):
-    """``x op P[index]``: the gathered initializer as a Parameter, then the arithmetic."""
-    gathered = _gathered(ld)
-    names = [name for name in node.input if name in gathered]
-    if not names:
-        return arithmetic(ld, node)
-    others = [name for name in node.input if name not in gathered]
-    if len(names) != 1 or len(others) != 1 or others[0] in ld.consts:
-        raise ld.fail("a gathered initializer with a constant or another gathered one")
-    held = ld.materialize(ld.get(others[0]))
-    source, index = gathered[names[0]]
-    if index.ndim == held.rank:
-        if index.shape[0] != 1:
-            raise ld.fail(f"a gathered initializer of shape {index.shape} spans the batch")
-        index = index[0]
-    try:
-        index = np.broadcast_to(index, held.onnx_shape)
-    except ValueError:
-        raise ld.fail(f"a gathered initializer of shape {index.shape} does not broadcast to "
-                      f"{held.onnx_shape}") from None
-    # held ONNX = sym.transpose(perm): the handgrad order of the index is the inverse
-    index = np.ascontiguousarray(index[None].transpose(np.argsort(held.perm))[0])
-    table = ld.consts[source]
-    name = source if source not in ld.names else None
-    ld.names.add(source)
-    param = ld.call(L.Parameter(table.shape, index=index, name=name), held,
-                    params={"P": table})
-    merged = {"Add": L.Add, "Mul": L.Multiply, "Sub": L.Subtract}[node.op_type]()
-    pair = [param.sym if name_ in gathered else held.sym for name_ in node.input]
-    ld.set_out(node, Held(merged(pair), held.perm))
-
-
-for _op in ("Add", "Sub", "Mul"):
-    CONVERTERS[_op] = _with_parameter
 
 
 @converts("Einsum")
