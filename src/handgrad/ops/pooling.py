@@ -75,8 +75,8 @@ def _fold_taps(x, axes, combine, fill):
     with each other tap (xp.maximum, xp.add) on the outputs that read it."""
     xp = array_module(x)
     shape = (x.shape[0], *(a.size_out for a in axes), x.shape[-1])
-    order = [x[inputs] for _, inputs, _ in clipped_taps(axes)]
-    outputs = [out for _, _, out in clipped_taps(axes)]
+    taps = list(clipped_taps(axes))
+    order, outputs = [x[inputs] for _, inputs, _ in taps], [out for _, _, out in taps]
     first = next((i for i, values in enumerate(order) if values.shape == shape), None)
     y = xp.full(shape, fill, dtype=x.dtype) if first is None else order[first].copy()
     for i, (values, out) in enumerate(zip(order, outputs)):
