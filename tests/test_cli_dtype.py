@@ -62,10 +62,11 @@ def test_a_float64_graph_model_trains_and_its_batch_norm_state_is_float64(data_d
     assert {value.dtype for value in arrays.values()} == {np.dtype(np.float64)}, arrays
 
 
-@pytest.mark.parametrize(("recipe", "shape"), [("mnist1d", (4, 40, 1)), ("digits", (4, 8, 8, 1))])
-def test_the_default_augmentations_keep_float64(recipe, shape):
+@pytest.mark.parametrize(("recipe", "shape"), [(AUGMENT["mnist1d"], (4, 40, 1)),
+                                               ({"shift": 1, "mode": "zero"}, (4, 8, 8, 1))])
+def test_the_augmentations_keep_float64(recipe, shape):
     x = np.random.default_rng(0).standard_normal(shape)
-    assert augmentation(**AUGMENT[recipe])(x, np.random.default_rng(1)).dtype == np.float64
+    assert augmentation(**recipe)(x, np.random.default_rng(1)).dtype == np.float64
 
 
 def test_an_unknown_dtype_is_refused_in_one_line(data_dir):
