@@ -320,3 +320,22 @@ def test_the_wgan_trains_with_callbacks_and_the_hooks():
     epochs = len(history.epoch)
     assert names.count("on_train_batch_begin") == names.count("on_batch_end") == 2 * epochs
     assert names.count("on_epoch_end") == epochs and names[-1] == "on_train_end"
+
+
+def test_fit_tells_callbacks_the_examples_each_epoch_trained_on():
+    class Examples(Callback):
+        def __init__(self):
+            self.seen = []
+
+        def set_epoch_examples(self, examples, seconds):
+            self.seen.append(examples)
+            assert seconds > 0
+
+    x, y = data(n=45)
+    counter = Examples()
+    history = sequential().fit(x, y, epochs=2, batch_size=8, validation_split=0.2,
+                        callbacks=[counter], verbose=0)
+    assert counter.seen == [36, 36]  # validation_split holds out the last 9
+    # the steps of an epoch are those of the examples left after the split: 36 / 8 -> 5
+    # (they were counted before the split: 6)
+    assert history.params["steps"] == 5

@@ -111,6 +111,7 @@ def run_epoch(model, run, epoch):
     # a streaming metric's figure is that of its counts so far: the last step's, not a mean
     logs = {**{key: value / max(seen, 1) for key, value in totals.items()},
             **{key: logs[key] for key in streams if key in logs}}
+    notify(run.callbacks, "set_epoch_examples", seen, time.perf_counter() - start)
     if run.validation_data is not None and not model.stop_training:
         x_val, y_val, w_val = run.validation_data
         val = run.evaluate(x_val, y_val, max(run.batch_size, 256), run.callbacks, w_val)

@@ -44,14 +44,14 @@ def fit_data(model, run):
         x, y = model._data("fit", run.x, run.y, "train_step")
         weights = example_weights("fit", model, y, run.sample_weight, run.class_weight,
                                   count(x))
-        batches = num_batches(count(x), run.batch_size)
+        x, y, validation_data = split_validation("fit", x, y, run.validation_split,
+                                                 run.validation_data)
+        batches = num_batches(count(x), run.batch_size)  # of what validation_split leaves
         if steps is not None and steps > batches:
             raise ValueError(f"fit: 'steps_per_epoch' ({steps}) must be at most the "
                              f"{batches} batches of {count(x)} examples at batch_size="
                              f"{run.batch_size}")
         steps = batches if steps is None else steps
-        x, y, validation_data = split_validation("fit", x, y, run.validation_split,
-                                                 run.validation_data)
         if validation_data is not None and weights is not None and \
                 run.validation_data is None:  # validation_split: the weights split too,
             # the held-out examples keeping only their sample_weight (Keras never weighs

@@ -55,6 +55,11 @@ class Callback:
         ("loss", the metrics, "val_*" with validation data, "lr", "seconds"); raise a
         ValueError for a need that cannot be met. Callbacks may add keys of their own."""
 
+    def set_epoch_examples(self, examples, seconds):
+        """Called by ``fit`` after each epoch's training batches, before its validation:
+        the ``examples`` they held (every process's together) and the ``seconds`` they
+        took (the throughput :class:`~handgrad.training.TensorBoard` logs)."""
+
     def _does_nothing(self, *args, **kwargs):
         """The base class's hook: does nothing (a subclass overrides the ones it needs)."""
 
