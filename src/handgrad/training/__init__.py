@@ -17,10 +17,11 @@ from .loop import NonFiniteLossError, TrainingMixin
 from .plateau import ReduceLROnPlateau
 from .progress import ProgbarLogger
 from .sparse_evolution import SparseEvolutionCallback
+from .tensorboard import TensorBoard
 
 __all__ = [
     "BackupAndRestore", "CSVLogger", "Callback", "EarlyStopping", "GradientNormLogger",
     "History", "KingScheduler", "LambdaCallback", "LearningRateScheduler", "ModelCheckpoint",
     "NonFiniteLossError", "ProgbarLogger", "ReduceLROnPlateau", "SparseEvolutionCallback",
-    "TerminateOnNaN", "TrainingMixin", "confusion_counts",
+    "TensorBoard", "TerminateOnNaN", "TrainingMixin", "confusion_counts",
 ]

@@ -294,11 +294,14 @@ class TerminateOnNaN(Callback):
             self.model.stop_training = True
 
 
-def layer_gradient_norms(model) -> dict:
+def layer_gradient_norms(model, gradients=None) -> dict:
     """{layer path: sqrt(sum of g ** 2 over the layer's trainable gradients)}; the path
-    is the gradient name without its last part ("block.conv.W" -> "block.conv")."""
+    is the gradient name without its last part ("block.conv.W" -> "block.conv").
+    ``gradients``: ``{name: array}`` to use instead of the model's (e.g. a copy kept)."""
+    if gradients is None:
+        gradients = model.named_gradients(trainable_only=True)
     squares: dict[str, float] = {}
-    for key, grad in model.named_gradients(trainable_only=True).items():
+    for key, grad in gradients.items():
         layer = key.rpartition(".")[0] or key
         squares[layer] = squares.get(layer, 0.0) + float((grad * grad).sum())
     return {layer: math.sqrt(value) for layer, value in squares.items()}
