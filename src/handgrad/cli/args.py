@@ -207,6 +207,11 @@ def _train(commands):
                        "-2, -3, ... appended when it is taken)")
     train.add_argument("--force", action="store_true",
                        help="overwrite the model, metrics and curve already in --out")
+    train.add_argument("--tensorboard", action="store_true",
+                       help="write TensorBoard logs into <run folder>/tensorboard: the "
+                       "epoch logs, histograms of the parameters, gradients and layer "
+                       "outputs and the images, every epoch (tensorboard --logdir runs; "
+                       "needs pip install \"handgrad[tensorboard]\")")
     train.add_argument("--quiet", action="store_true",
                        help="print only the result: no summary, progress or dataset messages")
     shared = train.add_argument_group("options of --model vae and wgan-gp")

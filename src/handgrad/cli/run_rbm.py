@@ -22,6 +22,7 @@ import numpy as np
 from ..training.data import split_validation
 from ..zoo import RBM
 from .errors import UsageError, configured
+from .tensorboard_logs import tensorboard_callbacks
 
 NAME = "rbm"
 DEFAULT_DATASET = "digits"
@@ -117,7 +118,8 @@ def run(args, dataset, out):
                        seed=args.seed, dtype=args.dtype)
     x_val = None if validation is None else validation[0]
     history = model.fit(x_train, epochs=epochs, batch_size=batch_size, rng=args.seed,
-                        validation_data=validation, verbose=0 if args.quiet else 1).history
+                        validation_data=validation, verbose=0 if args.quiet else 1,
+                        callbacks=tensorboard_callbacks(args, out)).history
     path = os.path.join(out, "model.safetensors")
     model.save(path)
     noise_rng = np.random.default_rng(args.seed)

@@ -21,6 +21,7 @@ import numpy as np
 from ..optimizers import Adam
 from ..zoo import VAE
 from .errors import configured
+from .tensorboard_logs import tensorboard_callbacks
 
 NAME = "vae"
 DEFAULT_DATASET = "digits"
@@ -132,7 +133,8 @@ def run(args, dataset, out):
     try:
         vae.compile(Adam(lr=lr), loss=None)
         history = vae.fit(x_train, epochs=epochs, batch_size=batch_size,
-                          validation_split=split, rng=args.seed, verbose=0 if args.quiet else 1)
+                          validation_split=split, rng=args.seed, verbose=0 if args.quiet else 1,
+                          callbacks=tensorboard_callbacks(args, out, batch=x_test[:8]))
     finally:  # a run that fails or is interrupted keeps the model trained so far
         vae.save(path)
     test = vae.evaluate(x_test, return_dict=True)

@@ -18,6 +18,7 @@ from ..data import Dataset
 from ..training import Callback
 from ..zoo import WGANGP
 from .errors import UsageError, configured
+from .tensorboard_logs import tensorboard_callbacks
 
 NAME = "wgan-gp"
 DEFAULT_DATASET = "digits"
@@ -131,7 +132,8 @@ def run(args, dataset, out):
     model_path = os.path.join(out, "model.safetensors")
     try:
         history = model.fit(x, epochs=epochs, batch_size=batch_size, rng=args.seed, verbose=0,
-                            callbacks=[] if args.quiet else [_EpochLine(epochs)])
+                            callbacks=[*([] if args.quiet else [_EpochLine(epochs)]),
+                                       *tensorboard_callbacks(args, out)])
     finally:  # a failed or interrupted run keeps the model trained so far
         model.save(model_path)
     samples = model.sample(SAMPLES, rng=args.seed)

@@ -39,6 +39,7 @@ from .args import settings as default_settings
 from .generative import cmd_train_generative
 from .run_folder import environment, json_safe, output_dir
 from .runners import RUNNERS
+from .tensorboard_logs import check_tensorboard, tensorboard_callbacks
 
 
 def _plot_curves(history, path):
@@ -120,12 +121,12 @@ def _fit_examples(dataset, split):
     return cut
 
 
-def _fit(model, dataset, args, run):
+def _fit(model, dataset, args, run, out):
     """Train; returns ``(history, failure)``: failure is None, an error to report (status
     1) or a KeyboardInterrupt (Ctrl-C, status 130). NumPy's overflow warnings are muted:
     a non-finite loss stops ``fit`` with a message that explains it."""
     steps = run.epochs * -(-_fit_examples(dataset, args.validation_split) // run.batch_size)
-    callbacks = [history := History()]
+    callbacks = [history := History(), *tensorboard_callbacks(args, out)]
     if args.schedule == "cosine":
         schedule = schedulers.CosineWarmup(run.lr, max(steps, 1), int(args.warmup * steps))
         callbacks.append(LearningRateScheduler(schedule, per="step"))
@@ -233,6 +234,7 @@ def cmd_train(args):
                          f"{args.model} and --model-file {args.model_file!r}")
     if args.model_file is None and args.dtype is None:
         args.dtype = "float32"
+    check_tensorboard(args)
     if args.model in RUNNERS:
         threads, _ = _blas_threads(args.blas_threads)
         with threads:
@@ -260,7 +262,7 @@ def cmd_train(args):
     threads, blas_threads = _blas_threads(args.blas_threads)
     with threads:
         start = time.perf_counter()
-        history, failure = _fit(model, dataset, args, run)
+        history, failure = _fit(model, dataset, args, run, out)
         seconds = time.perf_counter() - start
         result = parallel.everywhere(_test, model, dataset, optimizer, run, failure, out,
                                      created, args.distributed)
