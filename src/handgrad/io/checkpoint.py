@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _custom, optimizers
 from .._checks import describe, is_int
+from .._device import check_device, device_of, to_device
 from .._optim_state import check_against
 from ..layers import REGISTRY, Layer
 from . import document as doc
@@ -181,7 +182,7 @@ def assign_arrays(owner, targets: dict, arrays: dict, what="weights"):
                          f"unexpected {unexpected}, mismatched shapes {shapes}, mismatched "
                          f"dtypes {dtypes}")
     for key, target in targets.items():
-        target[...] = arrays[key]
+        target[...] = to_device(arrays[key], device_of(target))
 
 
 def _load_optimizer(where, document, tensors, model):
@@ -200,10 +201,12 @@ def _load_optimizer(where, document, tensors, model):
     return optimizer
 
 
-def load_checkpoint(path, custom_objects=None) -> Checkpoint:
+def load_checkpoint(path, custom_objects=None, device=None) -> Checkpoint:
     """Rebuild the model (and optimizer) saved by :func:`save_checkpoint`, checking every
     field and tensor. ``custom_objects`` (name -> callable) supplies custom losses,
-    initializers and metrics that the file names (before the registered ones)."""
+    initializers and metrics that the file names (before the registered ones); ``device``
+    ("cpu", the default, or "cuda") places the model and its optimizer state."""
+    device = check_device("load_checkpoint", device)
     custom_objects = _custom.check_custom_objects("load_checkpoint", custom_objects)
     tensors, metadata = _safetensors.read(path)
     where = repr(str(path))
@@ -222,12 +225,17 @@ def load_checkpoint(path, custom_objects=None) -> Checkpoint:
     doc.load_extra_state(where, model, document["extra_state"])
     optimizer = _load_optimizer(where, document, tensors, model)
     objective.compile_from(where, model, optimizer, compiled)
+    if device != "cpu":
+        model.to(device)
+        if optimizer is not None and getattr(model, "optimizer", None) is not optimizer:
+            optimizer.to(device)
     return Checkpoint(model, optimizer, document["epoch"], rng, document["extra"])
 
 
-def load(path, custom_objects=None):
-    """Load a model saved by :func:`save` (compiled again if it was compiled)."""
-    return load_checkpoint(path, custom_objects).model
+def load(path, custom_objects=None, device=None):
+    """Load a model saved by :func:`save` (compiled again if it was compiled), placed on
+    ``device`` ("cpu" or "cuda")."""
+    return load_checkpoint(path, custom_objects, device).model
 
 
 def load_as(cls, path, custom_objects=None):

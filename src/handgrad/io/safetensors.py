@@ -16,6 +16,7 @@ import tempfile
 import numpy as np
 
 from .._checks import describe, is_int
+from .._device import to_host
 
 DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
@@ -37,7 +38,7 @@ def write(path, tensors: dict, metadata: dict | None = None):
         if not isinstance(name, str) or name == "__metadata__":
             raise TypeError(f"safetensors: tensor names must be strings other than "
                             f"'__metadata__'; received {describe(name)}")
-        array = np.asarray(array)
+        array = np.asarray(to_host(array))  # a GPU array is written from a host copy
         native = array.dtype.newbyteorder("=")
         if native not in CODES:
             raise TypeError(f"safetensors: tensor {name!r} has unsupported dtype {array.dtype}")

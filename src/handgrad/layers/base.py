@@ -17,12 +17,14 @@ import numpy as np
 
 from .. import initializers
 from .._checks import describe, float_array, float_dtype, is_int
+from .._device import to_device
 from .._named import NamedArrays
 from . import symbolic
 from .caching import forward_scope, keeps_cache
 from .declarations import Declarations
 from .hooks import Hooked
 from .keras_args import checked_init
+from .placement import Placement
 from .registry import REGISTRY
 from .weight_lists import WeightLists
 
@@ -43,7 +45,7 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-class Layer(WeightLists, Declarations, Hooked):
+class Layer(WeightLists, Declarations, Hooked, Placement):
     """Base class of every layer (and of ``Sequential``).
 
     Subclasses implement ``_build(input_shape, rng)`` (create parameters with
@@ -140,6 +142,8 @@ class Layer(WeightLists, Declarations, Hooked):
         self._build(self.input_shape, rng)
         self.gradients = {k: np.zeros_like(v) for k, v in self.parameters.items()}
         self.built = True
+        if self.device != "cpu":  # drawn on the host (same numbers on every device), moved
+            self.to(self.device)
         return self
 
     def ensure_built(self, input_shape):
@@ -161,7 +165,7 @@ class Layer(WeightLists, Declarations, Hooked):
         """Per-example output shape, found by running the op in inference mode on one
         all-zero example (no data is needed)."""
         self.ensure_built(input_shape)
-        example = np.zeros((1, *input_shape), dtype=self.dtype)
+        example = to_device(np.zeros((1, *input_shape), dtype=self.dtype), self.device)
         return tuple(self._forward(example, False)[0].shape[1:])
 
     # ------------------------------------------------------- forward/backward
@@ -175,6 +179,7 @@ class Layer(WeightLists, Declarations, Hooked):
         self.ensure_built(x.shape[1:])
         if self.parameters:
             self.check_dtype(x)
+            self.check_device(x)
         with forward_scope(self, grad):
             y, cache = self._forward(x, training)
         if grad:

@@ -14,6 +14,7 @@ at the outermost constructor it rewrites the keyword arguments before the layer 
   spatial maps (``keras_data_format``), ``"channels_first"`` refused;
 - ``input_shape`` (per example, Keras's way to build the first layer of a ``Sequential``)
   is kept as ``declared_input_shape``;
+- ``device`` ("cpu" or "cuda", every layer's) places the layer (:mod:`.placement`);
 - any other name the class does not take is a TypeError naming it, its close matches
   and the accepted spellings.
 """
@@ -127,6 +128,7 @@ def checked_init(init):
             init(self, *args, **kwargs)
             return
         owner, accepted = cls.__name__, accepted_names(cls)
+        device = kwargs.pop("device", None)  # every layer's (handgrad.layers.placement)
         shape = kwargs.pop("input_shape", None) if accepted is None or \
             "input_shape" not in accepted else None
         if "data_format" in kwargs and (accepted is None or "data_format" not in accepted):
@@ -144,4 +146,6 @@ def checked_init(init):
             _refuse_unknown(cls, accepted, kwargs)
         init(self, *args, **kwargs)
         self.declared_input_shape = None if shape is None else _input_shape(owner, shape)
+        if device is not None:
+            self.to(device)
     return __init__

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._checks import array_module, describe, float_array, same_dtype
+from .._device import check_device, device_of, move_dict, to_device, to_host
 from .._hyper import number
 from .._named import NamedArrays
 from .._optim_args import OptimizerArguments
@@ -63,7 +64,7 @@ def _without_gradient(params, grads):
 
 def _to_numpy(array):
     """A NumPy copy of a NumPy or CuPy array."""
-    return np.array(array, copy=True) if array_module(array) is np else array.get()
+    return np.array(array, copy=True) if array_module(array) is np else to_host(array)
 
 
 def betas_pair(op, betas):
@@ -220,9 +221,16 @@ class Optimizer(OptimizerArguments):
         array = arrays.get(name)
         if array is None:
             array = arrays[name] = xp.full_like(p, fill)
-        elif array_module(array) is not xp:  # state loaded as NumPy, parameters on the GPU
-            array = arrays[name] = xp.asarray(array)
+        elif array_module(array) is not xp:  # state loaded or left on the other device
+            array = arrays[name] = to_device(array, device_of(p))
         return array
+
+    def to(self, device) -> None:
+        """Move the state arrays to ``device`` ("cpu" or "cuda"); ``Layer.to`` calls this
+        for a compiled model's optimizer."""
+        for slot, arrays in self.state.items():
+            if slot != "step":
+                move_dict(arrays, check_device(f"{type(self).__name__}.to", device))
 
     def state_dict(self) -> dict:
         """Flat copy of the state: ``"<slot>/<param name>" -> array`` plus ``"iterations"``;

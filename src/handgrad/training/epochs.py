@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from .._checks import array_module
+from .._device import to_device
 from ..data.batching import leaves
 from .data import count, weighted_batches
 from .hooks import notify
@@ -95,6 +96,7 @@ def run_epoch(model, run, epoch):
     step = -1
     for step, (xb, yb, wb) in enumerate(epoch_batches(run)):
         xb = xb if run.augment is None else run.augment(xb, run.rng)  # not validation
+        xb, yb, wb = to_device((xb, yb, wb), getattr(model, "device", "cpu"))  # once a batch
         notify(run.callbacks, "on_train_batch_begin", step, {})
         logs = checked_step(model, run, epoch, step, xb, yb, wb)
         n = count(xb)

@@ -16,6 +16,7 @@ import itertools
 import time
 
 from .._checks import array_module, describe, is_int, positive_int
+from .._device import to_device, to_host
 from .._hyper import flag
 from ..data.batching import batches, leaves, num_batches
 from . import hooks, parallel
@@ -69,6 +70,7 @@ class EvaluationMixin:
             outputs = parallel.run(parallel.predict, self, x, batch_size, callbacks)
             return outputs if single else self.named_outputs(outputs)
         hooks.notify(callbacks, "on_predict_begin", {})
+        device = getattr(self, "device", "cpu")  # inputs moved there, outputs to the host
         if isinstance(x, Stream):
             pairs, xp = x.batches(), None
         else:
@@ -77,15 +79,17 @@ class EvaluationMixin:
             pairs = ((xb, None, None) for xb in batches(x, None, batch_size, shuffle=False))
         if xp is not None and count(x) == 0:  # one all-zero example: the outputs' shapes
             zeros = [xp.zeros((1, *a.shape[1:]), dtype=a.dtype) for a in arrays]
-            outputs = as_list(self.forward(zeros if isinstance(x, list) else zeros[0],
-                                           training=False), single)
+            zeros = to_device(zeros if isinstance(x, list) else zeros[0], device)
+            outputs = [to_host(out) for out in as_list(self.forward(zeros, training=False),
+                                                       single)]
             outputs = [out[:0] for out in outputs]
         else:
             bar = ProgressBar(self._total(x, batch_size, steps), "predict", bar)
             parts, seen, start = [], 0, time.perf_counter()
             for index, (xb, *_) in enumerate(itertools.islice(pairs, steps)):
                 hooks.notify(callbacks, "on_predict_batch_begin", index, {})
-                parts.append(as_list(self.forward(xb, training=False), single))
+                outputs = self.forward(to_device(xb, device), training=False)
+                parts.append([to_host(out) for out in as_list(outputs, single)])
                 hooks.notify(callbacks, "on_predict_batch_end", index,
                              {"outputs": parts[-1][0] if single else parts[-1]})
                 seen += count(xb)
@@ -228,6 +232,7 @@ class EvaluationMixin:
         index = -1
         for index, (xb, yb, wb) in enumerate(itertools.islice(triples, steps)):
             hooks.notify(callbacks, "on_test_batch_begin", index, {})
+            xb, yb, wb = to_device((xb, yb, wb), getattr(self, "device", "cpu"))  # once a batch
             logs = self.test_step(xb, yb) if wb is None else \
                 self.test_step(xb, yb, sample_weight=wb)
             n = count(xb)
