@@ -1,0 +1,104 @@
+"""Device placement (``device="cpu" | "cuda"``, ``Layer.to``): the CPU behaviour and the
+refusal without CuPy run everywhere; the GPU tests skip unless CuPy sees a GPU (the
+full CuPy-against-NumPy table is ``python -m benchmarks.gpu``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import handgrad as hg
+from handgrad import io
+from handgrad import layers as L
+from handgrad._device import check_device, to_device, to_host
+from handgrad.ops._engine import dispatch
+from handgrad.testing import assert_close
+
+try:
+    check_device("test", "cuda")
+    GPU, WHY = True, ""
+except (ImportError, RuntimeError) as error:
+    GPU, WHY = False, str(error)
+needs_gpu = pytest.mark.skipif(not GPU, reason=f"no CUDA device: {WHY}")
+no_cupy = pytest.mark.skipif(GPU, reason="CuPy and a GPU are present")
+
+
+def _model(device=None):
+    return hg.Sequential([L.Dense(6, seed=1), L.ReLU(), L.Dropout(0.3, seed=2),
+                          L.Dense(3, seed=3)], input_shape=(4,), device=device)
+
+
+@no_cupy
+def test_cuda_is_refused_with_the_extra_named():
+    with pytest.raises((ImportError, RuntimeError), match=r"handgrad\[cuda\]|no usable GPU"):
+        L.Dense(3, device="cuda")
+    model = _model()
+    with pytest.raises((ImportError, RuntimeError), match=r"handgrad\[cuda\]|no usable GPU"):
+        model.to("cuda")
+    assert model.device == "cpu"  # refused before anything moved
+
+
+def test_bad_device_names_the_argument():
+    with pytest.raises(ValueError, match=r"'device' must be 'cpu' or 'cuda'; received 'gpu'"):
+        L.Dense(3, device="gpu")
+    with pytest.raises(ValueError, match=r"'device'.*received 0"):
+        _model().to(0)
+
+
+def test_to_cpu_keeps_arrays_and_tied_weights():
+    model = _model()
+    shared = model.layers[0].parameters["W"]
+    model.layers[0].parameters["alias"] = shared  # two names, one array
+    before = {k: v.copy() for k, v in model.named_parameters().items()}
+    assert model.to("cpu") is model
+    assert model.layers[0].parameters["alias"] is model.layers[0].parameters["W"]
+    assert all(layer.device == "cpu" for _, layer in model.walk())
+    for key, value in model.named_parameters().items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+def test_to_device_moves_nested_batches_and_passes_the_rest():
+    x, labels = np.ones((2, 3), np.float32), np.arange(2)
+    moved = to_device(({"a": x}, [labels, None], 3), "cpu")
+    assert moved[0]["a"] is x and moved[1][0] is labels and moved[1][1] is None
+    assert moved[2] == 3 and to_host(x) is x
+
+
+def test_engine_never_takes_foreign_arrays():
+    """The numba kernels are for exact NumPy arrays; anything else (CuPy) takes xp code."""
+
+    class Foreign(np.ndarray):
+        pass
+
+    assert not dispatch.enabled(np.zeros(3).view(Foreign))
+
+
+# ------------------------------------------------------------------------ GPU
+@needs_gpu
+def test_same_seed_same_numbers_on_both_devices():
+    """Initialization and dropout masks are drawn on the host, so they match exactly."""
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    cpu, gpu = _model(), _model("cuda")
+    for key, value in cpu.named_parameters().items():
+        np.testing.assert_array_equal(to_host(gpu.named_parameters()[key]), value)
+    y_cpu = cpu.forward(x, training=True)
+    y_gpu = gpu.forward(to_device(x, "cuda"), training=True)
+    assert_close(to_host(y_gpu), y_cpu, dtype=np.float32, terms=6)
+
+
+@needs_gpu
+def test_fit_on_gpu_matches_cpu_and_saves_host_arrays(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    y = rng.integers(0, 3, 64)
+    losses = {}
+    for device in ("cpu", "cuda"):
+        model = _model(device)
+        model.compile("adam", "cross_entropy", metrics=["accuracy"])
+        losses[device] = model.fit(x, y, epochs=2, batch_size=16, verbose=0).history["loss"]
+        assert isinstance(model.predict(x), np.ndarray)
+    assert_close(np.array(losses["cuda"]), np.array(losses["cpu"]), dtype=np.float32,
+                 terms=64)
+    io.save(model, tmp_path / "m.safetensors")
+    back = io.load(tmp_path / "m.safetensors", device="cuda")
+    assert back.device == "cuda" and back.to("cpu").device == "cpu"
