@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 
 import numpy as np
 
@@ -162,6 +163,7 @@ def _torch_resnet18(num_classes):
 
 def run_resnet18(report, device):
     import torch
+
     from handgrad.io import convert_torch
     batch, size = (2, 32) if device.dry else (32, 224)
     net, source = _torch_resnet18(10)
@@ -234,6 +236,5 @@ def run_conv(report, device):
         if report.elapsed() > report.deadline("conv"):
             report.note("conv", f"budget: stopped before {case.name}")
             break
-        report.guarded("conv", lambda: _conv_case(case, device, device.dry,
-                                                  report.deadline("conv"), report.elapsed),
-                       name=case.name)
+        report.guarded("conv", partial(_conv_case, case, device, device.dry,
+                                       report.deadline("conv"), report.elapsed), name=case.name)

@@ -85,3 +85,10 @@ def move_dict(arrays: dict, device: str) -> None:
     """Move every array of ``arrays`` to ``device`` in place (the dict is kept)."""
     for key, value in list(arrays.items()):
         arrays[key] = to_device(value, device)
+
+
+def host_copy(model):
+    """A deep copy of ``model`` (a layer) with its arrays on the host, for the readers
+    that need NumPy (ONNX export); the model itself stays where it is."""
+    import copy
+    return copy.deepcopy(model).to("cpu")

@@ -42,6 +42,7 @@ import os
 
 import numpy as np
 
+from .._device import device_of, to_device, to_host
 from . import safetensors as _safetensors
 from .torch_layouts import COUNTER, weight_leaves
 
@@ -54,7 +55,7 @@ def to_torch_state_dict(model, *, numpy=False):
     for leaf in weight_leaves("to_torch_state_dict", model):
         for rule in leaf.rules:
             tensors[leaf.prefix + rule.name] = np.array(  # a copy; a 0-d counter stays 0-d
-                rule.to_torch(leaf.arrays(rule.keys)), order="C")
+                to_host(rule.to_torch(leaf.arrays(rule.keys))), order="C")
         if leaf.counter:
             tensors[leaf.prefix + COUNTER] = np.zeros((), np.int64)
     if numpy:
@@ -191,6 +192,6 @@ def from_torch(source, model, *, prefixes=None):
             f"a graph Model; pass prefixes={{handgrad layer path: torch module prefix}} to "
             f"match by name)")
     for target, value in updates:
-        target[...] = value
+        target[...] = to_device(value, device_of(target))  # the model may be on the GPU
     return model
 

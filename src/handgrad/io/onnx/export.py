@@ -82,6 +82,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._checks import describe
+from ..._device import host_copy
 from ..._named import unique_names
 from ...layers import REGISTRY, Layer
 from ...layers.declarations import declared
@@ -203,6 +204,8 @@ def export_onnx(model, path, input_shape=None):
     if not isinstance(model, Layer):
         raise TypeError(f"export_onnx: 'model' must be a handgrad layer or model; received "
                         f"{describe(model)}")
+    if model.device != "cpu":  # the converters read parameters as NumPy: a host copy
+        model = host_copy(model)
     inputs = _graph_inputs(model, input_shape)
     graph_model = isinstance(model, GraphNetwork)
     taken = {name for name, _, _ in inputs}
