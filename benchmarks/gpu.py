@@ -250,7 +250,13 @@ def main(argv=None) -> int:
                         help="run only these sections")
     args = parser.parse_args(argv)
     from . import gpu_timing
-    device = Device(args.dry_run)
+    try:
+        device = Device(args.dry_run)
+    except Exception as error:  # no CuPy or no GPU: say so in the output folder too
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "gpu.md").write_text(f"# handgrad device check\n\nno device: {error}\n")
+        print(f"no device: {error}", flush=True)
+        return 1
     report = Report(args.out, args.budget_s, device)
     print(f"device check on {device.label}; budget {args.budget_s:.0f} s", flush=True)
     runners = {"ops": run_ops, "layers": run_layers, "mnist1d": gpu_timing.run_mnist1d,
