@@ -53,7 +53,7 @@ FLOORS = [
      "regularizers"},
     {"ops"},  # stateless kernels and their loop twins
     {"data"},  # datasets and batching
-    {"_checks", "_hyper", "_custom", "_optim_state", "_named"},  # helpers for every floor
+    {"_checks", "_hyper", "_custom", "_optim_state", "_named", "_device"},  # helpers, every floor
 ]
 
 

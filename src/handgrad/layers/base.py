@@ -162,8 +162,7 @@ class Layer(WeightLists, Declarations, Hooked, Placement):
         self.parameters[key] = init(tuple(shape), dtype=self.dtype, rng=rng)
 
     def output_shape(self, input_shape):
-        """Per-example output shape, found by running the op in inference mode on one
-        all-zero example (no data is needed)."""
+        """Per-example output shape: the op run in inference mode on one zero example."""
         self.ensure_built(input_shape)
         example = to_device(np.zeros((1, *input_shape), dtype=self.dtype), self.device)
         return tuple(self._forward(example, False)[0].shape[1:])
@@ -197,8 +196,7 @@ class Layer(WeightLists, Declarations, Hooked, Placement):
                             f"with dtype='{x.dtype}'")
 
     def backward(self, dy):
-        """dL/dx for the latest unconsumed forward; parameter gradients are added into
-        ``gradients`` (unless the layer is frozen)."""
+        """dL/dx for the latest unconsumed forward; adds into ``gradients`` unless frozen."""
         if not self._caches:
             raise RuntimeError(
                 f"{self.label}: backward() called without a matching forward(x, training=True) "
@@ -233,8 +231,7 @@ class Layer(WeightLists, Declarations, Hooked, Placement):
         return cls._double_backward is not Layer._double_backward
 
     def supports_double_backward(self) -> bool:
-        """Whether :meth:`double_backward` is implemented for this layer."""
-        return self.has_double_backward()
+        return self.has_double_backward()  # whether double_backward is implemented here
 
     def input_gradient(self, dy):
         """dL/dx of the latest training forward for upstream ``dy``, like :meth:`backward`
