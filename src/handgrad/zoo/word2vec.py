@@ -38,8 +38,10 @@ import numpy as np
 from .._checks import as_generator, choice, describe, float_dtype
 from .._hyper import number
 from ..data.text import int_at_least
+from ..ops._engine import dispatch
 from ..training import History, hooks
 from . import word2vec_data as data
+from . import word2vec_kernels as kernels
 from .word2vec_files import read_model, write_model, write_vectors
 from .word2vec_math import batch_objective, sgd_step
 
@@ -89,6 +91,7 @@ class Word2Vec:
         self._index: dict[str, int] = {}
         self._unit_vectors = None
         self._noise_shift = None
+        self._noise_table = None
 
     # ------------------------------------------------------------------ vocabulary
     def config(self) -> dict:
@@ -121,7 +124,7 @@ class Word2Vec:
     def _set_vocabulary(self, words, counts):
         self.vocabulary, self.counts = list(words), np.asarray(counts, dtype=np.int64)
         self._index = {w: i for i, w in enumerate(self.vocabulary)}
-        self._unit_vectors = None
+        self._unit_vectors, self._noise_table = None, None
         # NCE's log(K q(w)) (V,) in the model's dtype; None for negative sampling.
         self._noise_shift = (np.log(self.negatives * self.noise_distribution).astype(self.dtype)
                              if self.objective == "nce" else None)
@@ -202,34 +205,69 @@ class Word2Vec:
         return callbacks[0]
 
     def _epoch(self, ids, epoch, epochs, batch_size, callbacks) -> dict:
-        """One pass over ``ids``: the epoch's logs."""
-        cumulative = np.cumsum(self.noise_distribution)
+        """One pass over ``ids``, chunk by chunk (windows stay inside a chunk), by the
+        compiled per-example SGD of word2vec's C code when numba is enabled (one hook
+        step per chunk), else by batched steps of ``batch_size`` examples: the epoch's
+        logs."""
+        steps = self._compiled_steps if dispatch.enabled(*self.tables.values()) else (
+            self._batched_steps)
         total = epochs * len(ids)
         start, loss, examples, step = time.perf_counter(), 0.0, 0, 0
         for chunk_start in range(0, len(ids), CHUNK_WORDS):
             chunk = ids[chunk_start:chunk_start + CHUNK_WORDS]
-            inputs, mask, targets = self._examples(chunk)
-            done = epoch * len(ids) + chunk_start
-            for first in range(0, len(targets), batch_size):
-                part = slice(first, first + batch_size)
-                progress = (done + len(chunk) * first / len(targets)) / total
-                lr = self.lr * max(1.0 - progress, MIN_LR_FRACTION)
-                batch = data.make_batch(inputs[part], mask[part], targets[part],
-                                        self.negatives, cumulative,
-                                        self.objective == "negative", self.dtype, self.rng)
+            progress = ((epoch * len(ids) + chunk_start) / total, len(chunk) / total)
+            for lr, run in steps(chunk, progress, batch_size):
                 hooks.notify(callbacks, "on_train_batch_begin", step, {})
-                batch_loss = self.train_batch(batch, lr)
+                step_loss, count = run()
                 hooks.notify(callbacks, "on_train_batch_end", step,
-                             {"loss": batch_loss / len(targets[part]), "lr": lr})
-                loss, step = loss + batch_loss, step + 1
+                             {"loss": step_loss / max(count, 1), "lr": lr})
+                loss, examples, step = loss + step_loss, examples + count, step + 1
                 if self.stop_training:
                     break
-            examples += len(targets)
             if self.stop_training:
                 break
         seconds = time.perf_counter() - start
         return {"loss": loss / max(examples, 1), "words_per_second": len(ids) / seconds,
                 "seconds": seconds}
+
+    def _rate(self, progress) -> float:
+        return self.lr * max(1.0 - progress, MIN_LR_FRACTION)
+
+    def _batched_steps(self, chunk, progress, batch_size):
+        """``(lr, run)`` per batch of the chunk's examples; ``run()`` takes the step and
+        returns ``(loss, examples)``. ``progress``: the chunk's start and length as
+        fractions of all the words of training."""
+        inputs, mask, targets = self._examples(chunk)
+        cumulative = np.cumsum(self.noise_distribution)
+        for first in range(0, len(targets), batch_size):
+            part = slice(first, first + batch_size)
+            lr = self._rate(progress[0] + progress[1] * first / len(targets))
+            batch = data.make_batch(inputs[part], mask[part], targets[part], self.negatives,
+                                    cumulative, self.objective == "negative", self.dtype,
+                                    self.rng)
+            yield lr, lambda batch=batch, lr=lr: (self.train_batch(batch, lr), len(batch))
+
+    def _compiled_steps(self, chunk, progress, batch_size):
+        """One ``(lr, run)`` for the whole chunk: word2vec's per-example SGD, compiled
+        (:func:`.word2vec_kernels.train_stream`); ``batch_size`` is unused."""
+        kept = data.subsample(chunk, self.keep_probabilities, self.rng)
+        if self._noise_table is None:
+            self._noise_table = data.noise_table(self.counts)
+        empty = np.zeros(0, self.dtype)
+        bias = self.tables.get("bias", empty)
+        shift = empty if self._noise_shift is None else self._noise_shift
+        seed = np.uint64(self.rng.integers(2**63, dtype=np.uint64))
+
+        def run():
+            loss, count = kernels.train_stream(
+                self.tables["input"], self.tables["output"], bias, shift, kept, self.window,
+                self.negatives, self._noise_table, self.arch == "cbow",
+                self.objective == "negative", self.lr, MIN_LR_FRACTION, progress[0],
+                progress[1] / max(len(kept), 1), seed)
+            self._unit_vectors = None
+            return loss, count
+
+        yield self._rate(progress[0]), run
 
     # --------------------------------------------------------------------- queries
     @property

@@ -50,6 +50,23 @@ def noise_distribution(counts, power=NOISE_POWER) -> np.ndarray:
     return weights / weights.sum()
 
 
+def noise_table_size(vocabulary: int) -> int:
+    """The slots of the noise table for a vocabulary of this size: 100 per word, at
+    least 2^20 and at most 2^24 (4 to 64 MiB of int32)."""
+    return int(np.clip(100 * vocabulary, 2**20, 2**24))
+
+
+def noise_table(counts, size=None) -> np.ndarray:
+    """word2vec's unigram table: ``size`` (default :func:`noise_table_size`) word ids
+    (int32), slot ``s`` holding the word whose interval of the cumulative ``q`` holds
+    ``(s + 1/2) / size``, so that a uniform slot is a draw from ``q`` to within
+    ``1 / size`` per word (a word of ``q < 1 / size`` may get no slot)."""
+    q = noise_distribution(counts)
+    size = noise_table_size(len(q)) if size is None else size
+    slots = np.searchsorted(np.cumsum(q), (np.arange(size) + 0.5) / size, side="right")
+    return np.minimum(slots, len(q) - 1).astype(np.int32)
+
+
 def keep_probabilities(counts, threshold: float) -> np.ndarray:
     """The probability that subsampling keeps each occurrence of a word of frequency
     ``z = count / total``: ``(sqrt(z / t) + 1) t / z`` capped at 1, ``t = threshold``
