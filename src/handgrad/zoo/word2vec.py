@@ -25,13 +25,20 @@ frequency, t = ``subsample``); the window of each position is drawn uniformly in
 ``1..window``; ``W_in`` starts uniform in ``+-0.5 / D`` and ``W_out`` at zero; the
 learning rate decays linearly from ``lr`` to ``lr * 1e-4`` over all the words of all
 epochs; a noise word equal to the target is skipped (negative sampling only; NCE's
-estimator counts every draw). The batch update is the sum of its examples' gradients
-times the learning rate: word2vec's per-example SGD step, applied to a batch at once.
+estimator counts every draw).
+
+Two training paths compute the same objective. With numba (``dispatch.enabled()``),
+:meth:`Word2Vec.fit` runs word2vec's own loop compiled (:mod:`.word2vec_kernels`): one SGD
+step per example in reading order, noise words from a unigram^0.75 table. Without it,
+or with ``HANDGRAD_NUMBA=0``, it takes batched NumPy steps: the sum of a batch's
+gradients times the learning rate, word2vec's per-example step applied to a batch at once
+(:meth:`Word2Vec.train_batch`), the reference the compiled step is tested against.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -160,7 +167,9 @@ class Word2Vec:
     def fit(self, x, y=None, epochs=5, batch_size=512, callbacks=(), verbose=0):
         """Train on the corpus ``x`` (a Corpus or a list of str) for ``epochs`` passes of
         ``batch_size`` examples per step (skip-gram: (centre, context) pairs; CBOW:
-        words with their windows); the vocabulary is built on the first call. Returns a
+        words with their windows; the compiled path steps once per example and calls the
+        batch hooks once per chunk of ``CHUNK_WORDS`` words, ``batch_size`` unused); the
+        vocabulary is built on the first call. Returns a
         History (and extends ``history``, saved with the model): the mean loss per
         example and the words per second of each epoch (words of the vocabulary read,
         before subsampling). ``callbacks`` get Keras's hooks (``on_train_batch_end`` with
@@ -345,21 +354,21 @@ class Word2Vec:
         return model
 
 
-def neighbour_purity(model: Word2Vec, classes: dict, k: int = 5):
+def neighbour_purity(model, classes: dict, k: int = 5):
     """``(purity, chance)``: over the words of ``classes`` (word -> class) in the
     vocabulary, the mean fraction of each one's ``k`` nearest neighbours (cosine, the
     whole vocabulary) of its own class; ``chance`` is that fraction for neighbours drawn
-    at random, the mean of ``(size of its class - 1) / (V - 1)``."""
-    known = [w for w in classes if w in model._index]
+    at random, the mean of ``(size of its class - 1) / (V - 1)``. ``model``: a Word2Vec,
+    or any object with its ``vocabulary`` and ``most_similar(word, k)``."""
+    vocabulary = set(model.vocabulary)
+    known = [w for w in classes if w in vocabulary]
     if not known:
         raise ValueError("neighbour_purity: no word of 'classes' is in the vocabulary")
-    labels = np.full(len(model.vocabulary), -1)
-    for word in known:
-        labels[model.index(word)] = classes[word]
+    sizes = Counter(classes[w] for w in known)
     hits, chance = [], []
     for word in known:
         label = classes[word]
         neighbours = [w for w, _ in model.most_similar(word, k)]
         hits.append(np.mean([classes.get(w) == label for w in neighbours]))
-        chance.append((np.sum(labels == label) - 1) / (len(model.vocabulary) - 1))
+        chance.append((sizes[label] - 1) / (len(model.vocabulary) - 1))
     return float(np.mean(hits)), float(np.mean(chance))
