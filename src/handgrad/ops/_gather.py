@@ -20,8 +20,6 @@ import math
 
 import numpy as np
 
-from ._engine import dispatch as engine
-
 
 def _positions(axis, out_axis, kernel_axis, ndim):
     """Input position ``o*s + k*d - pad`` of output ``o`` and tap ``k``, broadcastable."""
@@ -89,8 +87,6 @@ def col2im_matmul(xp, a, b, x_shape, axes, groups):
     """``col2im(a @ b)`` for a (groups, M, k), b (groups, k, T*Cg): the adjoint of
     :func:`im2col` applied to the product, returned as an array of ``x_shape``."""
     per_group = x_shape[-1] // groups
-    if engine.covers(axes, a, b) and per_group >= 8:  # short channel rows: the gather is faster
-        return engine.col2im_matmul(a, b, x_shape, axes, groups)
     n_rows = a.shape[0] * a.shape[1] * b.shape[2] // per_group
     rows, body = _with_zero_row(xp, n_rows, per_group, a.dtype)
     xp.matmul(a, b, out=body.reshape(a.shape[0], a.shape[1], b.shape[2]))

@@ -38,6 +38,7 @@ from ._depthwise import (
     depthwise_weight_grad,
 )
 from ._engine import dispatch as engine
+from ._engine import gemm_conv
 from ._gather import col2im_matmul, im2col
 from ._grouped import MAX_GROUPS, block_diagonal, diagonal_blocks
 from .declare import declare, exports
@@ -56,51 +57,78 @@ def _grouped_rows(y, groups):
     return y.reshape(-1, groups, y.shape[-1] // groups).transpose(1, 0, 2)
 
 
+def _ungrouped_weight(dw, w_shape):
+    """The inverse of :func:`_grouped_weight`: (groups, prod(K)*Cg, Og) -> ``w_shape``."""
+    n_taps, per_group_in = math.prod(w_shape[:-2]), w_shape[-2]
+    dw = dw.reshape(dw.shape[0], n_taps, per_group_in, -1).transpose(1, 2, 0, 3)
+    return dw.reshape(w_shape)
+
+
+def _compiled_weight(axes, groups, w, *arrays):
+    """The grouped weight, C-contiguous, when the compiled GEMM path applies, else None."""
+    if not engine.covers(axes, w, *arrays):
+        return None
+    return np.ascontiguousarray(_grouped_weight(w, groups))
+
+
 def _conv_forward(xp, x, w, axes, groups):
     """y = conv(x, w) without bias: (N, *S, C_x) -> (N, *O, C_y)."""
+    out = tuple(a.size_out for a in axes)
+    weight = _compiled_weight(axes, groups, w, x)
+    if weight is not None:
+        return gemm_conv.conv_forward(x, weight, axes, out)
     cols = im2col(xp, x, axes, groups)
     y = xp.matmul(cols, _grouped_weight(w, groups))
-    out = tuple(a.size_out for a in axes)
     return y.transpose(1, 0, 2).reshape(x.shape[0], *out, w.shape[-1])
 
 
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x``."""
+    weight = _compiled_weight(axes, groups, w, dy)
+    if weight is not None:
+        return gemm_conv.conv_input_grad(dy, weight, axes, tuple(x_shape))
     weight_t = _grouped_weight(w, groups).transpose(0, 2, 1)
     return col2im_matmul(xp, _grouped_rows(dy, groups), weight_t, x_shape, axes, groups)
 
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
+    if engine.covers(axes, x, dy):
+        grouped_shape = (groups, math.prod(w_shape[:-1]), w_shape[-1] // groups)
+        return _ungrouped_weight(gemm_conv.conv_weight_grad(x, dy, axes, grouped_shape),
+                                 w_shape)
     cols = im2col(xp, x, axes, groups)
-    dw = xp.matmul(cols.transpose(0, 2, 1), _grouped_rows(dy, groups))
-    n_taps, per_group_in = math.prod(w_shape[:-2]), w_shape[-2]
-    dw = dw.reshape(groups, n_taps, per_group_in, -1).transpose(1, 2, 0, 3)
-    return dw.reshape(w_shape)
+    return _ungrouped_weight(xp.matmul(cols.transpose(0, 2, 1), _grouped_rows(dy, groups)),
+                             w_shape)
 
 
 def _conv_gradients(xp, x, w, dy, axes, groups):
-    """(dx, dw); dw first, so only one im2col-sized matrix is alive at a time."""
+    """(dx, dw); dw first, so only one im2col-sized matrix is alive at a time (the
+    compiled path: both from one gather per chunk of images)."""
+    weight = _compiled_weight(axes, groups, w, x, dy)
+    if weight is not None:
+        dx, dw = gemm_conv.conv_gradients(x, weight, dy, axes)
+        return dx, _ungrouped_weight(dw, w.shape)
     dw = _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
     return _conv_input_grad(xp, dy, w, axes, groups, x.shape), dw
 
 
-def _expands(xp, axes, groups, *arrays):
+def _expands(xp, groups):
     """Whether a grouped conv runs as the dense conv with the block-diagonal weight
-    (few groups, pure-NumPy path: see :mod:`._grouped`)."""
-    return 1 < groups <= MAX_GROUPS and xp is np and not engine.covers(axes, *arrays)
+    (few groups, NumPy arrays: see :mod:`._grouped`)."""
+    return 1 < groups <= MAX_GROUPS and xp is np
 
 
 def _grouped_forward(xp, x, w, axes, groups):
     """:func:`_conv_forward` of a grouped conv, dense with few groups."""
-    if _expands(xp, axes, groups, x, w):
+    if _expands(xp, groups):
         return _conv_forward(xp, x, block_diagonal(xp, w, groups), axes, 1)
     return _conv_forward(xp, x, w, axes, groups)
 
 
 def _grouped_input_grad(xp, dy, w, axes, groups, x_shape):
     """:func:`_conv_input_grad` of a grouped conv, dense with few groups."""
-    if _expands(xp, axes, groups, dy, w):
+    if _expands(xp, groups):
         return _conv_input_grad(xp, dy, block_diagonal(xp, w, groups), axes, 1, x_shape)
     return _conv_input_grad(xp, dy, w, axes, groups, x_shape)
 
@@ -108,7 +136,7 @@ def _grouped_input_grad(xp, dy, w, axes, groups, x_shape):
 def _grouped_weight_grad(xp, x, dy, axes, groups, w_shape):
     """:func:`_conv_weight_grad` of a grouped conv: with few groups the diagonal blocks
     of the dense conv's weight gradient."""
-    if _expands(xp, axes, groups, x, dy):
+    if _expands(xp, groups):
         dense_shape = (*w_shape[:-2], w_shape[-2] * groups, w_shape[-1])
         dense = _conv_weight_grad(xp, x, dy, axes, 1, dense_shape)
         return diagonal_blocks(xp, dense, groups)

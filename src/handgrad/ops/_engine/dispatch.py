@@ -14,9 +14,9 @@ one such compiled path and returns exactly what the NumPy code returns.
 Threads: the pooling and depthwise loops run in parallel over the batch on numba's
 threads, under a launch lock: a call that finds another thread inside a parallel
 kernel runs the serial twin instead (same loops, compiled with ``range``), so any
-number of threads may call the ops at once and none waits. col2im is compiled
-single-threaded only, since it runs between two BLAS calls whose threads it would
-fight (see ``kernels``).
+number of threads may call the ops at once and none waits. im2col and col2im are
+compiled single-threaded only, since they run between BLAS calls whose threads they
+would fight (see ``kernels``); :mod:`.gemm_conv` drives them.
 
 Every kernel is written for 2-D channels-last data; 1-D data gets a unit height, and
 3-D data runs the NumPy code (callers dispatch with ``covers(axes, ...)``).
@@ -150,11 +150,3 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
     kernels.depthwise_backward(as_2d(x if want_dw else dx), taps_w, as_2d(dy),
                                geometry_2d(axes), as_2d(dx), partial, want_dw)
     return dx, partial.sum(axis=0).reshape(w.shape)
-
-
-def col2im_matmul(a, b, x_shape, axes, groups):
-    """col2im(a @ b) as an array of ``x_shape``: the product by BLAS, the scatter-add
-    compiled."""
-    dx = np.zeros(x_shape, a.dtype)
-    kernels.col2im(np.matmul(a, b), geometry_2d(axes), groups, as_2d(dx))
-    return dx

@@ -7,7 +7,7 @@ over the batch (``prange``; no two threads write the same element) on numba's
 workqueue pool aborts the process when two threads launch into it at once, so a
 lock admits one parallel call at a time and a call that finds it taken runs the
 serial twin: concurrent callers never wait for each other, and each still uses a
-core. col2im, which runs between two BLAS calls, is single-threaded only: there a
+core. im2col and col2im, which run between BLAS calls, are single-threaded only: there a
 second busy thread pool fought BLAS's threads for the 2 cores and made a training
 epoch several times slower. Only imported when numba is installed."""
 
@@ -57,7 +57,8 @@ def build_kernels(numba):
     parallel = _batch_kernels(numba.njit(parallel=True, cache=True, nogil=True), numba.prange)
     serial = _batch_kernels(jit, range)
     either = {name: _parallel_or_serial(parallel[name], serial[name]) for name in parallel}
-    return SimpleNamespace(col2im=jit(_col2im), parallel=SimpleNamespace(**parallel),
+    return SimpleNamespace(col2im=jit(_col2im), im2col=jit(_im2col),
+                           parallel=SimpleNamespace(**parallel),
                            serial=SimpleNamespace(**serial), **either)
 
 
@@ -82,6 +83,32 @@ def _col2im(dcols, g, groups, dx):
                         for gr in range(groups):
                             for c in range(cg):
                                 dx[n, h, w, gr * cg + c] += dcols[gr, m, base + c]
+
+
+def _im2col(x, g, groups, cols):
+    """cols[gr, m, t*Cg + c] = x[n, h, w, gr*Cg + c] for output m = (n*OH + oh)*OW + ow
+    and tap t = kh*KW + kw at h = oh*SH + kh*DH - PH, w = ow*SW + kw*DW - PW (zero
+    outside the input): the adjoint of :func:`_col2im`."""
+    H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+    N, C = x.shape[0], x.shape[3]
+    cg = C // groups
+    for n in range(N):
+        for oh in range(OH):
+            for ow in range(OW):
+                m = (n * OH + oh) * OW + ow
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        base = (kh * KW + kw) * cg
+                        inside = 0 <= h < H and 0 <= w < W
+                        for gr in range(groups):
+                            if inside:
+                                for c in range(cg):
+                                    cols[gr, m, base + c] = x[n, h, w, gr * cg + c]
+                            else:
+                                for c in range(cg):
+                                    cols[gr, m, base + c] = 0
 
 
 def _batch_kernels(jit, prange):
