@@ -25,27 +25,33 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("chunk_bytes", [1, 700, 1 << 25])
-@pytest.mark.parametrize("op, x_shape, w_shape, kwargs", CASES)
-def test_chunked_gemm_conv_matches_the_loops(monkeypatch, chunk_bytes, op, x_shape, w_shape,
-                                             kwargs):
+def _outputs(module, op, inputs, kwargs, dy):
+    """[y, dx, dw, db] of ``op`` from ``module`` (handgrad.ops or the loop reference)."""
+    y, cache = getattr(module, op)(*inputs, **kwargs)
+    return [y, *getattr(module, op + "_backward")(dy, cache)]
+
+
+@pytest.fixture(params=[1, 700, 1 << 25], ids=["image", "images", "batch"])
+def chunked(request, monkeypatch):
+    """The compiled path with chunks of one image, a few, or the whole batch."""
     from handgrad.ops._engine import gemm_conv
 
-    monkeypatch.setattr(gemm_conv, "CHUNK_BYTES", chunk_bytes)
-    rng = np.random.default_rng(3)
-    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
-    groups = kwargs.get("groups", 1)
-    b = rng.standard_normal(w_shape[-2] * groups if "transpose" in op else w_shape[-1])
+    monkeypatch.setattr(gemm_conv, "CHUNK_BYTES", request.param)
     with engine.use_compiled(True):
-        y, cache = getattr(ops, op)(x, w, b, **kwargs)
-        dy = rng.standard_normal(y.shape)
-        grads = getattr(ops, op + "_backward")(dy, cache)
-    y_ref, cache_ref = getattr(ref, op)(x, w, b, **kwargs)
-    grads_ref = getattr(ref, op + "_backward")(dy, cache_ref)
+        yield
+
+
+@pytest.mark.parametrize("op, x_shape, w_shape, kwargs", CASES)
+def test_chunked_gemm_conv_matches_the_loops(chunked, op, x_shape, w_shape, kwargs):
+    rng = np.random.default_rng(3)
+    out_channels = w_shape[-2] * kwargs.get("groups", 1) if "transpose" in op else w_shape[-1]
+    inputs = [rng.standard_normal(s) for s in (x_shape, w_shape, (out_channels,))]
+    dy = rng.standard_normal(ref.__dict__[op](*inputs, **kwargs)[0].shape)
+    want, got = _outputs(ref, op, inputs, kwargs, dy), _outputs(ops, op, inputs, kwargs, dy)
     terms = int(np.prod(w_shape[:-1])) * max(w_shape[-2], w_shape[-1])
-    assert_close(y, y_ref, terms=terms, what="y")
-    for name, got, want in zip(("dx", "dw", "db"), grads, grads_ref, strict=True):
-        assert_close(got, want, terms=terms * int(np.prod(y.shape[:-1])), what=name)
+    for name, a, b, n in zip(("y", "dx", "dw", "db"), got, want,
+                             (terms, *[terms * dy[..., 0].size] * 3), strict=True):
+        assert_close(a, b, terms=n, what=name)
 
 
 def test_chunks_cover_the_batch_in_order(monkeypatch):

@@ -58,7 +58,7 @@ def conv_forward(x, weight, axes, out_shape):
     g = geometry_2d(axes)
     for start, stop in chunks:
         cols = scratch[:, : (stop - start) * rows]
-        kernels.im2col(as_2d(x[start:stop]), g, groups, cols)
+        kernels.window_rows(as_2d(x[start:stop]), g, groups, cols, True)
         np.matmul(cols, weight, out=_rows(y, start, stop, groups))
     return y
 
@@ -73,7 +73,7 @@ def conv_input_grad(dy, weight, axes, x_shape):
     for start, stop in chunks:
         dcols = scratch[:, : (stop - start) * rows]
         np.matmul(_rows(dy, start, stop, groups), weight_t, out=dcols)
-        kernels.col2im(dcols, g, groups, as_2d(dx[start:stop]))
+        kernels.window_rows(as_2d(dx[start:stop]), g, groups, dcols, False)
     return dx
 
 
@@ -98,7 +98,7 @@ def _gradients(x, dy, axes, weight_shape, weight_t):
     g = geometry_2d(axes)
     for start, stop in chunks:
         cols = scratch[:, : (stop - start) * rows]
-        kernels.im2col(as_2d(x[start:stop]), g, groups, cols)
+        kernels.window_rows(as_2d(x[start:stop]), g, groups, cols, True)
         dy_rows = _rows(dy, start, stop, groups)
         first = start == 0
         np.matmul(cols.transpose(0, 2, 1), dy_rows, out=dw if first else part)
@@ -106,5 +106,5 @@ def _gradients(x, dy, axes, weight_shape, weight_t):
             dw += part
         if dx is not None:
             np.matmul(dy_rows, weight_t, out=cols)
-            kernels.col2im(cols, g, groups, as_2d(dx[start:stop]))
+            kernels.window_rows(as_2d(dx[start:stop]), g, groups, cols, False)
     return dx, dw

@@ -57,38 +57,16 @@ def build_kernels(numba):
     parallel = _batch_kernels(numba.njit(parallel=True, cache=True, nogil=True), numba.prange)
     serial = _batch_kernels(jit, range)
     either = {name: _parallel_or_serial(parallel[name], serial[name]) for name in parallel}
-    return SimpleNamespace(col2im=jit(_col2im), im2col=jit(_im2col),
+    return SimpleNamespace(window_rows=jit(_window_rows),
                            parallel=SimpleNamespace(**parallel),
                            serial=SimpleNamespace(**serial), **either)
 
 
-def _col2im(dcols, g, groups, dx):
-    """dx[n, h, w, gr*Cg + c] += dcols[gr, m, t*Cg + c]; dx starts at zero."""
-    H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-    N, C = dx.shape[0], dx.shape[3]
-    cg = C // groups
-    for n in range(N):
-        for oh in range(OH):
-            for ow in range(OW):
-                m = (n * OH + oh) * OW + ow
-                for kh in range(KH):
-                    h = oh * SH + kh * DH - PH
-                    if h < 0 or h >= H:
-                        continue
-                    for kw in range(KW):
-                        w = ow * SW + kw * DW - PW
-                        if w < 0 or w >= W:
-                            continue
-                        base = (kh * KW + kw) * cg
-                        for gr in range(groups):
-                            for c in range(cg):
-                                dx[n, h, w, gr * cg + c] += dcols[gr, m, base + c]
-
-
-def _im2col(x, g, groups, cols):
-    """cols[gr, m, t*Cg + c] = x[n, h, w, gr*Cg + c] for output m = (n*OH + oh)*OW + ow
-    and tap t = kh*KW + kw at h = oh*SH + kh*DH - PH, w = ow*SW + kw*DW - PW (zero
-    outside the input): the adjoint of :func:`_col2im`."""
+def _window_rows(x, g, groups, cols, gather):
+    """im2col with ``gather``: cols[gr, m, t*Cg + c] = x[n, h, w, gr*Cg + c] (zero outside
+    the input); else its adjoint col2im: x[n, h, w, gr*Cg + c] += cols[gr, m, t*Cg + c]
+    (x starts at zero). Output m = (n*OH + oh)*OW + ow, tap t = kh*KW + kw, reading
+    h = oh*SH + kh*DH - PH and w = ow*SW + kw*DW - PW."""
     H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
     N, C = x.shape[0], x.shape[3]
     cg = C // groups
@@ -103,12 +81,16 @@ def _im2col(x, g, groups, cols):
                         base = (kh * KW + kw) * cg
                         inside = 0 <= h < H and 0 <= w < W
                         for gr in range(groups):
-                            if inside:
+                            if not inside:
+                                if gather:
+                                    for c in range(cg):
+                                        cols[gr, m, base + c] = 0
+                            elif gather:
                                 for c in range(cg):
                                     cols[gr, m, base + c] = x[n, h, w, gr * cg + c]
                             else:
                                 for c in range(cg):
-                                    cols[gr, m, base + c] = 0
+                                    x[n, h, w, gr * cg + c] += cols[gr, m, base + c]
 
 
 def _batch_kernels(jit, prange):
