@@ -6,12 +6,14 @@ Max pooling (padding is -inf, so it never wins)::
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
 Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. The forward is a running
-``maximum`` over the taps, each a strided slice of the unpadded input (see
-``_pool_indices.clipped_taps``); the cache keeps the input and the output. The
-backward finds each window's winner by comparison, one tap at a time; where the
-windows are disjoint it writes ``dy * mask`` per tap, else (overlap or NaN) it adds
-dy at the winners' flat positions with one ``add.at``.
+(PyTorch); a NaN in a window wins, as in PyTorch. On the NumPy path the pooling runs
+one spatial axis at a time (``_separable_pool``: the last axis first, which keeps the
+row-major tie order), block by block of images; the cache keeps each stage's
+comparisons, and the backward routes dy back through the stages. Windows holding a NaN
+fall back to a running ``maximum`` over the taps of the whole window (see
+``_pool_indices.clipped_taps``) with the input and output cached; that backward finds
+each window's winner by comparison and adds dy at the winners (``add.at``) or, where
+the windows are disjoint, writes ``dy * mask`` per tap.
 
 Average pooling::
 
@@ -48,6 +50,7 @@ from ._pool_indices import (
     nan_windows,
     overlapping,
 )
+from ._separable_pool import max_backward, max_forward
 from .declare import declare, exports
 
 
@@ -63,6 +66,7 @@ class PoolCache(Cache):
     y: object = None
     divisor: object = None
     index: object = None  # compiled path: flat position of each window's winner
+    stages: object = None  # NumPy path: the 1-D stages of a separable max pooling
 
     @property
     def y_shape(self):
@@ -91,7 +95,11 @@ def _max_pool(call: PoolCall):
     if engine.covers(axes, x):
         y, index = engine.max_pool(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
-    y = _fold_taps(x, axes, array_module(x).maximum, -np.inf)
+    separable = max_forward(x, axes)
+    if separable is not None:
+        y, stages = separable
+        return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, stages=stages)
+    y = _fold_taps(x, axes, array_module(x).maximum, -np.inf)  # NaN windows
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
@@ -109,6 +117,8 @@ def _max_pool_backward(op, forward, dy, cache):
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     if cache.index is not None:  # the forward ran compiled
         return engine.max_pool_backward(dy, cache.index, cache.x_shape, cache.dtype)
+    if cache.stages is not None:
+        return max_backward(dy, cache.stages)
     xp = array_module(dy)
     axes, y = cache.axes, cache.y
     nan = nan_windows(y)

@@ -1,0 +1,204 @@
+"""Max and average pooling one spatial axis at a time (the pure-NumPy path).
+
+A pooling window is a product of 1-D windows, and both reductions are separable::
+
+    max over (k_0, ..., k_{d-1}) = max over k_0 of ( ... max over k_{d-1} of x)
+
+so a d-D pooling is d 1-D poolings, the last spatial axis first. Each 1-D stage
+reads its input once per tap of *its* axis (kh + kw passes for a 2-D window instead
+of kh * kw), and every stage after the first runs on an already reduced array.
+
+Max pooling's winner is the first maximum in row-major tap order (PyTorch). Reducing
+the last axis first keeps that order: each row's first maximum, then the first row
+holding the window's maximum. A stage starts from a tap that every output reads (its
+``first``), takes the taps before it in descending order where they are ``>=`` the
+running maximum, then the taps after it where they are ``>``; each non-first tap keeps
+that boolean ``take`` (the shape of the outputs it reads), and a window's winner is its
+last tap, in that order, whose ``take`` holds. The backward turns the takes into one
+mask per tap and writes ``dy * mask`` at the tap's input positions (a plain store for
+the first tap of each stride residue, an add for the rest). NaN windows are left to the
+caller (their winner is the last NaN, which ``>`` cannot see): :func:`max_forward`
+returns None for them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .._checks import array_module
+from ._pool_indices import _axis_taps
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One 1-D stage: the array axis it reduces, its input's shape, its taps ``(k,
+    input slice, output slice)`` in processing order (the first reads every output), the
+    stride residue of each tap's inputs, whether the taps read each input exactly once,
+    and (max pooling) each non-first tap's ``take``."""
+
+    axis: int
+    in_shape: tuple[int, ...]
+    taps: tuple
+    residues: tuple[int, ...]
+    tiles: bool
+    takes: tuple = ()
+
+
+def _stage_plan(window):
+    """(taps in processing order, residues, tiles) of one axis, or None when no tap
+    reads every output (the caller then takes the general path)."""
+    taps = [t for t in _axis_taps(window) if t is not None]
+    full = [i for i, (_, _, out) in enumerate(taps)
+            if out.start == 0 and out.stop == window.size_out]
+    if not full:
+        return None
+    first = full[0]
+    order = [first, *range(first - 1, -1, -1), *range(first + 1, len(taps))]
+    taps = tuple(taps[i] for i in order)
+    residues = tuple((k * window.dilation - window.pad_before) % window.stride
+                     for k, _, _ in taps)
+    tiles = (window.stride == window.kernel and (window.dilation == 1 or window.kernel == 1)
+             and window.pad_after >= 0)
+    return taps, residues, tiles
+
+
+def _at(axis, index):
+    """The index tuple selecting ``index`` along array axis ``axis``."""
+    return (slice(None),) * axis + (index,)
+
+
+def _stages(x_shape, axes):
+    """The plans of the stages, the last spatial axis first, with each stage's input
+    shape; None when an axis has no tap that reads every output."""
+    shape, plans = list(x_shape), []
+    for i in range(len(axes) - 1, -1, -1):
+        plan = _stage_plan(axes[i])
+        if plan is None:
+            return None
+        plans.append((i + 1, tuple(shape), *plan))
+        shape[i + 1] = axes[i].size_out
+    return plans
+
+
+BLOCK_BYTES = 1 << 19  # input bytes per block of images: a block's passes stay in cache
+
+
+def _image_blocks(x_shape, itemsize):
+    """Slices of a few whole images (about ``BLOCK_BYTES`` of input each) tiling the batch:
+    every stage of a block runs before the next block, while its data is in the cache."""
+    image = itemsize * math.prod(x_shape[1:])
+    step = max(1, BLOCK_BYTES // max(image, 1))
+    return [slice(i, min(i + step, x_shape[0])) for i in range(0, x_shape[0], step)]
+
+
+def _out_shape(in_shape, axis, size):
+    return (*in_shape[:axis], size, *in_shape[axis + 1:])
+
+
+def max_forward(x, axes):
+    """(y, stages) of a max pooling of x (N, *S, C), or None where a window holds a NaN
+    or an axis has no tap that every output reads."""
+    xp = array_module(x)
+    plans = _stages(x.shape, axes)
+    if plans is None:
+        return None
+    takes = [[xp.empty(_out_shape(in_shape, axis, out.stop - out.start), dtype=bool)
+              for _, _, out in taps[1:]] for axis, in_shape, taps, _, _ in plans]
+    y = xp.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
+    for images in _image_blocks(x.shape, x.dtype.itemsize):
+        z = x[images]
+        for (axis, _, taps, _, _), stage_takes in zip(plans, takes):
+            z = _max_stage(xp, z, axis, taps, [t[images] for t in stage_takes])
+        y[images] = z
+    if bool(xp.isnan(y).any()):
+        return None
+    return y, tuple(Stage(axis, in_shape, taps, residues, tiles, tuple(stage_takes))
+                    for (axis, in_shape, taps, residues, tiles), stage_takes
+                    in zip(plans, takes))
+
+
+def _max_stage(xp, z, axis, taps, takes):
+    """One stage's running maximum over ``taps`` of z, each non-first tap's ``take``
+    written into ``takes``."""
+    y = z[_at(axis, taps[0][1])].copy()
+    for (k, inputs, outputs), take in zip(taps[1:], takes):
+        values, running = z[_at(axis, inputs)], y[_at(axis, outputs)]
+        compare = xp.greater_equal if k < taps[0][0] else xp.greater  # ties to the earlier
+        compare(values, running, out=take)
+        xp.maximum(running, values, out=running)
+    return y
+
+
+def _masks(xp, stage, out_shape):
+    """One boolean mask per tap of a max stage: the outputs whose winner it reads."""
+    masks = [None] * len(stage.taps)
+    claimed = None
+    for position in range(len(stage.taps) - 1, 0, -1):
+        take, outputs = stage.takes[position - 1], _at(stage.axis, stage.taps[position][2])
+        if claimed is None:
+            claimed = xp.zeros(out_shape, dtype=bool)
+            masks[position] = take
+        else:
+            masks[position] = take & ~claimed[outputs]
+        claimed[outputs] |= take
+    masks[0] = None if claimed is None else ~claimed
+    return masks
+
+
+def _scatter_stage(xp, dz, stage, masks, finite, dx=None):
+    """dx (stage.in_shape) = each tap's ``dz * mask`` added at its input positions
+    (``mask`` None: all of dz); ``finite`` says dz holds no inf or NaN (then a product
+    with a boolean mask is exact, else the masked-out entries are set to zero)."""
+    if dx is None:
+        dx = xp.empty(stage.in_shape, dtype=dz.dtype)
+    if not stage.tiles:
+        dx[...] = 0
+    written = set()
+    for (_, inputs, outputs), residue, mask in zip(stage.taps, stage.residues, masks):
+        target, values = dx[_at(stage.axis, inputs)], dz[_at(stage.axis, outputs)]
+        if residue not in written:
+            written.add(residue)
+            _select(xp, values, mask, finite, out=target)
+        else:
+            target += _select(xp, values, mask, finite)
+    return dx
+
+
+def _select(xp, values, mask, finite, out=None):
+    """values where ``mask`` (None: everywhere), else 0, into ``out`` if given."""
+    if mask is None:
+        if out is None:
+            return values
+        out[...] = values
+        return out
+    if finite:
+        return xp.multiply(values, mask, out=out)
+    chosen = xp.where(mask, values, xp.zeros((), dtype=values.dtype))
+    if out is None:
+        return chosen
+    out[...] = chosen
+    return out
+
+
+def max_backward(dy, stages):
+    """dx of :func:`max_forward`: per block of images, the stages in reverse, each
+    routing its output gradient to the winners of its axis."""
+    xp = array_module(dy)
+    finite = bool(xp.isfinite(dy).all())
+    dx = xp.empty(stages[0].in_shape, dtype=dy.dtype)
+    for images in _image_blocks(dx.shape, dx.dtype.itemsize):
+        dz = dy[images]
+        for i in range(len(stages) - 1, -1, -1):
+            stage = stages[i]
+            block = _block_stage(stage, images)
+            masks = _masks(xp, block, dz.shape)
+            dz = _scatter_stage(xp, dz, block, masks, finite, dx[images] if i == 0 else None)
+    return dx
+
+
+def _block_stage(stage, images):
+    """The stage restricted to a block of images."""
+    count = len(range(*images.indices(stage.in_shape[0])))
+    return Stage(stage.axis, (count, *stage.in_shape[1:]), stage.taps, stage.residues,
+                 stage.tiles, tuple(t[images] for t in stage.takes))
