@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from handgrad import ops
 
 from .attention import ATTENTION_CASES
+from .breadth import BREADTH_CASES
 from .recurrent import RECURRENT_CASES
 
 
@@ -61,6 +62,7 @@ CASES = [
     Case("9b global_avg_pool", "global_avg_pool", (32, 32, 32, 32), None, {}, (2, 8, 8, 4)),
     *ATTENTION_CASES,  # cases with their own runners: case.runners(dtype, quick)
     *RECURRENT_CASES,
+    *BREADTH_CASES,
 ]
 
 

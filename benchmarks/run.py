@@ -116,7 +116,8 @@ def _timing_row(case, dtype, t_ours, t_theirs, layout):
 def bench_case(case, dtype, rounds):
     if hasattr(case, "runners"):
         ours, theirs = case.runners(dtype, quick=False)
-        row = _timing_row(case, dtype, *time_pair(ours, theirs, rounds), "")
+        row = _timing_row(case, dtype, *time_pair(ours, theirs, rounds),
+                          getattr(theirs, "layout", ""))
         row["peak_mb"], row["cache_mb"] = ours.memory()
         return row
     x, w, b = make_inputs(case, dtype, quick=False)
