@@ -10,6 +10,9 @@ from handgrad import layers as L
 from handgrad import ops
 from handgrad.model import Sequential
 from handgrad.ops import reference
+from handgrad.testing import assert_close
+
+from tolerances import linear_op_bounds
 
 X2 = np.zeros((1, 4, 5, 2))
 
@@ -68,3 +71,29 @@ def test_backward_is_the_derivative_where_torch_copies():
                          for e in np.eye(x.size)], axis=1)
     np.testing.assert_allclose(dx.ravel(), jacobian.T @ dy.ravel(), rtol=1e-12, atol=1e-14)
     assert not np.allclose(dx, dy)
+
+
+@pytest.mark.parametrize("path", ["gathered", "by_position"])
+@pytest.mark.parametrize("mode, align, scale", [
+    ("bilinear", False, 2), ("bilinear", True, 1.7), ("bicubic", False, 0.6),
+    ("nearest", None, 3), ("area", None, 0.5)])
+def test_every_pass_matches_the_loop_twin(kernel_path, monkeypatch, path, mode, align, scale):
+    """The NumPy passes (whole-array gathers, or one output position at a time above
+    ``SLAB`` values per position) and the compiled pass, forward and backward (the
+    transposed taps), against the loop twin."""
+    from handgrad.ops import resample
+
+    monkeypatch.setattr(resample, "SLAB", 1 if path == "by_position" else 10**9)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)
+    kwargs = {"scale_factor": scale, "mode": mode, "align_corners": align}
+    y, cache = ops.interpolate(x, **kwargs)
+    y_ref, cache_ref = reference.interpolate(x, **kwargs)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    (terms, scale_y), (terms_dx, scale_dx) = linear_op_bounds("interpolate", [x], dy, kwargs)
+    assert y.dtype == np.float32 and y.shape == y_ref.shape
+    assert_close(y, y_ref, dtype=np.float32, terms=terms, scale=scale_y, what="y")
+    dx = ops.interpolate_backward(dy, cache)
+    assert dx.dtype == np.float32
+    assert_close(dx, reference.interpolate_backward(dy, cache_ref), dtype=np.float32,
+                 terms=terms_dx, scale=scale_dx, what="dx")

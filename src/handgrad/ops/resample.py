@@ -6,8 +6,9 @@ output position ``o`` (indices ``i_t[o]``, weights ``w_t[o]``)::
     y[.., o, ..] = sum_t w_t[o] * x[.., i_t[o], ..]          (applied axis after axis)
     dx[.., i, ..] = sum_o M[o, i] * dy[.., o, ..],   M[o, i] = sum_t w_t[o] [i_t[o] = i]
 
-so the backward is the transposed maps, applied in reverse order (a scatter-add of the
-weights, done as one matmul per axis with the small dense ``M``).
+so the backward is the transposed maps, applied in reverse order, each as taps too: input
+``i`` gathers the run of outputs that read it (every mode's index is nondecreasing in ``o``),
+weighted by the small dense ``M``'s column ``i``.
 
 The taps follow torch's CPU kernels exactly, in the input's precision:
 
@@ -37,6 +38,7 @@ import numpy as np
 from .._checks import array_module, upstream_grad
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
+from ._engine import taps
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -134,17 +136,52 @@ class ResampleCache(Cache):
         return (self.x_shape[0], *(index.shape[1] for index, _ in self.taps), self.x_shape[-1])
 
 
-def _apply_axis(xp, x, axis, index, weight):
-    """sum_t weight[t] * x.take(index[t], axis) (weight None: the single tap's values)."""
-    if weight is None:
-        return xp.take(x, xp.asarray(index[0]), axis=axis)
+SLAB = 4096
+"""Above this many values per position, an axis is resampled position by position (one
+output array, no full-size temporaries); below it, by whole-array gathers."""
+
+
+def _gathered(xp, x, axis, index, weight):
+    """sum_t weight[t] * x.take(index[t], axis), whole arrays at a time."""
     shape = [1] * x.ndim
     shape[axis] = index.shape[1]
     y = None
     for t in range(index.shape[0]):
-        term = xp.take(x, xp.asarray(index[t]), axis=axis) * xp.asarray(weight[t]).reshape(shape)
-        y = term if y is None else y + term
+        term = xp.take(x, xp.asarray(index[t]), axis=axis)
+        if weight is not None:
+            term *= xp.asarray(weight[t]).reshape(shape)
+        y = term if y is None else xp.add(y, term, out=y)
     return y
+
+
+def _by_position(xp, x, axis, index, weight):
+    """The same sum, one output position (a slab of the other axes) at a time."""
+    shape = list(x.shape)
+    shape[axis] = index.shape[1]
+    y = xp.empty(shape, dtype=x.dtype)
+    source, out = xp.moveaxis(x, axis, 0), xp.moveaxis(y, axis, 0)
+    scratch = xp.empty(source.shape[1:], dtype=x.dtype)
+    for o in range(index.shape[1]):
+        slab = out[o]
+        for t in range(index.shape[0]):
+            value = source[index[t, o]]
+            if weight is not None:
+                value = xp.multiply(value, weight[t, o], out=scratch if t else slab)
+            if t:
+                xp.add(slab, value, out=slab)
+            elif weight is None:
+                xp.copyto(slab, value)
+    return y
+
+
+def _apply_axis(xp, x, axis, index, weight):
+    """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1)."""
+    if taps.covers(x):
+        return taps.resample_axis(x, axis, index, weight)
+    if index.shape[0] > 1 or weight is not None:
+        if x.size >= SLAB * x.shape[axis]:
+            return _by_position(xp, x, axis, index, weight)
+    return _gathered(xp, x, axis, index, weight)
 
 
 def _axis_matrix(index, weight, n, dtype):
@@ -154,6 +191,25 @@ def _axis_matrix(index, weight, n, dtype):
     rows = np.broadcast_to(np.arange(m), index.shape)
     np.add.at(matrix, (rows, index), 1 if weight is None else weight)
     return matrix
+
+
+def transposed_taps(index, weight, n, dtype):
+    """The taps ``(index (K, n), weight (K, n) or None)`` of the transposed map M^T of one
+    axis (m -> n): input ``i`` gathers the outputs ``first_i .. first_i + K - 1`` (from
+    the first to the last that reads it) with weights ``M[o, i]`` (0 past its last one).
+    The index of every mode is nondecreasing in ``o``, so these runs are short."""
+    m = index.shape[1]
+    matrix = _axis_matrix(index, weight, n, dtype)
+    reads = np.zeros((m, n), dtype=bool)
+    reads[np.broadcast_to(np.arange(m), index.shape), index] = True
+    read = reads.any(axis=0)
+    first = np.where(read, reads.argmax(axis=0), 0)
+    last = np.where(read, m - 1 - reads[::-1].argmax(axis=0), -1)
+    rows = first + np.arange(max(int((last - first).max()) + 1, 1))[:, None]
+    inside = rows <= last
+    rows = np.minimum(rows, m - 1)
+    weights = np.where(inside, matrix[rows, np.arange(n)], 0).astype(dtype)
+    return rows, None if inside.all() and (weights == 1).all() else weights
 
 
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -188,8 +244,8 @@ def interpolate_backward(dy, cache):
     g = dy
     for axis in reversed(range(1, len(cache.taps) + 1)):
         index, weight = cache.taps[axis - 1]
-        matrix = xp.asarray(_axis_matrix(index, weight, cache.x_shape[axis], cache.dtype))
-        g = xp.moveaxis(xp.tensordot(matrix.T, g, axes=([1], [axis])), 0, axis)
+        g = _apply_axis(xp, g, axis, *transposed_taps(index, weight, cache.x_shape[axis],
+                                                       cache.dtype))
     return xp.ascontiguousarray(g)
 
 
