@@ -43,7 +43,7 @@ def _ties_and_nans(shape, seed):
     ("adaptive_max_pool3d", (1, 3, 2, 4, 3), {"output_size": (4, None, 3)}),
 ])
 @pytest.mark.parametrize("nan", [False, True])
-def test_indices_are_torchs(op, shape, kwargs, nan):
+def test_indices_are_torchs(kernel_path, op, shape, kwargs, nan):
     x = _ties_and_nans(shape, len(op)) if nan else \
         np.random.default_rng(0).integers(-2, 3, shape).astype(np.float64)
     y, indices, _ = getattr(ops, op)(x, return_indices=True, **kwargs)

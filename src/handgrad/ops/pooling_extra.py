@@ -8,8 +8,9 @@ bins ``[floor(o*L/out), ceil((o+1)*L/out))`` (neighbouring bins may overlap)::
     max:  y[n, o, c] = x[n, i*(o), c],  i*(o) the first maximum of bin o (a NaN wins,
           the last one, as PyTorch); dx[n, i, c] = sum_{o : i*(o) = i} dy[n, o, c]
 
-The average applies a 0/1 bin matrix per axis; the maximum is a running comparison over
-the taps of the widest bin (a shorter bin repeats its last position, which never wins).
+The average applies a 0/1 bin matrix per axis; the maximum is separable, a running
+comparison over the taps of the widest bin of one axis at a time (a shorter bin repeats
+its last position, which never wins).
 ``return_indices=True`` also returns the winners as int64 (N, *O, C): PyTorch's flat
 index into each (n, c) spatial plane.
 
@@ -20,7 +21,6 @@ Max unpooling scatters x (N, *S, C) to those flat indices of a zero output plane
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -30,6 +30,7 @@ from .._checks import array_module, upstream_grad
 from ._args.adaptive import check_return_indices, prepare_adaptive
 from ._args.cache import Cache, check_cache
 from ._args.unpool import prepare_unpool
+from ._engine import taps as compiled
 from .declare import declare, exports
 from .pooling import max_pool1d, max_pool1d_backward, max_pool2d, max_pool2d_backward
 
@@ -64,35 +65,45 @@ def scatter_add(xp, index, values, plane_shape, dtype):
 
 
 # --------------------------------------------------------------------- adaptive
-def _axis_taps(bins, axis, rank, xp):
-    """Per tap k of one axis: the input position of every bin (clamped to its last one),
-    shaped to broadcast along that axis of a rank-``rank`` grid."""
+def _axis_taps(bins, xp):
+    """Per tap k of one axis: the input position of every bin (clamped to its last one)."""
     starts = xp.asarray([s for s, _ in bins])
     last = xp.asarray([e - 1 for _, e in bins])
-    width = max(e - s for s, e in bins)
-    shape = [1] * rank
-    shape[axis] = len(bins)
-    return [xp.minimum(starts + k, last).reshape(shape) for k in range(width)]
+    return [xp.minimum(starts + k, last) for k in range(max(e - s for s, e in bins))]
 
 
 def _adaptive_max(call, return_indices):
+    """Separable: the maxima along the last spatial axis first, then along each earlier
+    one, carrying the flat index of each running winner. Ties keep the earlier position
+    of each axis, so the result is the first maximum in row-major order (and the last
+    NaN, which always wins)."""
     x, rank = call.x, len(call.bins)
     xp = array_module(x)
+    if compiled.covers(x):
+        y, flat = compiled.adaptive_max(x, call.bins)
+        cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=flat)
+        return (y, flat, cache) if return_indices else (y, cache)
     spatial = x.shape[1:-1]
-    per_axis = [_axis_taps(b, i, rank, xp) for i, b in enumerate(call.bins)]
-    y = index = None
-    for grid in itertools.product(*per_axis):
-        values = x[(slice(None), *grid)]
-        flat = sum(g * math.prod(spatial[i + 1:]) for i, g in enumerate(grid))[..., None]
-        if y is None:
-            y = values.copy()
-            index = xp.broadcast_to(flat, y.shape).astype(np.int64)
-            continue
-        wins = (values > y) | xp.isnan(values)
-        y = xp.where(wins, values, y)
-        index = xp.where(wins, flat, index)
-    cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=index)
-    return (y, index, cache) if return_indices else (y, cache)
+    y, flat = x, None
+    for axis in reversed(range(1, rank + 1)):
+        stride = math.prod(spatial[axis:])
+        shape = [1] * x.ndim
+        shape[axis] = len(call.bins[axis - 1])
+        best = index = None
+        for taps in _axis_taps(call.bins[axis - 1], xp):
+            values = xp.take(y, taps, axis=axis)
+            at = taps.reshape(shape) * stride
+            at = at if flat is None else xp.take(flat, taps, axis=axis) + at
+            if best is None:
+                best, index = values, xp.broadcast_to(at, values.shape).astype(np.int64)
+                continue
+            wins = (values > best) | xp.isnan(values)
+            best = xp.where(wins, values, best)
+            index = xp.where(wins, at, index)
+        y, flat = best, index
+    y = xp.ascontiguousarray(y)
+    cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=flat)
+    return (y, flat, cache) if return_indices else (y, cache)
 
 
 def _adaptive_max_backward(op, forward, dy, cache):

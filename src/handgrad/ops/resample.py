@@ -38,7 +38,7 @@ import numpy as np
 from .._checks import array_module, upstream_grad
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
-from ._engine import taps
+from ._engine import taps as compiled
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -176,8 +176,8 @@ def _by_position(xp, x, axis, index, weight):
 
 def _apply_axis(xp, x, axis, index, weight):
     """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1)."""
-    if taps.covers(x):
-        return taps.resample_axis(x, axis, index, weight)
+    if compiled.covers(x):
+        return compiled.resample_axis(x, axis, index, weight)
     if index.shape[0] > 1 or weight is not None:
         if x.size >= SLAB * x.shape[axis]:
             return _by_position(xp, x, axis, index, weight)

@@ -38,14 +38,39 @@ def _resample_kernel(jit, loop):
     return resample_axis
 
 
+def _bin_max_kernel(jit, loop):
+    """The adaptive-max pass of one axis compiled with ``jit``, rows looped with ``loop``."""
+
+    @jit
+    def bin_max_axis(x, flat, stride, starts, ends, y, index):
+        """y[a, o, b] = the first maximum (or last NaN) of x[a, starts[o]:ends[o], b];
+        index = its flat position: flat[a, i, b] (0 when ``flat`` is (1, 1, 1)) + i *
+        stride."""
+        m, carried = starts.shape[0], flat.shape[1] > 1
+        for row in loop(x.shape[0] * m):
+            a = np.int64(row) // m
+            o = np.int64(row) - a * m
+            for i in range(starts[o], ends[o]):
+                for b in range(x.shape[2]):
+                    v = x[a, i, b]
+                    if i == starts[o] or v > y[a, o, b] or np.isnan(v):
+                        y[a, o, b] = v
+                        index[a, o, b] = (flat[a, i, b] if carried else 0) + i * stride
+
+    return bin_max_axis
+
+
 if numba is not None:  # pragma: no branch
     from .kernels import _parallel_or_serial
 
-    _kernel = _parallel_or_serial(
-        _resample_kernel(numba.njit(parallel=True, cache=True, nogil=True), numba.prange),
-        _resample_kernel(numba.njit(cache=True, nogil=True), range))
+    def _either(make):
+        return _parallel_or_serial(make(numba.njit(parallel=True, cache=True, nogil=True),
+                                        numba.prange),
+                                   make(numba.njit(cache=True, nogil=True), range))
+
+    _kernel, _bin_max = _either(_resample_kernel), _either(_bin_max_kernel)
 else:  # pragma: no cover
-    _kernel = None
+    _kernel = _bin_max = None
 
 
 def covers(*arrays) -> bool:
@@ -65,3 +90,23 @@ def resample_axis(x, axis, index, weight):
     _kernel(x.reshape(outer, n, -1), np.ascontiguousarray(index, dtype=np.int64),
             np.ascontiguousarray(weight), y.reshape(outer, index.shape[1], -1))
     return y
+
+
+def adaptive_max(x, bins):
+    """(y, index) of adaptive max pooling of x (N, *S, C) over ``bins`` (per spatial
+    axis, (start, end) per output), compiled and separable: the last axis first, each
+    pass carrying the flat index of its winners (row-major first maximum, last NaN)."""
+    spatial = x.shape[1:-1]
+    y, flat = np.ascontiguousarray(x), np.zeros((1, 1, 1), np.int64)
+    for axis in reversed(range(1, len(bins) + 1)):
+        starts = np.array([b[0] for b in bins[axis - 1]], np.int64)
+        ends = np.array([b[1] for b in bins[axis - 1]], np.int64)
+        shape = list(y.shape)
+        n, shape[axis] = shape[axis], len(starts)
+        outer = int(np.prod(shape[:axis]))
+        out, index = np.empty(shape, x.dtype), np.empty(shape, np.int64)
+        _bin_max(y.reshape(outer, n, -1), flat if flat.ndim == 3 else
+                 flat.reshape(outer, n, -1), int(np.prod(spatial[axis:])), starts, ends,
+                 out.reshape(outer, len(starts), -1), index.reshape(outer, len(starts), -1))
+        y, flat = out, index
+    return y, flat
