@@ -98,7 +98,10 @@ def op_bounds(case, x, w, b, dy):
 
 def _torch_twin(runner, dtype):
     """A copy of a composite case's torch runner (it holds ``module``, ``x``, ``dy``)
-    with its weights and inputs converted to ``dtype``."""
+    with its weights and inputs converted to ``dtype`` (``runner.twin(dtype)`` where a
+    runner makes its own)."""
+    if hasattr(runner, "twin"):
+        return runner.twin(dtype)
     twin = copy.copy(runner)
     twin.module = copy.deepcopy(runner.module).to(dtype)
     twin.x = runner.x.detach().to(dtype).requires_grad_(True)

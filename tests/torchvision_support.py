@@ -64,10 +64,11 @@ SPECS = {
 }
 
 
-def torchvision():
-    """The torchvision module (skip the test when it is not installed)."""
+def import_torchvision():
+    """The torchvision module, its import made possible on the CPU torch build (the two
+    operator schemas defined first); None when torchvision is not installed."""
     if importlib.util.find_spec("torchvision") is None:
-        pytest.skip("torchvision is not installed (pip install --no-deps torchvision==0.28.0)")
+        return None
     import torch
     if not _LIBRARY:
         library = torch.library.Library("torchvision", "FRAGMENT")
@@ -78,6 +79,14 @@ def torchvision():
                 library.define(schema)
         _LIBRARY.append(library)
     import torchvision as tv
+    return tv
+
+
+def torchvision():
+    """The torchvision module (skip the test when it is not installed)."""
+    tv = import_torchvision()
+    if tv is None:
+        pytest.skip("torchvision is not installed (pip install --no-deps torchvision==0.28.0)")
     return tv
 
 
