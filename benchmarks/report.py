@@ -1,57 +1,68 @@
-"""BENCHMARKS.md: the table of a full run, the machine and the command."""
+"""BENCHMARKS.md: the tables of a full run (every case on each kernel path, and the
+issue's targets, met or not), the machine, the load average and the command."""
 
 from __future__ import annotations
 
-import math
+from .targets import geomean, target_lines
 
 
 def _fmt(value, spec):
     return "" if value is None else format(value, spec)
 
 
-def _geomean(values):
-    values = [v for v in values if v]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+def _load(value):
+    return "n/a" if value is None else f"{value:.2f}"
 
 
-def write_report(path, rows, machine, command):
+def write_report(path, rows, targets, machine, command, loads):
+    """``rows`` of the cases, ``targets`` (``check_targets``'s results), ``loads``: the
+    1-minute load average at the start and at the end of the run."""
     lines = [
         "# Benchmarks",
         "",
-        f"Machine: {machine}.",
+        f"Machine: {machine}. 1-minute load average: {_load(loads[0])} at the start of the "
+        f"run, {_load(loads[-1])} at its end.",
         "",
-        f"Command: `{command}`. Each row is the median of interleaved rounds after warm-up, "
+        f"Command: `{command}`. Every case runs on both kernel paths (*path*: `compiled`, "
+        "the numba kernels; `numpy`, the pure-NumPy fallback, `HANDGRAD_NUMBA=0`). "
+        "Each row is the median of interleaved rounds after warm-up, "
         "forward + backward; torch runs NCHW or channels_last, whichever was faster "
         "(column *torch layout*). *ratio* = handgrad / torch (< 1: handgrad is faster). "
         "*% matmul* is the time of bare NumPy matmuls with the same FLOPs divided by "
         "handgrad's time. *peak MB* is the peak of temporary allocations during forward + "
         "backward (tracemalloc), *cache MB* what the cache holds besides the op's inputs.",
         "",
-        "| case | dtype | handgrad ms | torch ms | ratio | torch layout | % matmul | GFLOP/s "
-        "| peak MB | cache MB |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| case | path | dtype | handgrad ms | torch ms | ratio | torch layout | % matmul "
+        "| GFLOP/s | peak MB | cache MB |",
+        "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['case']} | {r['dtype']} | {_fmt(r.get('ours_ms'), '.2f')} | "
+            f"| {r['case']} | {r.get('path', '')} | {r['dtype']} | "
+            f"{_fmt(r.get('ours_ms'), '.2f')} | "
             f"{_fmt(r.get('torch_ms'), '.2f')} | {_fmt(r.get('ratio'), '.2f')} | "
             f"{r.get('torch_layout', '')} | {_fmt(r.get('matmul_pct'), '.0f')} | "
             f"{_fmt(r.get('gflops'), '.1f')} | {_fmt(r.get('peak_mb'), '.1f')} | "
             f"{_fmt(r.get('cache_mb'), '.2f')} |"
         )
-    convs = [r for r in rows if r["case"][0] in "1234567" and r["case"][1] == " "]
-    for dtype in ("float32", "float64"):
-        ratios = [r["ratio"] for r in convs if r["dtype"] == dtype]
-        lines.append("")
-        lines.append(f"Geometric mean of the conv ratios (cases 1-7, {dtype}): "
-                     f"{_geomean(ratios):.2f}")
-    epochs = [r for r in rows if "first_loss_rel_err" in r]
-    if epochs:
-        lines.append("")
-        for r in epochs:
-            lines.append(f"- {r['case']}: first loss handgrad {r['first_losses'][0]:.6f}, torch "
-                         f"{r['first_losses'][1]:.6f} (relative difference "
-                         f"{r['first_loss_rel_err']:.1e}): the same computation.")
+    lines.append("")
+    for path in dict.fromkeys(r.get("path") for r in rows):
+        for dtype in ("float32", "float64"):
+            ratios = [r["ratio"] for r in rows if r.get("group") == "conv"
+                      and r.get("path") == path and r["dtype"] == dtype]
+            if ratios:
+                lines.append(f"- Geometric mean of the conv ratios ({path}, {dtype}): "
+                             f"{geomean(ratios):.2f}")
+    for r in rows:
+        if "first_loss_rel_err" in r:
+            lines.append(f"- {r['case']} ({r['path']}): first loss handgrad "
+                         f"{r['first_losses'][0]:.6f}, torch {r['first_losses'][1]:.6f} "
+                         f"(relative difference {r['first_loss_rel_err']:.1e}): the same "
+                         f"computation.")
+    lines += ["", "## Targets", "",
+              "The issue's targets, checked against the rows above (*worst row*: the row "
+              "furthest from the limit, or how many rows a geometric mean takes).", "",
+              *target_lines(targets)]
     kept = _kept_sections(path)  # read before the file is truncated
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n" + kept)

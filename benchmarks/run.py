@@ -1,10 +1,14 @@
 """The benchmark harness: ``python -m benchmarks [--quick] [--rounds N] [--out FILE]``.
 
-Both libraries run in this process with 2 threads. Each case is timed round by
-round, alternating handgrad and torch, and the medians after warm-up are
-compared. ``--quick`` (CI's smoke test) runs every case once on small inputs
-and checks that handgrad and torch agree numerically, each result within a bound
-derived from the dtype and the case (:mod:`benchmarks.bounds`); it asserts no timing.
+Both libraries run in this process with 2 threads. Each case runs on both kernel paths
+(compiled with numba, and pure NumPy: ``use_compiled``), timed round by round,
+alternating handgrad and torch, and the medians after warm-up are compared; the issue's
+speed targets (:mod:`benchmarks.targets`) are then checked against those ratios and
+printed (and written) as met or not met. ``--quick`` (CI's smoke test) runs every case
+once on small inputs on both kernel paths and checks that handgrad and torch agree
+numerically, each result within a bound derived from the dtype and the case
+(:mod:`benchmarks.bounds`); it asserts no timing. Both modes print the 1-minute load
+average at their start and end.
 """
 
 from __future__ import annotations
@@ -22,14 +26,61 @@ from functools import partial
 import numpy as np
 import torch
 
+from handgrad.ops._engine import dispatch
 from handgrad.testing import max_abs_error
 
 from .bounds import bound, first_loss_bound, measured_bounds, op_bounds
 from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_inputs
 from .e2e import EpochRunner
+from .resnet import MODEL_CASES
+from .targets import PATHS, check_targets, verdict
 
 THREADS = 2
 COMMAND = "python -m benchmarks"
+DTYPES = (np.float32, np.float64)
+ALL_CASES = [*CASES, *MODEL_CASES]
+
+
+def group_of(case):
+    """The case's target group: its own ``group``, else "conv", "pool" or "composite"."""
+    if getattr(case, "group", None):
+        return case.group
+    if hasattr(case, "runners"):
+        return "composite"
+    return "conv" if case.is_conv else "pool"
+
+
+def kernel_path(path):
+    """Context: the compiled kernels on ("compiled") or off ("numpy")."""
+    return dispatch.use_compiled(path == "compiled")
+
+
+def paths():
+    """The kernel paths this machine has: both with numba, else the NumPy one."""
+    return PATHS if dispatch.available() else ("numpy",)
+
+
+def load_average():
+    """The 1-minute load average (/proc/loadavg), or None where there is none."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def runs(path_names, cases=ALL_CASES):
+    """(path, case, dtype) of every case on every kernel path, inside its path's context;
+    a case that cannot run here (``skip_reason()``) is printed as skipped once per path."""
+    for path in path_names:
+        for case in cases:
+            reason = case.skip_reason() if hasattr(case, "skip_reason") else None
+            if reason:
+                print(f"{case.name:<38} {path:<8} skipped: {reason}", flush=True)
+                continue
+            for dtype in getattr(case, "dtypes", DTYPES):
+                with kernel_path(path):
+                    yield path, case, dtype
 
 
 def _channels_first(array):
@@ -109,8 +160,9 @@ def matmul_ceiling(gemm, dtype, rounds):
 
 
 def _timing_row(case, dtype, t_ours, t_theirs, layout):
-    return {"case": case.name, "dtype": np.dtype(dtype).name, "ours_ms": t_ours * 1e3,
-            "torch_ms": t_theirs * 1e3, "ratio": t_ours / t_theirs, "torch_layout": layout}
+    return {"case": case.name, "dtype": np.dtype(dtype).name, "group": group_of(case),
+            "ours_ms": t_ours * 1e3, "torch_ms": t_theirs * 1e3, "ratio": t_ours / t_theirs,
+            "torch_layout": layout}
 
 
 def bench_case(case, dtype, rounds):
@@ -140,7 +192,7 @@ def bench_case(case, dtype, rounds):
     return row
 
 
-def bench_epochs(rounds, quick):
+def bench_epochs(rounds, quick, path):
     from handgrad.data import load_digits, load_mnist1d
 
     rows = []
@@ -151,8 +203,9 @@ def bench_epochs(rounds, quick):
         loss_bound = first_loss_bound(runner, model)  # before the first step
         ours, theirs = runner.handgrad_epoch(model), runner.torch_epoch(twin, optimizer)
         first_loss_err = abs(ours[0] - theirs[0]) / abs(theirs[0])
-        row = {"case": name, "dtype": "float32", "first_loss_rel_err": first_loss_err,
-               "first_losses": (ours[0], theirs[0]), "first_loss_bound": loss_bound}
+        row = {"case": name, "dtype": "float32", "path": path, "group": "epoch",
+               "first_loss_rel_err": first_loss_err, "first_losses": (ours[0], theirs[0]),
+               "first_loss_bound": loss_bound}
         if not quick:
             t_ours, t_theirs = time_pair(partial(runner.handgrad_epoch, model),
                                          partial(runner.torch_epoch, twin, optimizer),
@@ -162,37 +215,58 @@ def bench_epochs(rounds, quick):
     return rows
 
 
+def epoch_rows(rounds, quick, path_names):
+    """The epoch cases' rows on every kernel path."""
+    rows = []
+    for path in path_names:
+        with kernel_path(path):
+            rows += bench_epochs(rounds, quick, path)
+    return rows
+
+
 def _epoch_outputs(row):
     ours, theirs = row["first_losses"]
     return [Output("loss[0]", np.asarray(ours), np.asarray(theirs), row["first_loss_bound"])]
 
 
-def _report_line(name, dtype, outputs):
+def _report_line(name, path, dtype, outputs):
     """Print one case's worst output (largest error / bound); return (whether every
-    output is within its bound, that ratio, name, dtype)."""
+    output is within its bound, that ratio, name, path, dtype)."""
     out, ratio = worst(outputs)
     ok = all(o.error <= o.bound for o in outputs)
-    print(f"{name:<38} {dtype:<8} {out.name:<7} {out.error:9.2e} {out.bound:9.2e} "
+    print(f"{name:<38} {path:<8} {dtype:<8} {out.name:<7} {out.error:9.2e} {out.bound:9.2e} "
           f"{ratio:7.3f}  {'ok' if ok else 'MISMATCH'}", flush=True)
-    return ok, ratio, name, dtype
+    return ok, ratio, name, path, dtype
+
+
+def _load_line(when):
+    load = load_average()
+    line = f"load average (1 min) at the {when}: {'n/a' if load is None else f'{load:.2f}'}"
+    print(line, flush=True)
+    return load
 
 
 def quick(args):
-    """Every case once on small inputs, handgrad vs torch: per case and dtype, the output
-    with the largest max|handgrad - torch| / derived bound (benchmarks.bounds)."""
-    print(f"{'case':<38} {'dtype':<8} {'worst':<7} {'max|err|':>9} {'bound':>9} "
+    """Every case once on small inputs on every kernel path, handgrad vs torch: per case,
+    path and dtype, the output with the largest max|handgrad - torch| / derived bound
+    (benchmarks.bounds)."""
+    _load_line("start")
+    path_names = paths()
+    print(f"{'case':<38} {'path':<8} {'dtype':<8} {'worst':<7} {'max|err|':>9} {'bound':>9} "
           f"{'err/bnd':>7}")
     results = []
-    for case in CASES:
-        for dtype in (np.float32, np.float64):
-            outputs = compare_with_torch(case, dtype, quick=True)
-            results.append(_report_line(case.name, np.dtype(dtype).name, outputs))
-    for row in bench_epochs(0, quick=True):
-        results.append(_report_line(row["case"], row["dtype"], _epoch_outputs(row)))
+    for path, case, dtype in runs(path_names):
+        outputs = compare_with_torch(case, dtype, quick=True)
+        results.append(_report_line(case.name, path, np.dtype(dtype).name, outputs))
+    for row in epoch_rows(0, True, path_names):
+        results.append(_report_line(row["case"], row["path"], row["dtype"],
+                                    _epoch_outputs(row)))
     failures = sum(not ok for ok, *_ in results)
-    _, ratio, name, dtype = max(results, key=lambda r: r[1])
+    _, ratio, *where = max(results, key=lambda r: r[1])
     print(f"quick benchmark check: {len(results) - failures} passed, {failures} failed; "
-          f"worst error / bound {ratio:.3f} ({name}, {dtype})")
+          f"worst error / bound {ratio:.3f} ({', '.join(where)}); kernel paths: "
+          f"{', '.join(path_names)}")
+    _load_line("end")
     return 1 if failures else 0
 
 
@@ -207,22 +281,38 @@ def machine():
             f"{np.__version__}, torch {torch.__version__}, {THREADS} threads each")
 
 
+def _print_row(row):
+    ratio = "" if row.get("ratio") is None else f"ratio {row['ratio']:.2f}"
+    print(f"{row['case']:<38} {row['path']:<8} {row['dtype']:<8} {row['ours_ms']:8.2f} ms  "
+          f"torch {row['torch_ms']:8.2f} ms  {ratio}", flush=True)
+
+
+def print_targets(results):
+    print(f"{'target':<46} {'path':<8} {'limit':<7} {'measured':>8}  met")
+    for r in results:
+        measured = "" if r["measured"] is None else f"{r['measured']:.2f}"
+        print(f"{r['target']:<46} {r['path']:<8} {r['limit']:<7} {measured:>8}  "
+              f"{verdict(r)}  {r['worst']}", flush=True)
+
+
 def full(args):
     from .report import write_report
 
+    loads = [_load_line("start")]
+    path_names = paths()
     rows = []
-    for case in CASES:
-        for dtype in (np.float32, np.float64):
-            row = bench_case(case, dtype, args.rounds)
-            rows.append(row)
-            print(f"{row['case']:<38} {row['dtype']:<8} {row['ours_ms']:8.2f} ms  torch "
-                  f"{row['torch_ms']:8.2f} ms  ratio {row['ratio']:.2f}", flush=True)
-    for row in bench_epochs(args.rounds, quick=False):
+    for path, case, dtype in runs(path_names):
+        row = {**bench_case(case, dtype, args.rounds), "path": path}
         rows.append(row)
-        print(f"{row['case']:<38} {row['ours_ms']:8.1f} ms  torch {row['torch_ms']:8.1f} ms  "
-              f"ratio {row['ratio']:.2f}  first-loss rel err {row['first_loss_rel_err']:.1e}",
-              flush=True)
-    write_report(args.out, rows, machine(), f"{COMMAND} --rounds {args.rounds}")
+        _print_row(row)
+    for row in epoch_rows(args.rounds, False, path_names):
+        rows.append(row)
+        _print_row(row)
+    results = check_targets(rows)
+    print_targets(results)
+    loads.append(_load_line("end"))
+    write_report(args.out, rows, results, machine(), f"{COMMAND} --rounds {args.rounds}",
+                 loads)
     print(f"wrote {args.out}")
     return 0
 
