@@ -46,12 +46,12 @@ def write_report(path, rows, targets, machine, command, loads):
             f"{_fmt(r.get('cache_mb'), '.2f')} |"
         )
     lines.append("")
-    for path in dict.fromkeys(r.get("path") for r in rows):
+    for kernels in dict.fromkeys(r.get("path") for r in rows):
         for dtype in ("float32", "float64"):
             ratios = [r["ratio"] for r in rows if r.get("group") == "conv"
-                      and r.get("path") == path and r["dtype"] == dtype]
+                      and r.get("path") == kernels and r["dtype"] == dtype]
             if ratios:
-                lines.append(f"- Geometric mean of the conv ratios ({path}, {dtype}): "
+                lines.append(f"- Geometric mean of the conv ratios ({kernels}, {dtype}): "
                              f"{geomean(ratios):.2f}")
     for r in rows:
         if "first_loss_rel_err" in r:

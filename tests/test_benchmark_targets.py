@@ -1,0 +1,96 @@
+"""The benchmark harness's target table (benchmarks/targets.py): which rows a target takes,
+how it aggregates them and when it is met; and the report it writes (no timing)."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.append(ROOT)
+
+from benchmarks.targets import (  # noqa: E402
+    TARGETS,
+    Target,
+    check_targets,
+    in_group,
+    numbered,
+    target_lines,
+)
+
+
+def row(case, ratio, path="compiled", group="conv", dtype="float32", **more):
+    return {"case": case, "ratio": ratio, "path": path, "group": group, "dtype": dtype, **more}
+
+
+ROWS = [
+    row("1 conv a", 0.8, matmul_pct=65.0),
+    row("2 conv b", 1.2, matmul_pct=55.0),
+    row("3 conv c", 0.5, dtype="float64"),
+    row("1 conv a", 2.5, path="numpy"),
+    row("8a pool", 0.9, group="pool"),
+    row("8a pool", 3.5, path="numpy", group="pool"),
+    row("13 resnet", 1.1, group="model"),
+]
+
+
+def results_by(target, rows=ROWS):
+    return {r["path"]: r for r in check_targets(rows, [target])}
+
+
+def test_each_reports_the_worst_row_of_its_path_and_group():
+    result = results_by(Target("conv", in_group("conv"), "compiled", "ratio", 1.0))["compiled"]
+    assert (result["measured"], result["met"]) == (1.2, False)
+    assert result["worst"] == "2 conv b (float32)"
+    loose = results_by(Target("conv", in_group("conv"), "compiled", "ratio", 1.25))
+    assert loose["compiled"]["met"] is True
+
+
+def test_geomean_and_a_floor():
+    mean = results_by(Target("g", in_group("conv"), "compiled", "ratio", 0.9,
+                             aggregate="geomean"))["compiled"]
+    assert math.isclose(mean["measured"], (0.8 * 1.2 * 0.5) ** (1 / 3))
+    assert mean["met"] is True
+    floor = results_by(Target("m", numbered("1", "2"), "compiled", "matmul_pct", 60.0,
+                              at_least=True))["compiled"]
+    assert (floor["measured"], floor["met"]) == (55.0, False)  # the lowest, not the highest
+
+
+def test_a_target_on_no_path_is_checked_on_each_and_missing_rows_are_not_measured():
+    results = results_by(Target("r", in_group("model"), None, "ratio", 1.3))
+    assert results["compiled"]["met"] is True
+    assert results["numpy"]["measured"] is None and results["numpy"]["met"] is None
+    lines = target_lines(check_targets(ROWS, [Target("r", in_group("model"), None, "ratio",
+                                                     1.3)]))
+    assert lines[2].endswith("| met |") and lines[3].endswith("| not measured |")
+
+
+def test_the_issue_targets_cover_both_paths():
+    results = check_targets(ROWS, TARGETS)
+    fallback = [r for r in results if r["path"] == "numpy" and r["measured"] is not None]
+    assert any(r["measured"] == 3.5 and r["met"] is False for r in fallback)
+    assert {r["path"] for r in results} == {"compiled", "numpy"}
+
+
+@pytest.mark.parametrize("kwargs, word", [({"aggregate": "mean"}, "aggregate"),
+                                          ({"path": "gpu"}, "path")])
+def test_a_bad_target_is_refused_by_name(kwargs, word):
+    args = {"name": "t", "select": in_group("conv"), "path": "compiled", "metric": "ratio",
+            "limit": 1.0, **kwargs}
+    with pytest.raises(ValueError, match=word):
+        Target(**args)
+
+
+def test_the_report_has_the_targets_and_the_load_average(tmp_path):
+    from benchmarks.report import write_report
+    path = tmp_path / "report.md"
+    write_report(path, ROWS, check_targets(ROWS), "test machine", "python -m benchmarks",
+                 [0.5, 1.25])
+    text = path.read_text()
+    assert "load average: 0.50 at the start of the run, 1.25 at its end" in text
+    assert "## Targets" in text and "| NOT MET |" in text
+    assert "- Geometric mean of the conv ratios (numpy, float32): 2.50" in text
