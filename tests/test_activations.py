@@ -126,6 +126,24 @@ def test_kink_conventions():
     assert_close(dx[0], 0.7 / 6, dtype=np.float64, what="hard_sigmoid slope at 0")
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_relu_backward_passes_nonfinite_gradients_where_torch_does(dtype):
+    # relu_backward masks dy by bits: dy's NaN, infinities and -0 go through unchanged
+    # where y > 0, and where y <= 0 (or y is NaN: torch's threshold_backward keeps dy
+    # there, as NaN <= 0 is false) the result is exactly torch's
+    x = np.array([1.0, 2.0, 3.0, 4.0, 0.0, -1.0, np.nan, -np.inf], dtype)
+    dy = np.array([np.nan, -0.0, np.inf, -2.5, np.nan, np.inf, 1.5, -0.0], dtype)
+    dx = ops.relu_backward(dy, ops.relu(x)[1])
+    xt = torch.tensor(x, requires_grad=True)
+    torch.relu(xt).backward(torch.tensor(dy))
+    expected = xt.grad.numpy()
+    assert dx.dtype == dtype
+    np.testing.assert_array_equal(dx.view(np.uint8), expected.view(np.uint8))
+    strided = ops.relu_backward(dy[::2], ops.relu(x[::2])[1])  # a strided view of dy
+    np.testing.assert_array_equal(np.ascontiguousarray(strided).view(np.uint8),
+                                  np.ascontiguousarray(expected[::2]).view(np.uint8))
+
+
 @pytest.mark.parametrize("name", list(TWINS))
 def test_backward_matches_finite_differences(name):
     forward, _, kwargs = _pair(name)

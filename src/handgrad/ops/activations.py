@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._checks import array_module, float_array
 from .._hyper import number
 from ._args.elementwise import make_cache, open_cache
@@ -62,7 +64,19 @@ def relu(x):
 def relu_backward(dy, cache):
     """dx = dy where y > 0, else 0 (so relu'(0) = 0, as PyTorch)."""
     dy, cache = open_cache("relu_backward", "relu", dy, cache)
-    return array_module(dy).where(cache.saved <= 0, 0.0, dy)
+    return _zero_where(cache.saved <= 0, dy)
+
+
+def _zero_where(mask, dy):
+    """``where(mask, 0, dy)`` (dy's NaN, infinities and -0 kept where ``mask`` is False).
+    For a NumPy float array: a bitwise and of dy's words with a word of all ones where
+    ``mask`` is False (zero bits where it is True), one vectorized pass where NumPy's
+    element-wise select is several times slower."""
+    if type(dy) is not np.ndarray or dy.dtype.kind != "f":
+        return array_module(dy).where(mask, 0.0, dy)
+    words = np.dtype(f"i{dy.dtype.itemsize}")
+    keep = np.subtract(mask, 1, dtype=words)  # 0 where mask, -1 (all ones) elsewhere
+    return np.bitwise_and(dy.view(words), keep, out=keep).view(dy.dtype)
 
 
 def leaky_relu(x, negative_slope=0.01):
