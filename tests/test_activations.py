@@ -139,6 +139,8 @@ def test_relu_backward_passes_nonfinite_gradients_where_torch_does(dtype):
     expected = xt.grad.numpy()
     assert dx.dtype == dtype
     np.testing.assert_array_equal(dx.view(np.uint8), expected.view(np.uint8))
+    scalar = ops.relu_backward(dy[2, ...], ops.relu(x[2, ...])[1])  # 0-d arrays
+    assert scalar.shape == () and scalar == np.inf
     strided = ops.relu_backward(dy[::2], ops.relu(x[::2])[1])  # a strided view of dy
     np.testing.assert_array_equal(np.ascontiguousarray(strided).view(np.uint8),
                                   np.ascontiguousarray(expected[::2]).view(np.uint8))

@@ -72,7 +72,7 @@ def _zero_where(mask, dy):
     For a NumPy float array: a bitwise and of dy's words with a word of all ones where
     ``mask`` is False (zero bits where it is True), one vectorized pass where NumPy's
     element-wise select is several times slower."""
-    if type(dy) is not np.ndarray or dy.dtype.kind != "f":
+    if type(dy) is not np.ndarray or dy.dtype.kind != "f" or dy.ndim == 0:
         return array_module(dy).where(mask, 0.0, dy)
     words = np.dtype(f"i{dy.dtype.itemsize}")
     keep = np.subtract(mask, 1, dtype=words)  # 0 where mask, -1 (all ones) elsewhere
