@@ -127,6 +127,8 @@ class MapCase:
     handgrad's parameters from the torch module's, ``grads(grads)`` the parameter
     gradients back in torch's layout."""
 
+    group = "breadth"  # the issue's 1.5x target (benchmarks.targets)
+
     name: str
     op: str
     x_shape: tuple
@@ -221,6 +223,8 @@ TRANSFORMER_PARAMS = ("self_attn.in_proj_weight", "self_attn.in_proj_bias",
 class EncoderLayerCase:
     """handgrad's ``TransformerEncoderLayer`` against torch's (batch_first, post-norm,
     relu, dropout 0, training mode) with the same weights, x (N, T, E)."""
+
+    group = "breadth"  # the issue's 1.5x target (benchmarks.targets)
 
     name: str
     batch: int

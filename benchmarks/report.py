@@ -37,6 +37,8 @@ def write_report(path, rows, targets, machine, command, loads):
         "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
+        if "words_per_s" in r:
+            continue  # listed below the table
         lines.append(
             f"| {r['case']} | {r.get('path', '')} | {r['dtype']} | "
             f"{_fmt(r.get('ours_ms'), '.2f')} | "
@@ -59,6 +61,12 @@ def write_report(path, rows, targets, machine, command, loads):
                          f"{r['first_losses'][0]:.6f}, torch {r['first_losses'][1]:.6f} "
                          f"(relative difference {r['first_loss_rel_err']:.1e}): the same "
                          f"computation.")
+    for r in rows:
+        if "words_per_s" in r:
+            (ours, theirs), (purity, their_purity) = r["words_per_s"], r["purity"]
+            lines.append(f"- {r['case']} ({r['path']}, one epoch, one thread): handgrad "
+                         f"{ours:,.0f} words/s, gensim {theirs:,.0f} ({r['speed']:.2f}x); "
+                         f"neighbour purity after that epoch {purity:.3f} and {their_purity:.3f}.")
     lines += ["", "## Targets", "",
               "The issue's targets, checked against the rows above (*worst row*: the row "
               "furthest from the limit, or how many rows a geometric mean takes).", "",
@@ -68,7 +76,9 @@ def write_report(path, rows, targets, machine, command, loads):
         f.write("\n".join(lines) + "\n" + kept)
 
 
-KEPT = "\n## Default networks"  # written by hand (training runs), kept across regenerations
+# The sections below this line of BENCHMARKS.md are written by hand (the torch suite, the
+# training runs, word2vec) and kept when a run regenerates the tables above it.
+KEPT = "\n<!-- written by hand below: python -m benchmarks keeps what follows -->"
 
 
 def _kept_sections(path):

@@ -287,6 +287,21 @@ def _print_row(row):
           f"torch {row['torch_ms']:8.2f} ms  {ratio}", flush=True)
 
 
+def word2vec_rows(path_names):
+    """word2vec beside gensim on the compiled path (:func:`benchmarks.word2vec.harness_rows`)."""
+    if "compiled" not in path_names:
+        return []
+    from .word2vec import harness_rows
+
+    with kernel_path("compiled"):
+        rows = harness_rows("compiled")
+    for row in rows:
+        ours, theirs = row["words_per_s"]
+        print(f"{row['case']:<38} compiled words/s {ours:,.0f}, gensim {theirs:,.0f}: "
+              f"{row['speed']:.2f}x", flush=True)
+    return rows
+
+
 def print_targets(results):
     print(f"{'target':<46} {'path':<8} {'limit':<7} {'measured':>8}  met")
     for r in results:
@@ -308,6 +323,7 @@ def full(args):
     for row in epoch_rows(args.rounds, False, path_names):
         rows.append(row)
         _print_row(row)
+    rows += word2vec_rows(path_names)
     results = check_targets(rows)
     print_targets(results)
     loads.append(_load_line("end"))

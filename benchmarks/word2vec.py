@@ -96,6 +96,27 @@ def measure_gensim(corpus, arch, dim, epochs):
     return float(np.median([words / s for s in clock.seconds])), cpu, purity
 
 
+def harness_rows(path):
+    """Rows of group ``"word2vec"`` for :mod:`benchmarks.targets` (``python -m benchmarks``):
+    on the ``large`` corpus, one epoch of each library after a warm-up, skip-gram and CBOW
+    with negative sampling; ``speed`` = handgrad's words/s over gensim's. No rows without
+    gensim."""
+    if importlib.util.find_spec("gensim") is None:
+        return []
+    from threadpoolctl import threadpool_limits
+
+    corpus, rows = planted_corpus(0, **CORPORA["large"]), []
+    with threadpool_limits(1):
+        measure(planted_corpus(0, **CORPORA["quick"]), "skipgram", "negative", 100, 1, 512)
+        for arch in ("skipgram", "cbow"):
+            ours = measure(corpus, arch, "negative", 100, 1, 512)
+            theirs = measure_gensim(corpus, arch, 100, 1)
+            rows.append({"case": f"word2vec {arch} negative, 1M words", "dtype": "float32",
+                         "path": path, "group": "word2vec", "speed": ours[0] / theirs[0],
+                         "words_per_s": (ours[0], theirs[0]), "purity": (ours[2], theirs[2])})
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.word2vec",
                                      description=__doc__.split("\n\n")[0])
