@@ -81,6 +81,11 @@ def to_device(array, device: str):
     return cuda_module().asarray(array)
 
 
+def like(array, reference):
+    """``array`` (a host draw, an index or a constant) on the device of ``reference``."""
+    return to_device(array, device_of(reference))
+
+
 def move_dict(arrays: dict, device: str) -> None:
     """Move every array of ``arrays`` to ``device`` in place (the dict is kept)."""
     for key, value in list(arrays.items()):

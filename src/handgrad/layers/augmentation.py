@@ -29,7 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
-from .._checks import choice, describe, upstream_grad
+from .._checks import array_module, choice, describe, upstream_grad
+from .._device import like
 from .._hyper import number
 from .base import Layer
 from .registry import register
@@ -93,12 +94,13 @@ class RandomFlip(RandomAugmentation):
 
     def _augment(self, x):
         axes = {"horizontal": (2,), "vertical": (1,), "horizontal_and_vertical": (2, 1)}
-        flips = [(axis, self.rng.random(len(x)) < 0.5) for axis in axes[self.mode]]
+        flips = [(axis, like(self.rng.random(len(x)) < 0.5, x)) for axis in axes[self.mode]]
         return self._unaugment(x, flips), flips
 
     def _unaugment(self, dy, flips):
+        xp = array_module(dy)
         for axis, flipped in flips:  # flips are involutions and commute
-            dy = np.where(flipped[:, None, None, None], np.flip(dy, axis), dy)
+            dy = xp.where(flipped[:, None, None, None], xp.flip(dy, axis), dy)
         return dy
 
 
@@ -127,9 +129,9 @@ class AffineAugmentation(RandomAugmentation):
         source = np.einsum("nij,hwj->nhwi", self._matrices(n, h, w), points)  # (u, v)
         if self.fill_mode == "wrap":  # u mod W, read with one more column (row): x's first
             source = np.mod(source, (w, h))
-            x = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)), mode="wrap")
+            x = array_module(x).pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)), mode="wrap")
         size = np.array([x.shape[2], x.shape[1]], dtype=np.float64)
-        grid = ((2 * source + 1) / size - 1).astype(x.dtype)  # align_corners=False
+        grid = like(((2 * source + 1) / size - 1).astype(x.dtype), x)  # align_corners=False
         shift = x.dtype.type(self.fill_value if self.fill_mode == "constant" else 0.0)
         y, cache = ops.grid_sample(x - shift if shift else x, grid, mode=self.interpolation,
                                    padding_mode=_PADDING[self.fill_mode])
@@ -141,7 +143,7 @@ class AffineAugmentation(RandomAugmentation):
             dx = dx.copy()
             dx[:, 0] += dx[:, -1]
             dx[:, :, 0] += dx[:, :, -1]
-            dx = np.ascontiguousarray(dx[:, :-1, :-1])
+            dx = array_module(dx).ascontiguousarray(dx[:, :-1, :-1])
         return dx
 
     @staticmethod
@@ -233,7 +235,8 @@ class RandomContrast(RandomAugmentation):
 
     def _augment(self, x):
         lower, upper = self.factor
-        f = self._uniform((1 - lower, 1 + upper), len(x)).astype(x.dtype)[:, None, None, None]
+        f = like(self._uniform((1 - lower, 1 + upper), len(x)).astype(x.dtype), x)
+        f = f[:, None, None, None]
         mean = x.mean(axis=(1, 2), keepdims=True)
         return (x - mean) * f + mean, f
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import ops
 from .._checks import is_int, positive_int
+from .._device import like
 from .._hyper import number
 from . import declarations as twins
 from .base import Layer
@@ -81,7 +82,7 @@ class RReLU(Layer):
         return {**super().get_config(), "lower": self.lower, "upper": self.upper}
 
     def _forward(self, x, training):
-        noise = self.rng.uniform(self.lower, self.upper, x.shape).astype(x.dtype) \
+        noise = like(self.rng.uniform(self.lower, self.upper, x.shape).astype(x.dtype), x) \
             if training else None
         return ops.rrelu(x, noise, self.lower, self.upper, training)
 

@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from ._args.windows import pad_input, padded_zeros, taps
+
 
 def _positions(axis, out_axis, kernel_axis, ndim):
     """Input position ``o*s + k*d - pad`` of output ``o`` and tap ``k``, broadcastable."""
@@ -71,8 +73,47 @@ def _with_zero_row(xp, matrix_rows, width, dtype):
     return buffer, buffer[:-1]
 
 
+def window_view(xp, x_pad, axes):
+    """The windows of the padded ``x_pad`` (N, *extent, C) as a strided view
+    (N, *O, *K, C): ``view[n, o, k, c] = x_pad[n, o*s + k*d, c]`` (no copy)."""
+    strides = x_pad.strides
+    spatial = strides[1:-1]
+    shape = (x_pad.shape[0], *(a.size_out for a in axes), *(a.kernel for a in axes),
+             x_pad.shape[-1])
+    steps = (strides[0], *(s * a.stride for s, a in zip(spatial, axes)),
+             *(s * a.dilation for s, a in zip(spatial, axes)), strides[-1])
+    return xp.lib.stride_tricks.as_strided(x_pad, shape=shape, strides=steps)
+
+
+def _strided_im2col(xp, x, axes, groups):
+    """On a GPU: the im2col matrix as one copy of the strided window view."""
+    windows = window_view(xp, pad_input(xp, x, axes), axes)  # (N, *O, *K, C)
+    per_group = x.shape[-1] // groups
+    split = windows.reshape(*windows.shape[:-1], groups, per_group)
+    width = math.prod(a.kernel for a in axes) * per_group
+    return xp.ascontiguousarray(xp.moveaxis(split, -2, 0)).reshape(groups, -1, width)
+
+
+def _sliced_col2im(xp, cols, x_shape, axes, groups):
+    """On a GPU: the adjoint of :func:`_strided_im2col`, one strided slice-add per
+    kernel tap into a zero padded buffer (no scatter, no index arrays)."""
+    out = tuple(a.size_out for a in axes)
+    kernel = tuple(a.kernel for a in axes)
+    split = cols.reshape(groups, x_shape[0], *out, *kernel, x_shape[-1] // groups)
+    windows = xp.moveaxis(split, 0, -2).reshape(x_shape[0], *out, *kernel, x_shape[-1])
+    buffer, inner = padded_zeros(xp, x_shape, axes, cols.dtype)
+    nd = len(axes)
+    for tap, window in taps(axes):
+        offsets = np.unravel_index(tap, kernel)
+        target = buffer[(slice(None), *window)]
+        target += windows[(slice(None),) * (1 + nd) + tuple(int(k) for k in offsets)]
+    return xp.ascontiguousarray(buffer[inner])
+
+
 def im2col(xp, x, axes, groups):
     """Windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O), prod(K)*C//groups)."""
+    if xp is not np:
+        return _strided_im2col(xp, x, axes, groups)
     per_group = x.shape[-1] // groups
     index = window_index(x.shape[0], axes, groups)
     rows, body = _with_zero_row(xp, x.size // per_group, per_group, x.dtype)
@@ -87,6 +128,8 @@ def col2im_matmul(xp, a, b, x_shape, axes, groups):
     """``col2im(a @ b)`` for a (groups, M, k), b (groups, k, T*Cg): the adjoint of
     :func:`im2col` applied to the product, returned as an array of ``x_shape``."""
     per_group = x_shape[-1] // groups
+    if xp is not np:
+        return _sliced_col2im(xp, xp.matmul(a, b), x_shape, axes, groups)
     n_rows = a.shape[0] * a.shape[1] * b.shape[2] // per_group
     rows, body = _with_zero_row(xp, n_rows, per_group, a.dtype)
     xp.matmul(a, b, out=body.reshape(a.shape[0], a.shape[1], b.shape[2]))

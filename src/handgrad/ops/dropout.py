@@ -63,9 +63,8 @@ def dropout(x, rate, rng, *, training=True, rows=None):
     else:
         start, total = rows
         mask = generator.random((total, *x.shape[1:]), dtype=x.dtype)[start:start + x.shape[0]]
-    keep = mask >= rate
-    mask = xp.asarray(mask)
-    xp.multiply(xp.asarray(keep), x.dtype.type(1.0 / (1.0 - rate)), out=mask)
+    mask = xp.asarray(mask)  # one host-to-device copy; the threshold runs where x lives
+    xp.multiply(mask >= rate, x.dtype.type(1.0 / (1.0 - rate)), out=mask)
     return x * mask, make_cache(op, x, mask)
 
 

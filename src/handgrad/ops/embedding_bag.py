@@ -164,6 +164,19 @@ def _segments(xp, bags):
     return xp.flatnonzero(first), xp.cumsum(first) - 1
 
 
+def _segment_reduce(xp, ufunc, values, starts, run, fill):
+    """``ufunc`` (maximum or minimum) over each run of ``values`` (n, D) -> (S, D):
+    ``ufunc.reduceat`` on NumPy; on CuPy (no ``reduceat``) the runs are laid out in a
+    padded (S, L_max, D) block filled with ``fill`` and reduced along axis 1."""
+    if xp is np:
+        return ufunc.reduceat(values, starts, axis=0)
+    position = xp.arange(run.size) - starts[run]
+    longest = int(position.max()) + 1
+    block = xp.full((starts.size, longest, values.shape[1]), fill, dtype=values.dtype)
+    block[run, position] = values
+    return block.max(axis=1) if ufunc is np.maximum else block.min(axis=1)
+
+
 def embedding_bag(weight, indices, offsets=None, mode="mean", per_sample_weights=None,
                   padding_idx=None, include_last_offset=False, max_norm=None, norm_type=2.0):
     """Per-bag sum, mean or max of rows of ``weight`` (V, D): y (B, D) (see the module).
@@ -188,11 +201,12 @@ def embedding_bag(weight, indices, offsets=None, mode="mean", per_sample_weights
         winners = xp.full((a.num_bags, dim), -1, dtype=np.int64)
         if kept.size:
             starts, run = _segments(xp, bags)
-            top = xp.maximum.reduceat(rows, starts, axis=0)
+            top = _segment_reduce(xp, np.maximum, rows, starts, run, -np.inf)
             reach = (rows == top[run]) | xp.isnan(top[run])
             first = xp.where(reach, xp.arange(kept.size)[:, None], kept.size)
             y[bags[starts]] = top
-            winners[bags[starts]] = ids[xp.minimum.reduceat(first, starts, axis=0)]
+            winners[bags[starts]] = ids[_segment_reduce(xp, np.minimum, first, starts, run,
+                                                        kept.size)]
     else:
         if a.weights is not None:
             scale = a.weights[kept]

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._checks import as_generator, describe, float_array, int_tuple
+from ..._checks import array_module, as_generator, describe, float_array, int_tuple
+from ..._device import like
 from .adaptive import check_return_indices
 from .conv import LAYOUTS
 from .windows import check_not_empty
@@ -94,7 +95,7 @@ def _samples(op, x, nd, samples, rng):
     shape = (x.shape[0], x.shape[-1], nd)
     if samples is None:  # drawn in float64, so a float32 call pools the same regions
         drawn = as_generator(op, "rng", rng).random(shape).astype(x.dtype)
-        return np.minimum(drawn, np.nextafter(x.dtype.type(1), x.dtype.type(0)))
+        return like(np.minimum(drawn, np.nextafter(x.dtype.type(1), x.dtype.type(0))), x)
     if rng is not None:
         raise ValueError(f"{op}: give 'samples' or 'rng', not both; received rng="
                          f"{describe(rng)} with samples")
@@ -106,7 +107,7 @@ def _samples(op, x, nd, samples, rng):
     if samples.size and not bool(((samples >= 0) & (samples < 1)).all()):
         raise ValueError(f"{op}: 'samples' must lie in [0, 1); received values in "
                          f"[{samples.min()}, {samples.max()}]")
-    return samples
+    return like(samples, x)
 
 
 def prepare_fractional(op, nd, x, kernel_size, output_size, output_ratio, return_indices,
@@ -122,11 +123,12 @@ def prepare_fractional(op, nd, x, kernel_size, output_size, output_ratio, return
 def interval_starts(u, size_in, size_out, kernel):
     """(N, C, size_out) int64 window starts of one axis from its samples ``u`` (N, C),
     computed in u's dtype as aten does."""
-    starts = np.full((*u.shape, size_out), size_in - kernel, dtype=np.int64)
+    xp = array_module(u)
+    starts = xp.full((*u.shape, size_out), size_in - kernel, dtype=np.int64)
     if size_out > 1:
         real = u.dtype.type
         alpha = real(size_in - kernel) / real(size_out - 1)
-        i = np.arange(size_out - 1, dtype=u.dtype)
+        i = xp.arange(size_out - 1, dtype=u.dtype)
         starts[..., :-1] = (((i + u[..., None]) * alpha).astype(np.int64)
                             - (u * alpha).astype(np.int64)[..., None])
     return starts
