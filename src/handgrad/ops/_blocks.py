@@ -14,14 +14,17 @@ from ._args.windows import taps
 BLOCK_BYTES = 1 << 19  # output bytes per block: its passes stay in the L2 cache
 
 
-def plan_blocks(out_shape, itemsize):
+def plan_blocks(out_shape, itemsize, whole=False):
     """(blocks, elements): ``(images, rows)`` slices tiling (N, O_0) so that a block
     of the output (N, *O, C) holds about ``BLOCK_BYTES`` (whole images, or rows of
-    one image), and the most elements one block holds."""
+    one image), and the most elements one block holds. ``whole`` (a GPU, where each
+    pass is a kernel launch and there is no L2 to fit): one block, the whole output."""
     n, rows = out_shape[0], out_shape[1]
     row_size = 1
     for size in out_shape[2:]:
         row_size *= size
+    if whole:
+        return [(slice(0, n), slice(0, rows))], n * rows * row_size
     per_block = max(1, BLOCK_BYTES // max(row_size * itemsize, 1))
     if per_block >= rows:
         step = per_block // rows

@@ -10,10 +10,13 @@ zeros. Instead, with ``x_rep`` the input with each channel repeated ``m`` times:
 
 Each line loops over kernel taps only; every pass is elementwise over the output.
 The passes run block by block (a few images, or a few output rows of one image),
-all taps of a block before the next, so a block's data stays in the CPU cache.
+all taps of a block before the next, so a block's data stays in the CPU cache; on a
+GPU (CuPy) the whole output is one block: kh*kw launches per pass.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ._args.windows import pad_input, padded_zeros, taps
 from ._blocks import block_taps, block_view, plan_blocks
@@ -31,7 +34,7 @@ def depthwise_forward(xp, x, w, axes, groups):
     taps_w = w.reshape(-1, w.shape[-1])
     x_pad = pad_input(xp, _repeated(xp, x, w.shape[-1] // groups), axes)
     y = xp.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), dtype=x.dtype)
-    blocks, elements = plan_blocks(y.shape, y.dtype.itemsize)
+    blocks, elements = plan_blocks(y.shape, y.dtype.itemsize, whole=xp is not np)
     scratch = xp.empty(elements, dtype=y.dtype)
     for images, rows in blocks:
         block = y[images, rows]
@@ -56,7 +59,7 @@ def _gradient_passes(xp, dy, axes, groups, x_shape, w_shape, x=None, w=None):
         taps_w = w.reshape(n_taps, w_shape[-1])
         buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
     dw = None if x is None else xp.zeros((n_taps, w_shape[-1]), dtype=dy.dtype)
-    blocks, elements = plan_blocks(dy.shape, dy.dtype.itemsize)
+    blocks, elements = plan_blocks(dy.shape, dy.dtype.itemsize, whole=xp is not np)
     scratch = xp.empty(elements, dtype=dy.dtype)
     for images, rows in blocks:
         dy_block = dy[images, rows]

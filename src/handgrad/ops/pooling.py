@@ -42,6 +42,7 @@ from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
 from ._args.windows import WindowAxis
 from ._engine import dispatch as engine
+from ._window_pool import window_max, window_max_backward
 from ._pool_indices import (
     clipped_taps,
     covers_once,
@@ -67,6 +68,7 @@ class PoolCache(Cache):
     divisor: object = None
     index: object = None  # compiled path: flat position of each window's winner
     stages: object = None  # NumPy path: the 1-D stages of a separable max pooling
+    tap: object = None  # GPU path: each window's winning tap (:mod:`._window_pool`)
 
     @property
     def y_shape(self):
@@ -95,11 +97,15 @@ def _max_pool(call: PoolCall):
     if engine.covers(axes, x):
         y, index = engine.max_pool(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
+    xp = array_module(x)
+    if xp is not np:
+        y, tap = window_max(xp, x, axes)
+        return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y, tap=tap)
     separable = max_forward(x, axes)
     if separable is not None:
         y, stages = separable
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, stages=stages)
-    y = _fold_taps(x, axes, array_module(x).maximum, -np.inf)  # NaN windows
+    y = _fold_taps(x, axes, np.maximum, -np.inf)  # NaN windows
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
@@ -120,6 +126,8 @@ def _max_pool_backward(op, forward, dy, cache):
     if cache.stages is not None:
         return max_backward(dy, cache.stages)
     xp = array_module(dy)
+    if cache.tap is not None:
+        return window_max_backward(xp, dy, cache.tap, cache.x_shape, cache.axes, cache.dtype)
     axes, y = cache.axes, cache.y
     nan = nan_windows(y)
     if overlapping(axes) or nan is not None:  # a scatter-add of dy at the winners
