@@ -78,7 +78,7 @@ class _Deadline(Callback):
             self.model.stop_training = True
 
 
-def train_default(data, device_name, epochs, deadline, clock) -> dict:
+def train_default(data, device_name, epochs, deadline, clock, keep=None) -> dict:
     """The CLI's default recipe (``train --dataset mnist1d``: resnet, adamw, label
     smoothing, augmentation; no validation split) for ``epochs`` on ``device_name``."""
     from handgrad.cli.args import settings
@@ -95,6 +95,9 @@ def train_default(data, device_name, epochs, deadline, clock) -> dict:
     seconds = time.perf_counter() - start
     loss, accuracy = model.evaluate(data.x_test, data.y_test)
     done = len(history.history["loss"])
+    if keep is not None:  # for the step profile: the trained model and one batch
+        keep.update(model=model, batch=(data.x_train[:run.batch_size],
+                                        data.y_train[:run.batch_size]))
     return {"device": device_name, "epochs": done, "train_s": round(seconds, 2),
             "s_per_epoch": round(seconds / max(done, 1), 3), "test_accuracy":
             round(100 * float(accuracy), 2), "test_loss": round(float(loss), 4),
@@ -108,14 +111,18 @@ def run_mnist1d(report, device):
     epochs = 2 if device.dry else 30
     share = report.deadline("mnist1d") - report.elapsed()
     # the device first, up to half of the share; the CPU then trains the same epochs
-    first = {}
+    first, kept = {}, {}
 
     def on_device():
         first.update(train_default(data, device.name, epochs,
-                                   report.elapsed() + share / 2, report.elapsed))
+                                   report.elapsed() + share / 2, report.elapsed, kept))
         return first
     report.guarded("mnist1d", on_device, name="device")
     done = first.get("epochs", 1)
+    if kept:
+        xd, yd = (device.put(a) for a in kept["batch"])
+        _profile_step(report, "mnist1d", kept["model"],
+                      lambda: kept["model"].train_step(xd, yd), device)
     report.guarded("mnist1d", lambda: train_default(data, "cpu", done, report.deadline(
         "mnist1d"), report.elapsed), name="cpu")
     rows = {r["name"]: r for r in report.sections.get("mnist1d", []) if r["status"] == "pass"}
@@ -192,6 +199,24 @@ def run_resnet18(report, device):
                 round(1e3 * t["torch"], 2), "ratio": round(t["handgrad"] / t["torch"], 2),
                 "rounds": t["rounds"]}
     report.guarded("resnet18", measure, name=f"train step b{batch} {size}px")
+    _profile_step(report, "resnet18", model, lambda: model.train_step(xd, yd), device)
+
+
+def _profile_step(report, section, model, step, device):
+    """Rows ``<section>_layers`` (per layer class, forward and backward ms) and a row
+    ``host vs gpu`` (a step's host and GPU ms) for ``step``, within the section's time."""
+    from .gpu_profile import host_and_gpu_ms, layer_breakdown
+    if report.elapsed() > report.deadline(section):
+        report.note(section, "budget: no per-layer breakdown")
+        return
+    report.guarded(section, lambda: host_and_gpu_ms(step, device.dry, 10), name="host vs gpu")
+    rounds = 1 if report.deadline(section) - report.elapsed() < 20 else 3
+    try:
+        for row in layer_breakdown(model, step, device.sync, rounds):
+            report.row(f"{section}_layers", name=row.pop("layer"), status="pass", **row)
+    except Exception as error:  # recorded; the run goes on
+        report.row(f"{section}_layers", name="breakdown", status="error",
+                   error=f"{type(error).__name__}: {error}")
 
 
 # ------------------------------------------------------- 5. conv layers vs torch
