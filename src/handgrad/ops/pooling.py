@@ -42,7 +42,6 @@ from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
 from ._args.windows import WindowAxis
 from ._engine import dispatch as engine
-from ._window_pool import window_max, window_max_backward
 from ._pool_indices import (
     clipped_taps,
     covers_once,
@@ -52,6 +51,7 @@ from ._pool_indices import (
     overlapping,
 )
 from ._separable_pool import max_backward, max_forward
+from ._window_pool import window_max, window_max_backward
 from .declare import declare, exports
 
 
