@@ -37,16 +37,44 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
-def pytest_terminal_summary(terminalreporter):
-    """The torch suite's per-row passed / unsupported counts, when its rows ran."""
+_WORKER_ROWS: list = []  # the torch suite's rows that pytest-xdist workers reported
+
+
+def pytest_sessionfinish(session):
+    """In a pytest-xdist worker, hand the torch suite's rows to the controller."""
     import sys
+    from dataclasses import asdict
 
     runner = sys.modules.get("torch_suite.runner")
-    if runner is None or not runner.RESULTS:
+    if hasattr(session.config, "workeroutput") and runner is not None:
+        session.config.workeroutput["torch_suite"] = [
+            {**asdict(r), "unsupported": dict(r.unsupported)} for r in runner.RESULTS]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_ROWS.extend(getattr(node, "workeroutput", {}).get("torch_suite", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The torch suite's per-row passed / unsupported counts, when its rows ran (in this
+    process or in pytest-xdist workers)."""
+    import sys
+    from collections import Counter
+
+    runner = sys.modules.get("torch_suite.runner")
+    results = list(runner.RESULTS) if runner is not None else []
+    if _WORKER_ROWS:
+        from torch_suite.runner import RowResult
+
+        results += [RowResult(**{**r, "unsupported": Counter(r["unsupported"])})
+                    for r in _WORKER_ROWS]
+    if not results:
         return
     from torch_suite import report
 
+    results.sort(key=lambda r: r.row)
     terminalreporter.section("torch suite")
-    for line in report.row_lines(runner.RESULTS):
+    for line in report.row_lines(results):
         terminalreporter.write_line(line)
-    terminalreporter.write_line(report.summary_line(runner.RESULTS))
+    terminalreporter.write_line(report.summary_line(results))
