@@ -4,6 +4,9 @@ full CuPy-against-NumPy table is ``python -m benchmarks.gpu``)."""
 
 from __future__ import annotations
 
+import sys
+import types
+
 import numpy as np
 import pytest
 
@@ -24,8 +27,9 @@ no_cupy = pytest.mark.skipif(GPU, reason="CuPy and a GPU are present")
 
 
 def _model(device=None):
-    return hg.Sequential([L.Dense(6, seed=1), L.ReLU(), L.Dropout(0.3, seed=2),
-                          L.Dense(3, seed=3)], input_shape=(4,), device=device)
+    """The model's seed draws the weights (a layer's own seed only its random stream)."""
+    return hg.Sequential([L.Dense(6), L.ReLU(), L.Dropout(0.3, seed=2), L.Dense(3)],
+                         input_shape=(4,), device=device, seed=0)
 
 
 @no_cupy
@@ -73,46 +77,97 @@ def test_engine_never_takes_foreign_arrays():
     assert not dispatch.enabled(np.zeros(3).view(Foreign))
 
 
-# ------------------------------------------------------------------------ GPU
-@needs_gpu
-def test_same_seed_same_numbers_on_both_devices():
+# ------------------------------------------------------- both devices, the same numbers
+def _same_seed_same_numbers(device):
     """Initialization and dropout masks are drawn on the host, so they match exactly."""
     x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
-    cpu, gpu = _model(), _model("cuda")
-    assert gpu.device == "cuda" and all(layer.device == "cuda" for _, layer in gpu.walk())
+    cpu, other = _model(), _model(device)
+    assert other.device == device and all(layer.device == device for _, layer in other.walk())
     for key, value in cpu.named_parameters().items():
-        on_gpu = gpu.named_parameters()[key]
-        assert to_host(on_gpu) is not on_gpu, f"{key} is not a device array"
-        np.testing.assert_array_equal(to_host(on_gpu), value, err_msg=key)
+        moved = other.named_parameters()[key]
+        assert to_host(moved) is not moved, f"{key} is not a device array"
+        np.testing.assert_array_equal(to_host(moved), value, err_msg=key)
     y_cpu = cpu.forward(x, training=True)
-    y_gpu = gpu.forward(to_device(x, "cuda"), training=True)
-    assert to_host(y_gpu) is not y_gpu, "the GPU model's output is not a device array"
-    np.testing.assert_array_equal(to_host(y_gpu) == 0, y_cpu == 0)  # the same dropout mask
-    assert_close(to_host(y_gpu), y_cpu, dtype=np.float32, terms=6)
+    y_other = other.forward(to_device(x, device), training=True)
+    assert to_host(y_other) is not y_other, "the model's output is not a device array"
+    np.testing.assert_array_equal(to_host(y_other) == 0, y_cpu == 0)  # the same dropout mask
+    assert_close(to_host(y_other), y_cpu, dtype=np.float32, terms=6)
 
 
-@needs_gpu
-def test_fit_on_gpu_matches_cpu_and_saves_host_arrays(tmp_path):
+def _fit_matches_cpu_and_saves_host_arrays(device, tmp_path):
     """Plain SGD: its update is linear in the gradient, so the devices' rounding stays at
     the level of the sums (Adam divides by sqrt(v) and turns the rounding of near-zero
-    gradients into steps of the learning rate's size)."""
+    gradients into steps of the learning rate's size). ``rng`` fixes the shuffling."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 4)).astype(np.float32)
     y = rng.integers(0, 3, 64)
     losses, models = {}, {}
-    for device in ("cpu", "cuda"):
-        model = models[device] = _model(device)
+    for where in ("cpu", device):
+        model = models[where] = _model(where)
         model.compile("sgd", "cross_entropy", metrics=["accuracy"])
-        history = model.fit(x, y, epochs=2, batch_size=16, verbose=0).history
-        losses[device] = [float(v) for v in history["loss"]]
+        history = model.fit(x, y, epochs=2, batch_size=16, verbose=0, rng=0).history
+        losses[where] = [float(v) for v in history["loss"]]
         predicted = model.predict(x)
-        assert type(predicted) is np.ndarray, f"predict on {device}: {type(predicted)}"
-    assert_close(np.array(losses["cuda"]), np.array(losses["cpu"]), dtype=np.float32,
+        assert type(predicted) is np.ndarray, f"predict on {where}: {type(predicted)}"
+    assert_close(np.array(losses[device]), np.array(losses["cpu"]), dtype=np.float32,
                  terms=64)
-    io.save(models["cuda"], tmp_path / "m.safetensors")
-    back = io.load(tmp_path / "m.safetensors", device="cuda")
-    assert back.device == "cuda"
-    for key, value in models["cuda"].named_parameters().items():
+    io.save(models[device], tmp_path / "m.safetensors")
+    back = io.load(tmp_path / "m.safetensors", device=device)
+    assert back.device == device
+    for key, value in models[device].named_parameters().items():
         np.testing.assert_array_equal(to_host(back.named_parameters()[key]), to_host(value),
                                       err_msg=key)
     assert back.to("cpu").device == "cpu"
+
+
+class _StandIn(np.ndarray):
+    """A "device" array: NumPy's, under a class of a module named cupy."""
+
+    __module__ = "cupy"
+
+    def get(self):
+        return np.asarray(self)
+
+
+def _stand_in(out):
+    if type(out) is np.ndarray:
+        return out.view(_StandIn)
+    return tuple(_stand_in(o) for o in out) if isinstance(out, tuple) else out
+
+
+def _numpy_function(name):
+    value = getattr(np, name)
+    if callable(value) and not isinstance(value, type):
+        return lambda *args, **kwargs: _stand_in(value(*args, **kwargs))
+    return value
+
+
+@pytest.fixture
+def numpy_as_cupy(monkeypatch):
+    """A module named cupy that is NumPy returning :class:`_StandIn` arrays, so that
+    device="cuda" takes the device path (placement, moves, host draws) on this machine."""
+    fake = types.ModuleType("cupy")
+    fake.__getattr__ = _numpy_function
+    fake.asarray = lambda array, dtype=None: np.array(array, dtype=dtype).view(_StandIn)
+    fake.ndarray = _StandIn
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return fake
+
+
+def test_same_seed_same_numbers_through_the_device_path(numpy_as_cupy):
+    _same_seed_same_numbers("cuda")
+
+
+def test_fit_through_the_device_path_matches_cpu(numpy_as_cupy, tmp_path):
+    _fit_matches_cpu_and_saves_host_arrays("cuda", tmp_path)
+
+
+@needs_gpu
+def test_same_seed_same_numbers_on_both_devices():
+    _same_seed_same_numbers("cuda")
+
+
+@needs_gpu
+def test_fit_on_gpu_matches_cpu_and_saves_host_arrays(tmp_path):
+    _fit_matches_cpu_and_saves_host_arrays("cuda", tmp_path)
