@@ -1,5 +1,8 @@
 import os
+import sys
+import types
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -78,3 +81,48 @@ def pytest_terminal_summary(terminalreporter):
     for line in report.row_lines(results):
         terminalreporter.write_line(line)
     terminalreporter.write_line(report.summary_line(results))
+
+
+# ------------------------------------------------ NumPy standing in for CuPy
+class _StandIn(np.ndarray):
+    """A "device" array: NumPy's, under a class of a module named cupy."""
+
+    __module__ = "cupy"
+
+    def get(self):
+        return np.asarray(self)
+
+
+def _stand_in(out):
+    if type(out) is np.ndarray:
+        return out.view(_StandIn)
+    return tuple(_stand_in(o) for o in out) if isinstance(out, tuple) else out
+
+
+def _numpy_function(name):
+    value = getattr(np, name)
+    if callable(value) and not isinstance(value, type):
+        return lambda *args, **kwargs: _stand_in(value(*args, **kwargs))
+    return value
+
+
+def _twin_kernel(inputs, output, body, name):
+    """A handgrad ElementwiseKernel of :mod:`handgrad.ops._channel_stats`: its NumPy twin."""
+    from handgrad.ops import _channel_stats
+
+    twin = _channel_stats.TWINS[name.removeprefix("handgrad_")][3]
+    return lambda *args: _stand_in(twin(*args))
+
+
+@pytest.fixture
+def numpy_as_cupy(monkeypatch):
+    """A module named cupy that is NumPy returning :class:`_StandIn` arrays, so that
+    device="cuda" takes the device path (placement, moves, host draws) on this machine."""
+    fake = types.ModuleType("cupy")
+    fake.__getattr__ = _numpy_function
+    fake.asarray = lambda array, dtype=None: np.array(array, dtype=dtype).view(_StandIn)
+    fake.ndarray = _StandIn
+    fake.ElementwiseKernel = _twin_kernel
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return fake

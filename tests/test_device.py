@@ -4,9 +4,6 @@ full CuPy-against-NumPy table is ``python -m benchmarks.gpu``)."""
 
 from __future__ import annotations
 
-import sys
-import types
-
 import numpy as np
 import pytest
 
@@ -118,41 +115,6 @@ def _fit_matches_cpu_and_saves_host_arrays(device, tmp_path):
         np.testing.assert_array_equal(to_host(back.named_parameters()[key]), to_host(value),
                                       err_msg=key)
     assert back.to("cpu").device == "cpu"
-
-
-class _StandIn(np.ndarray):
-    """A "device" array: NumPy's, under a class of a module named cupy."""
-
-    __module__ = "cupy"
-
-    def get(self):
-        return np.asarray(self)
-
-
-def _stand_in(out):
-    if type(out) is np.ndarray:
-        return out.view(_StandIn)
-    return tuple(_stand_in(o) for o in out) if isinstance(out, tuple) else out
-
-
-def _numpy_function(name):
-    value = getattr(np, name)
-    if callable(value) and not isinstance(value, type):
-        return lambda *args, **kwargs: _stand_in(value(*args, **kwargs))
-    return value
-
-
-@pytest.fixture
-def numpy_as_cupy(monkeypatch):
-    """A module named cupy that is NumPy returning :class:`_StandIn` arrays, so that
-    device="cuda" takes the device path (placement, moves, host draws) on this machine."""
-    fake = types.ModuleType("cupy")
-    fake.__getattr__ = _numpy_function
-    fake.asarray = lambda array, dtype=None: np.array(array, dtype=dtype).view(_StandIn)
-    fake.ndarray = _StandIn
-    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    return fake
 
 
 def test_same_seed_same_numbers_through_the_device_path(numpy_as_cupy):

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from handgrad import ops
+from handgrad._device import to_device, to_host
 from handgrad.ops._args.windows import WindowAxis
+from handgrad.testing import assert_close
 
 gather = importlib.import_module("handgrad.ops._gather")
 window_pool = importlib.import_module("handgrad.ops._window_pool")
@@ -77,3 +79,59 @@ def test_segment_max_without_reduceat_matches_reduceat():
         np.testing.assert_array_equal(
             bags._segment_reduce(_NoReduceat, ufunc, values, starts, run, fill),
             ufunc.reduceat(values, starts, axis=0))
+
+
+# ---------------------------------------------------------------- batch norm
+stats = importlib.import_module("handgrad.ops._channel_stats")
+
+
+@pytest.mark.parametrize("rows, cols", [(400 * 1024, 64), (5120, 32), (97, 3), (12, 1),
+                                        (1, 5), (6, 40000)])
+def test_two_stage_row_blocks_divide_the_rows(rows, cols):
+    blocks = stats.row_blocks(rows, cols)
+    assert rows % blocks == 0 and 1 <= blocks <= max(1, rows // 16)
+    assert blocks == 1 or blocks * cols <= 32768
+    if rows == 400 * 1024:  # a ResNet map: enough first-stage outputs to fill a GPU
+        assert blocks * cols >= 16384
+
+
+@pytest.mark.parametrize("shape", [(64, 5), (8, 6, 7), (4, 12, 10, 16), (0, 3, 4)])
+def test_leading_sum_matches_the_sum(shape):
+    a = np.random.default_rng(3).standard_normal(shape)
+    for lead in range(len(shape)):
+        expected = a.sum(axis=tuple(range(lead)))
+        got = stats.leading_sum(np, a, lead)
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(6, 5), (4, 9, 3), (3, 7, 6, 8)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_device_path_matches_numpy(numpy_as_cupy, dtype, shape, affine):
+    """ops.batch_norm with CuPy's branch (two-stage sums, the fused passes' twins) against
+    the NumPy path: y, dx, dgamma, dbeta, the running statistics, in training and eval."""
+    rng = np.random.default_rng(4)
+    channels = shape[-1]
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    gamma, beta = (rng.standard_normal(channels).astype(dtype) for _ in range(2))
+    params = (gamma, beta) if affine else (None, None)
+    for training in (True, False):
+        host_stats = [np.full(channels, 0.5, dtype), np.full(channels, 2.0, dtype)]
+        dev_stats = [to_device(s, "cuda") for s in host_stats]
+        y, cache = ops.batch_norm(x, *params, *host_stats, training=training)
+        dev = [None if p is None else to_device(p, "cuda") for p in params]
+        y_dev, cache_dev = ops.batch_norm(to_device(x, "cuda"), *dev, *dev_stats,
+                                          training=training)
+        assert type(y_dev) is not np.ndarray  # the device path
+        terms = x.size // channels
+        assert_close(to_host(y_dev), y, dtype=dtype, terms=terms, what="y")
+        for got, want in zip(dev_stats, host_stats):
+            assert_close(to_host(got), want, dtype=dtype, terms=terms, what="running")
+        grads = ops.batch_norm_backward(dy, cache)
+        grads_dev = ops.batch_norm_backward(to_device(dy, "cuda"), cache_dev)
+        for name, got, want in zip(("dx", "dgamma", "dbeta"), grads_dev, grads):
+            assert (got is None) == (want is None), name
+            if want is not None:
+                assert_close(to_host(got), want, dtype=dtype, terms=terms, what=name)

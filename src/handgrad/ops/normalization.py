@@ -62,7 +62,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._checks import array_module, describe, upstream_grad
+from . import _channel_stats as device_stats
 from ._args.cache import Cache, check_cache
 from ._args.norm import (
     prepare_batch_norm,
@@ -122,6 +125,8 @@ def _normalize(call):
     if call.group_size == 0:  # empty groups: nothing to normalize, running stats unchanged
         stats = [1 if axis in call.axes else d for axis, d in enumerate(call.view_shape)]
         return view.copy(), xp.ones(stats, dtype=call.x.dtype)
+    if _on_device_leading(xp, call.axes, view.ndim):
+        return _device_normalize(xp, call, view)
     if call.input_stats:
         mean = xp.mean(view, axis=call.axes, keepdims=True)
         centered = view - mean
@@ -134,6 +139,23 @@ def _normalize(call):
     inv_std = 1.0 / xp.sqrt(var + call.eps)
     centered *= inv_std
     return centered, inv_std
+
+
+def _on_device_leading(xp, axes, ndim) -> bool:
+    """Batch norm's statistics (all axes but the last) on CuPy: :mod:`._channel_stats`."""
+    return xp is not np and tuple(axes) == tuple(range(ndim - 1))
+
+
+def _device_normalize(xp, call, view):
+    """:func:`_normalize` on CuPy for statistics over the leading axes: two-stage sums and
+    fused elementwise passes (no host sync); the statistics have shape (C,)."""
+    if call.input_stats:
+        xhat, mean, var, inv_std = device_stats.normalize(xp, view, len(call.axes), call.eps)
+        if call.update:
+            _update_running(xp, call, mean, var)
+        return xhat, inv_std
+    inv_std = 1.0 / xp.sqrt(call.running_var + call.eps)
+    return device_stats.fused(xp, "scale_dev", view, call.running_mean, inv_std), inv_std
 
 
 def _normalize_global(call, allreduce):
@@ -168,9 +190,13 @@ def _forward(call, allreduce=None):
     else:
         xhat, inv_std, count = _normalize_global(call, allreduce)
     y = xhat.reshape(call.x.shape)
-    y = y * call.gamma if call.gamma is not None else y.copy()
-    if call.beta is not None:
-        y += call.beta
+    xp = array_module(y)
+    if xp is not np and call.gamma is not None and call.beta is not None:
+        y = device_stats.fused(xp, "affine", y, call.gamma, call.beta)  # one pass
+    else:
+        y = y * call.gamma if call.gamma is not None else y.copy()
+        if call.beta is not None:
+            y += call.beta
     params = [p for p in (call.gamma, call.beta) if p is not None]
     cache = NormCache(call.op, tuple(call.x.shape), call.x.dtype, xhat, inv_std, call.axes,
                       call.input_stats, call.gamma, call.beta is not None,
@@ -194,6 +220,12 @@ def _backward(op, forward, dy, cache):
     xp = array_module(dy)
     xhat, gamma = cache.xhat, cache.gamma
     lead = tuple(range(dy.ndim - cache.param_ndim))  # the axes gamma and beta broadcast over
+    if cache.allreduce is None and cache.centered and xhat.shape == dy.shape and \
+            cache.axes == lead and _on_device_leading(xp, lead, dy.ndim):
+        dx, sum_dy, sum_dyx = device_stats.backward(xp, dy, xhat, len(lead), gamma,
+                                                    cache.inv_std, cache.input_stats)
+        return (dx, sum_dyx if gamma is not None else None,
+                sum_dy if cache.has_beta else None)
     dbeta = xp.sum(dy, axis=lead) if cache.has_beta else None
     dgamma = None
     if gamma is not None:
