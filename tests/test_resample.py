@@ -73,17 +73,24 @@ def test_backward_is_the_derivative_where_torch_copies():
     assert not np.allclose(dx, dy)
 
 
-@pytest.mark.parametrize("path", ["gathered", "by_position"])
+@pytest.mark.parametrize("path", ["sliced", "gathered", "by_position"])
 @pytest.mark.parametrize("mode, align, scale", [
     ("bilinear", False, 2), ("bilinear", True, 1.7), ("bicubic", False, 0.6),
     ("nearest", None, 3), ("area", None, 0.5)])
 def test_every_pass_matches_the_loop_twin(kernel_path, monkeypatch, path, mode, align, scale):
-    """The NumPy passes (whole-array gathers, or one output position at a time above
-    ``SLAB`` values per position) and the compiled pass, forward and backward (the
-    transposed taps), against the loop twin."""
+    """The NumPy passes (strided slices with gathered borders where the taps are affine
+    in runs, whole-array gathers, or one output position at a time above ``SLAB`` values
+    per position) and the compiled pass, forward and backward (the transposed taps),
+    against the loop twin."""
     from handgrad.ops import resample
 
     monkeypatch.setattr(resample, "SLAB", 1 if path == "by_position" else 10**9)
+    if path == "sliced":
+        plans = [resample._affine_plan(*case) for case in (
+            (np.arange(12)[None] // 2, 6), (2 * np.arange(6) + np.arange(2)[:, None], 12))]
+        assert plans[0] is not None and plans[1] is not None
+    else:
+        monkeypatch.setattr(resample, "_affine_plan", lambda index, n: None)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)
     kwargs = {"scale_factor": scale, "mode": mode, "align_corners": align}

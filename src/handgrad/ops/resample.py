@@ -31,6 +31,7 @@ and 3-D nearest backward takes the 2-D rule above.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -174,10 +175,68 @@ def _by_position(xp, x, axis, index, weight):
     return y
 
 
+def _affine_plan(index, n):
+    """Whether the taps (T, m) of an axis n -> m are affine in strided runs: with g =
+    gcd(n, m), p = m / g and s = n / g, output ``o = r + p j`` (residue r < p) reads
+    ``index[t, o] = s j + d_t(r)`` for j in one run ``lo <= j < hi`` (the borders
+    outside it are gathered). Returns ``(p, s, [(r, lo, hi, d)])`` or None."""
+    m = index.shape[1]
+    g = math.gcd(n, m)
+    p, s = m // g, n // g
+    if p * index.shape[0] > 16 or s > 16 or g < 4:
+        return None
+    plan, j = [], np.arange(g)
+    for r in range(p):
+        d = index[:, r::p] - s * j
+        ok = (d == d[:, g // 2, None]).all(axis=0)
+        lo, hi = int(ok.argmax()), g - int(ok[::-1].argmax())
+        if not ok[lo:hi].all():
+            return None
+        plan.append((r, lo, hi, d[:, g // 2]))
+    return p, s, plan
+
+
+def _sliced(xp, x, axis, index, weight, plan):
+    """sum_t weight[t] * x.take(index[t], axis) through strided slices of x (the terms
+    added in tap order, as the gather does): per residue r, y[.., r + p j, ..] for j in
+    the run takes x[.., s j + d_t, ..]; the few border positions are gathered."""
+    p, s, runs = plan
+    shape = list(x.shape)
+    g = index.shape[1] // p
+    y = xp.empty(shape[:axis] + [g, p] + shape[axis + 1:], dtype=x.dtype)
+    lead = (slice(None),) * axis
+    for r, lo, hi, d in runs:
+        out = y[lead + (slice(lo, hi), r)]
+        column = (hi - lo,) + (1,) * (x.ndim - axis - 1)
+        for t in range(index.shape[0]):
+            start = s * lo + int(d[t])
+            src = x[lead + (slice(start, start + s * (hi - lo - 1) + 1, s),)]
+            if weight is None:
+                term = src
+            else:
+                w = weight[t, r::p][lo:hi]
+                w = w[0] if (w == w[0]).all() else xp.asarray(w.reshape(column))
+                term = xp.multiply(src, w, out=out if t == 0 else None)
+            if t == 0:
+                if weight is None:
+                    xp.copyto(out, src)
+            else:
+                xp.add(out, term, out=out)
+        border = np.r_[0:lo, hi:g]
+        if border.size:
+            o = r + p * border
+            part = _gathered(xp, x, axis, index[:, o], None if weight is None else weight[:, o])
+            y[lead + (xp.asarray(border), r)] = part
+    return y.reshape(shape[:axis] + [g * p] + shape[axis + 1:])
+
+
 def _apply_axis(xp, x, axis, index, weight):
     """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1)."""
     if compiled.covers(x):
         return compiled.resample_axis(x, axis, index, weight)
+    plan = _affine_plan(index, x.shape[axis]) if index.shape[0] > 1 else None
+    if plan is not None:
+        return _sliced(xp, x, axis, index, weight, plan)
     if index.shape[0] > 1 or weight is not None:
         if x.size >= SLAB * x.shape[axis]:
             return _by_position(xp, x, axis, index, weight)
@@ -212,6 +271,14 @@ def transposed_taps(index, weight, n, dtype):
     return rows, None if inside.all() and (weights == 1).all() else weights
 
 
+def _axis_order(x, rank):
+    """The order the forward resamples the spatial axes in (the backward reverses it):
+    the compiled pass in axis order; NumPy the last axis first, while the array is
+    small (its slices there are runs of C values; the other axes' are long runs)."""
+    axes = list(range(1, rank + 1))
+    return axes if compiled.covers(x) else axes[::-1]
+
+
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None):
     """Resize x (N, *S, C) (1 to 3 spatial axes) to y (N, *S_out, C), torch's
@@ -229,8 +296,8 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
         taps = tuple(axis_taps(mode, n, m, s, call.align_corners, x.dtype, x.ndim - 2)
                      for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
     y = x
-    for axis, (index, weight) in enumerate(taps, start=1):
-        y = _apply_axis(xp, y, axis, index, weight)
+    for axis in _axis_order(x, len(taps)):
+        y = _apply_axis(xp, y, axis, *taps[axis - 1])
     return xp.ascontiguousarray(y), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
 
 
@@ -242,7 +309,7 @@ def interpolate_backward(dy, cache):
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
     g = dy
-    for axis in reversed(range(1, len(cache.taps) + 1)):
+    for axis in reversed(_axis_order(dy, len(cache.taps))):
         index, weight = cache.taps[axis - 1]
         g = _apply_axis(xp, g, axis, *transposed_taps(index, weight, cache.x_shape[axis],
                                                        cache.dtype))
