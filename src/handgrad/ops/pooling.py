@@ -6,7 +6,8 @@ Max pooling (padding is -inf, so it never wins)::
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
 Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. On the NumPy path the pooling runs
+(PyTorch); a NaN in a window wins, as in PyTorch. On the NumPy path windows that tile
+the input take ``_tile_pool`` (x and y cached; the backward compares them); others run
 one spatial axis at a time (``_separable_pool``: the last axis first, which keeps the
 row-major tie order), block by block of images; the cache keeps each stage's
 comparisons, and the backward routes dy back through the stages. Windows holding a NaN
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, upstream_grad
+from . import _tile_pool
 from ._args.adaptive import check_return_indices
 from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
@@ -101,6 +103,9 @@ def _max_pool(call: PoolCall):
     if xp is not np:
         y, tap = window_max(xp, x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y, tap=tap)
+    if _tile_pool.tiles(axes):
+        y = _tile_pool.max_forward(x, axes)
+        return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
     separable = max_forward(x, axes)
     if separable is not None:
         y, stages = separable
@@ -129,6 +134,10 @@ def _max_pool_backward(op, forward, dy, cache):
     if cache.tap is not None:
         return window_max_backward(xp, dy, cache.tap, cache.x_shape, cache.axes, cache.dtype)
     axes, y = cache.axes, cache.y
+    if xp is np and _tile_pool.tiles(axes):
+        dx = _tile_pool.max_backward(dy, cache.x, y, axes)
+        if dx is not None:
+            return dx
     nan = nan_windows(y)
     if overlapping(axes) or nan is not None:  # a scatter-add of dy at the winners
         return _scatter_add(xp, dy, max_pool_indices(cache.x, y, axes, flat=True), cache)

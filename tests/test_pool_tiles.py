@@ -1,0 +1,66 @@
+"""Max pooling of windows that tile the input (the NumPy path's one-comparison backward)
+against the loop twin: distinct values, ties, NaN windows and an infinite gradient, in
+1-D, 2-D and 3-D; and geometries that do not tile are left to the other paths."""
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops import _tile_pool, reference
+from handgrad.ops._args.windows import WindowAxis
+
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
+TILED = [
+    (1, (2, 8, 3), {"kernel_size": 2}),
+    (2, (2, 6, 4, 3), {"kernel_size": 2}),
+    (2, (1, 6, 6, 2), {"kernel_size": (3, 2)}),
+    (3, (1, 4, 6, 4, 2), {"kernel_size": 2}),
+]
+
+
+def _both(rank, x, dy, kwargs):
+    name = f"max_pool{rank}d"
+    y, cache = getattr(ops, name)(x, **kwargs)
+    y_ref, cache_ref = getattr(reference, name)(x, **kwargs)
+    np.testing.assert_array_equal(y, y_ref)
+    dx = getattr(ops, f"{name}_backward")(dy(y.shape), cache)
+    dx_ref = getattr(reference, f"{name}_backward")(dy(y.shape), cache_ref)
+    np.testing.assert_array_equal(dx, dx_ref)  # each dx entry is one dy entry or 0
+
+
+@pytest.mark.parametrize("rank, shape, kwargs", TILED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["distinct", "ties", "nan", "inf_dy"])
+def test_tiled_windows_match_the_loop_twin(rank, shape, kwargs, dtype, kind):
+    rng = np.random.default_rng(rank)
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(dtype)
+    if kind == "ties":
+        x = np.round(x / 7)
+    if kind == "nan":
+        x.reshape(-1)[rng.choice(x.size, 3, replace=False)] = np.nan
+    upstream = rng.standard_normal(np.prod(shape)).astype(dtype)
+
+    def dy(s):
+        out = upstream[:np.prod(s)].reshape(s).copy()
+        if kind == "inf_dy":
+            out.reshape(-1)[[0, -1]] = [np.inf, -np.inf]
+        return out
+
+    _both(rank, x, dy, kwargs)
+
+
+def test_only_exact_tilings_take_the_tiled_path():
+    assert _tile_pool.tiles((WindowAxis(6, 2, 2, 1, 0, 3), WindowAxis(6, 3, 3, 1, 0, 2)))
+    assert not _tile_pool.tiles((WindowAxis(7, 2, 2, 1, 0, 3),))  # an unread last row
+    assert not _tile_pool.tiles((WindowAxis(6, 2, 2, 1, 1, 4),))  # padding
+    assert not _tile_pool.tiles((WindowAxis(6, 3, 2, 1, 0, 2),))  # overlapping
+
+
+def test_ties_fall_back_to_the_first_maximum():
+    x = np.zeros((1, 2, 2, 1))
+    assert _tile_pool.max_backward(np.ones((1, 1, 1, 1)), x, np.zeros((1, 1, 1, 1)),
+                                   (WindowAxis(2, 2, 2, 1, 0, 1),) * 2) is None
+    _, cache = ops.max_pool2d(x, 2)
+    np.testing.assert_array_equal(ops.max_pool2d_backward(np.ones((1, 1, 1, 1)), cache),
+                                  [[[[1.0], [0.0]], [[0.0], [0.0]]]])
