@@ -57,8 +57,10 @@ def max_forward(x, axes):
 
 
 def max_backward(dy, x, y, axes):
-    """dx (x.shape) = dy at each window's maximum, or None where some window holds two
-    maxima or a NaN."""
+    """dx (x.shape) = dy at each window's maximum, or None where the windows do not tile
+    the input or some window holds two maxima or a NaN."""
+    if not tiles(axes):
+        return None
     finite = bool(np.isfinite(dy).all())
     dx = np.empty(x.shape, dtype=dy.dtype)
     for images in _image_blocks(x.shape, x.dtype.itemsize):

@@ -6,15 +6,11 @@ Max pooling (padding is -inf, so it never wins)::
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
 Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. On the NumPy path windows that tile
-the input take ``_tile_pool`` (x and y cached; the backward compares them); others run
-one spatial axis at a time (``_separable_pool``: the last axis first, which keeps the
-row-major tie order), block by block of images; the cache keeps each stage's
-comparisons, and the backward routes dy back through the stages. Windows holding a NaN
-fall back to a running ``maximum`` over the taps of the whole window (see
-``_pool_indices.clipped_taps``) with the input and output cached; that backward finds
-each window's winner by comparison and adds dy at the winners (``add.at``) or, where
-the windows are disjoint, writes ``dy * mask`` per tap.
+(PyTorch); a NaN in a window wins, as in PyTorch. NumPy path: windows that tile the
+input take ``_tile_pool`` (the backward compares x with y), others ``_separable_pool``
+(one spatial axis at a time, the stages' comparisons cached). Ties of ``_tile_pool`` and
+NaN windows take the taps of whole windows (``_pool_indices``): the backward finds each
+winner by comparison and adds dy there (``add.at``), or writes ``dy * mask`` per tap.
 
 Average pooling::
 
@@ -134,10 +130,8 @@ def _max_pool_backward(op, forward, dy, cache):
     if cache.tap is not None:
         return window_max_backward(xp, dy, cache.tap, cache.x_shape, cache.axes, cache.dtype)
     axes, y = cache.axes, cache.y
-    if xp is np and _tile_pool.tiles(axes):
-        dx = _tile_pool.max_backward(dy, cache.x, y, axes)
-        if dx is not None:
-            return dx
+    if xp is np and (dx := _tile_pool.max_backward(dy, cache.x, y, axes)) is not None:
+        return dx
     nan = nan_windows(y)
     if overlapping(axes) or nan is not None:  # a scatter-add of dy at the winners
         return _scatter_add(xp, dy, max_pool_indices(cache.x, y, axes, flat=True), cache)
