@@ -6,11 +6,10 @@ Max pooling (padding is -inf, so it never wins)::
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
 Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. NumPy path: windows that tile the
-input take ``_tile_pool`` (the backward compares x with y), others ``_separable_pool``
-(one spatial axis at a time, the stages' comparisons cached). Ties of ``_tile_pool`` and
-NaN windows take the taps of whole windows (``_pool_indices``): the backward finds each
-winner by comparison and adds dy there (``add.at``), or writes ``dy * mask`` per tap.
+(PyTorch); a NaN in a window wins, as in PyTorch. NumPy path: tiling windows take
+``_tile_pool`` (x compared with y), others ``_separable_pool`` (an axis at a time); ties
+there and NaN windows take whole windows' taps (``_pool_indices``: ``add.at`` at each
+winner found by comparison, or ``dy * mask`` per tap).
 
 Average pooling::
 
@@ -22,8 +21,8 @@ Average pooling::
 ``count_include_pad=None`` (the default) is False for ``padding="same"`` (TensorFlow's
 "same" pooling averages the input values only) and True otherwise (PyTorch).
 
-As in PyTorch, only the batch axis of the input may be empty (N = 0 gives empty
-outputs); an empty spatial or channel axis is refused with a ValueError.
+As in PyTorch, only the batch axis may be empty; an empty spatial or channel axis is
+refused with a ValueError.
 """
 
 from __future__ import annotations
@@ -149,8 +148,7 @@ def _scatter_add(xp, dy, flat, cache):
 
 
 def _gradient_buffer(xp, cache, add):
-    """dx's buffer: uninitialized where the taps assign (``add`` False) and the windows
-    tile the input, zeros otherwise."""
+    """dx's buffer: empty where the taps assign (``add`` False) and tile x, else zeros."""
     make = xp.zeros if add or not covers_once(cache.axes) else xp.empty
     return make(cache.x_shape, dtype=cache.dtype)
 
@@ -263,8 +261,7 @@ def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 
 def avg_pool1d_backward(dy, cache):
-    """dy (N, L_out, C) -> dx (N, L, C): dx[i] = sum over windows o containing i of
-    dy[o] / divisor[o]."""
+    """dy (N, L_out, C) -> dx (N, L, C): dx[i] = sum_{o contains i} dy[o] / divisor[o]."""
     return _avg_pool_backward("avg_pool1d_backward", "avg_pool1d", dy, cache)
 
 
