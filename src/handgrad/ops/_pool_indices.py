@@ -132,3 +132,13 @@ def max_pool_indices(x, y, axes, flat=False):
             x.shape[0], *(1,) * (y.ndim - 1))
     index += start
     return index
+
+
+def running_max(best, index, values, at, xp):
+    """Fold one tap's ``values`` (read at flat positions ``at``) into a running maximum and
+    its index: PyTorch's rule, a later tap wins when it is larger or NaN. ``best`` None
+    starts the fold."""
+    if best is None:
+        return values, xp.broadcast_to(at, values.shape).astype(np.int64)
+    wins = (values > best) | xp.isnan(values)
+    return xp.where(wins, values, best), xp.where(wins, at, index)

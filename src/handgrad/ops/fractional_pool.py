@@ -20,10 +20,9 @@ from __future__ import annotations
 import itertools
 import math
 
-import numpy as np
-
 from .._checks import array_module
 from ._args.fractional import interval_starts, prepare_fractional
+from ._pool_indices import running_max
 from .declare import declare, exports
 from .pooling_extra import FlatIndexCache, _adaptive_max_backward
 
@@ -47,12 +46,7 @@ def _fractional_max(call):
         positions = [s + o for s, o in zip(starts, offsets)]
         values = x[(batch, *positions, channel)]
         flat = sum(p * stride for p, stride in zip(positions, plane_strides))
-        if y is None:
-            y, index = values, xp.broadcast_to(flat, values.shape).astype(np.int64)
-            continue
-        wins = (values > y) | xp.isnan(values)
-        y = xp.where(wins, values, y)
-        index = xp.where(wins, flat, index)
+        y, index = running_max(y, index, values, flat, xp)
     cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=index)
     return (y, index, cache) if call.return_indices else (y, cache)
 

@@ -24,13 +24,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from .._checks import array_module, upstream_grad
 from ._args.adaptive import check_return_indices, prepare_adaptive
 from ._args.cache import Cache, check_cache
 from ._args.unpool import prepare_unpool
 from ._engine import taps as compiled
+from ._pool_indices import running_max
 from .declare import declare, exports
 from .pooling import max_pool1d, max_pool1d_backward, max_pool2d, max_pool2d_backward
 
@@ -94,12 +93,7 @@ def _adaptive_max(call, return_indices):
             values = xp.take(y, taps, axis=axis)
             at = taps.reshape(shape) * stride
             at = at if flat is None else xp.take(flat, taps, axis=axis) + at
-            if best is None:
-                best, index = values, xp.broadcast_to(at, values.shape).astype(np.int64)
-                continue
-            wins = (values > best) | xp.isnan(values)
-            best = xp.where(wins, values, best)
-            index = xp.where(wins, at, index)
+            best, index = running_max(best, index, values, at, xp)
         y, flat = best, index
     y = xp.ascontiguousarray(y)
     cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=flat)
