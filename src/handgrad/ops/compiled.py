@@ -20,9 +20,10 @@ def compiled_kernels_available() -> bool:
     return engine.available()
 
 
-def compiled_kernels_enabled() -> bool:
-    """Whether the compiled kernels run now (on NumPy inputs)."""
-    return engine.available() and engine.enabled()
+def compiled_kernels_enabled(*arrays) -> bool:
+    """Whether the compiled kernels run now (on NumPy inputs), for ``arrays`` if given
+    (False when one of them is not a NumPy array, e.g. a CuPy one)."""
+    return engine.available() and engine.enabled(*arrays)
 
 
 @contextlib.contextmanager

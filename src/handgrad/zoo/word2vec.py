@@ -27,7 +27,7 @@ learning rate decays linearly from ``lr`` to ``lr * 1e-4`` over all the words of
 epochs; a noise word equal to the target is skipped (negative sampling only; NCE's
 estimator counts every draw).
 
-Two training paths compute the same objective. With numba (``dispatch.enabled()``),
+Two training paths compute the same objective. With the compiled kernels on (numba),
 :meth:`Word2Vec.fit` runs word2vec's own loop compiled (:mod:`.word2vec_kernels`): one SGD
 step per example in reading order, noise words from a unigram^0.75 table. Without it,
 or with ``HANDGRAD_NUMBA=0``, it takes batched NumPy steps: the sum of a batch's
@@ -45,7 +45,7 @@ import numpy as np
 from .._checks import as_generator, choice, describe, float_dtype
 from .._hyper import number
 from ..data.text import int_at_least
-from ..ops._engine import dispatch
+from ..ops.compiled import compiled_kernels_enabled
 from ..training import History, hooks
 from . import word2vec_data as data
 from . import word2vec_kernels as kernels
@@ -222,7 +222,7 @@ class Word2Vec:
         compiled per-example SGD of word2vec's C code when numba is enabled (one hook
         step per chunk), else by batched steps of ``batch_size`` examples: the epoch's
         logs."""
-        steps = self._compiled_steps if dispatch.enabled(*self.tables.values()) else (
+        steps = self._compiled_steps if compiled_kernels_enabled(*self.tables.values()) else (
             self._batched_steps)
         total = epochs * len(ids)
         start, loss, examples, step = time.perf_counter(), 0.0, 0, 0
