@@ -66,7 +66,7 @@ def _ungrouped_weight(dw, w_shape):
 
 def _compiled_weight(axes, groups, w, *arrays):
     """The grouped weight, C-contiguous, when the compiled GEMM path applies, else None."""
-    if not engine.covers(axes, w, *arrays):
+    if w.shape[-2] < gemm_conv.MIN_ROW_CHANNELS or not engine.covers(axes, w, *arrays):
         return None
     return np.ascontiguousarray(_grouped_weight(w, groups))
 
@@ -93,7 +93,7 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
-    if engine.covers(axes, x, dy):
+    if w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, x, dy):
         grouped_shape = (groups, math.prod(w_shape[:-1]), w_shape[-1] // groups)
         return _ungrouped_weight(gemm_conv.conv_weight_grad(x, dy, axes, grouped_shape),
                                  w_shape)

@@ -24,6 +24,9 @@ import numpy as np
 
 from .dispatch import as_2d, geometry_2d, kernels
 
+# Rows of fewer input channels per group (a first layer's 1 or 3): NumPy's gather moves
+# them faster than the compiled loop, so those convolutions take the NumPy path.
+MIN_ROW_CHANNELS = 8
 CHUNK_BYTES = 2**25  # larger allocations get fresh pages (page faults) on every call
 
 
