@@ -91,17 +91,23 @@ class HandgradMHARunner:
         return [y, dx, dw_in.T, db_in, dw_out.T, db_out]
 
     def memory(self):
-        """(peak temporary MB during forward+backward, MB of arrays held in the cache)."""
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        y, cache = self._forward()
-        held = _array_bytes(cache, {id(a) for a in (self.x, *self.weights)})
-        grads = ops.multi_head_attention_backward(self.dy, cache)
-        peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
-        del y, grads
-        return peak / 2**20, held / 2**20
+        return pass_memory(self._forward, lambda cache: ops.multi_head_attention_backward(
+            self.dy, cache), (self.x, *self.weights))
+
+
+def pass_memory(forward, backward, inputs):
+    """(peak temporary MB during ``y, cache = forward()`` and ``backward(cache)``, MB of the
+    arrays the cache holds besides ``inputs``)."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    y, cache = forward()
+    held = _array_bytes(cache, {id(a) for a in inputs})
+    grads = backward(cache)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    del y, grads
+    return peak / 2**20, held / 2**20
 
 
 def _array_bytes(value, exclude, seen=None):

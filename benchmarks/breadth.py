@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from handgrad import ops
 
-from .attention import _array_bytes
+from .attention import pass_memory
 
 LAYOUTS = {4: torch.channels_last, 5: torch.channels_last_3d}
 
@@ -91,17 +91,8 @@ class HandgradRunner:
         return self.convert(*self())
 
     def memory(self):
-        """(peak temporary MB during forward+backward, MB of arrays held in the cache)."""
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        y, cache = self.forward(self.x)
-        held = _array_bytes(cache, {id(a) for a in (self.x, *self.keep)})
-        grads = self.backward(self.dy, cache)
-        peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
-        del y, grads
-        return peak / 2**20, held / 2**20
+        return pass_memory(lambda: self.forward(self.x),
+                           lambda cache: self.backward(self.dy, cache), (self.x, *self.keep))
 
 
 def _fastest(make, layouts, rounds=3):
