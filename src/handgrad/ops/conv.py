@@ -66,9 +66,15 @@ def _ungrouped_weight(dw, w_shape):
 
 def _compiled_weight(axes, groups, w, *arrays):
     """The grouped weight, C-contiguous, when the compiled GEMM path applies, else None."""
-    if w.shape[-2] < gemm_conv.MIN_ROW_CHANNELS or not engine.covers(axes, w, *arrays):
+    if not _uses_gemm(axes, w.shape, w, *arrays):
         return None
     return np.ascontiguousarray(_grouped_weight(w, groups))
+
+
+def _uses_gemm(axes, w_shape, *arrays):
+    """Whether the compiled GEMM path runs: NumPy arrays, 1-D/2-D, and rows of at least
+    ``MIN_ROW_CHANNELS`` input channels per group (shorter ones gather faster in NumPy)."""
+    return w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, *arrays)
 
 
 def _conv_forward(xp, x, w, axes, groups):
@@ -93,7 +99,7 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
-    if w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, x, dy):
+    if _uses_gemm(axes, w_shape, x, dy):
         grouped_shape = (groups, math.prod(w_shape[:-1]), w_shape[-1] // groups)
         return _ungrouped_weight(gemm_conv.conv_weight_grad(x, dy, axes, grouped_shape),
                                  w_shape)
