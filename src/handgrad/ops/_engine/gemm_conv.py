@@ -7,7 +7,7 @@ grouped weight (groups, K*Cg, Og))::
 
 but run over chunks of whole images: the windows of a chunk are gathered by a compiled
 loop straight into the GEMM's layout, in one scratch buffer of a few MB that stays in
-the CPU cache between the gather and the GEMM and is never allocated afresh (an
+the CPU cache between the gather and the GEMM and is reused by every chunk of a call (an
 im2col-sized array of tens of MB costs page faults on every call). The backward pass
 gathers a chunk's windows once, takes ``dw``'s share from them, then overwrites the
 same buffer with ``dy @ W^T`` and scatters it into ``dx``'s rows of those images.
