@@ -82,8 +82,9 @@ class StochasticDepth(Dropout):
 
     def __init__(self, p, mode="row", *, seed=None, name=None):
         super().__init__(p, seed=seed, name=name)
-        if mode not in ("row", "batch"):  # checked here, at construction, as the op does
-            raise ValueError(f"StochasticDepth: 'mode' must be one of ('row', 'batch'); "
+        modes = ops.dropout_variants.STOCHASTIC_DEPTH_MODES
+        if mode not in modes:  # checked at construction, as the op does
+            raise ValueError(f"StochasticDepth: 'mode' must be one of {modes}; "
                              f"received {describe(mode)}")
         self.mode = mode
         self.op_options = {"mode": mode}
