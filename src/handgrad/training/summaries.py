@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from .._checks import array_module
+from .._device import to_host
 
 BUCKETS = 30
 INSTALL = 'pip install "handgrad[tensorboard]"  (or pip install tensorboard)'
@@ -42,7 +42,7 @@ def require(op):
 
 def host(array) -> np.ndarray:
     """``array`` as a NumPy array (a CuPy array is copied to the host)."""
-    return np.asarray(array) if array_module(array) is np else array.get()
+    return np.asarray(to_host(array))
 
 
 class Records:
