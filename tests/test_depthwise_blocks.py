@@ -1,5 +1,6 @@
-"""The pure-NumPy depthwise kernels work block by block (whole images, or rows of one
-image); every tiling must give the loop reference's forward and gradients."""
+"""The pure-NumPy depthwise kernels: with unit strides one einsum over a sliding-window
+view per pass, else block by block (whole images, or rows of one image); every tiling
+and both formulations must give the loop reference's forward and gradients."""
 
 import numpy as np
 import pytest
@@ -20,6 +21,11 @@ CASES = [
     ("conv3d", (2, 4, 5, 3, 2), (2, 3, 2, 1, 2), {"groups": 2, "padding": 1}),
     ("conv_transpose2d", (2, 5, 4, 6), (3, 3, 1, 6),
      {"groups": 3, "stride": 2, "padding": 1, "output_padding": 1}),
+    # unit strides: the einsum formulation, with cropping and over-wide padding
+    ("conv2d", (2, 6, 7, 3), (3, 2, 1, 6), {"groups": 3, "padding": ((0, 3), (1, 0))}),
+    ("conv2d", (2, 5, 5, 2), (2, 2, 1, 2), {"groups": 2, "padding": 3}),
+    ("conv_transpose2d", (2, 5, 4, 6), (3, 3, 1, 6),
+     {"groups": 3, "padding": 1, "dilation": 2, "output_padding": 1}),
 ]
 
 
@@ -42,3 +48,21 @@ def test_blocked_depthwise_matches_the_loops(monkeypatch, block_bytes, op, x_sha
     assert_close(y, y_ref, terms=terms, what="y")
     for name, got, want in zip(("dx", "dw", "db"), grads, grads_ref):
         assert_close(got, want, terms=terms * int(np.prod(y.shape[:-1])), what=name)
+
+
+@pytest.mark.parametrize("op, x_shape, w_shape, kwargs", [CASES[3], CASES[5]])
+def test_unit_strides_take_the_einsum_formulation(monkeypatch, op, x_shape, w_shape, kwargs):
+    """With unit strides and padding within the kernel's reach, neither pass of the
+    NumPy path falls back to the tap-by-tap blocks."""
+    from handgrad.ops import _depthwise
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the blocked tap loop ran")
+
+    monkeypatch.setattr(_depthwise, "_gradient_passes", refuse)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    with engine.use_compiled(False):
+        y, cache = getattr(ops, op)(x, w, **kwargs)
+        dx, dw, _ = getattr(ops, op + "_backward")(np.ones_like(y), cache)
+    assert dx.shape == x.shape and dw.shape == w.shape
