@@ -103,6 +103,7 @@ class Word2Vec:
         self._unit_vectors = None
         self._noise_shift = None
         self._noise_table = None
+        self._noise_cdf = None
 
     # ------------------------------------------------------------------ vocabulary
     def config(self) -> dict:
@@ -136,6 +137,7 @@ class Word2Vec:
         self.vocabulary, self.counts = list(words), np.asarray(counts, dtype=np.int64)
         self._index = {w: i for i, w in enumerate(self.vocabulary)}
         self._unit_vectors, self._noise_table = None, None
+        self._noise_cdf = np.cumsum(self.noise_distribution)  # the batched path's sampler
         # NCE's log(K q(w)) (V,) in the model's dtype; None for negative sampling.
         self._noise_shift = (np.log(self.negatives * self.noise_distribution).astype(self.dtype)
                              if self.objective == "nce" else None)
@@ -251,12 +253,11 @@ class Word2Vec:
         returns ``(loss, examples)``. ``progress``: the chunk's start and length as
         fractions of all the words of training."""
         inputs, mask, targets = self._examples(chunk)
-        cumulative = np.cumsum(self.noise_distribution)
         for first in range(0, len(targets), batch_size):
             part = slice(first, first + batch_size)
             lr = self._rate(progress[0] + progress[1] * first / len(targets))
             batch = data.make_batch(inputs[part], mask[part], targets[part], self.negatives,
-                                    cumulative, self.objective == "negative", self.dtype,
+                                    self._noise_cdf, self.objective == "negative", self.dtype,
                                     self.rng)
             yield lr, lambda batch=batch, lr=lr: (self.train_batch(batch, lr), len(batch))
 
