@@ -37,16 +37,12 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from .machine import load_average
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "NUMBA_NUM_THREADS")
 MARK = "RESULT "  # the worker's result line on rank 0's stdout
 
-
-def _load_average():
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
 
 
 # ------------------------------------------------------------------ one MPI process
@@ -189,7 +185,7 @@ def launch(processes, args):
                "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
                "--dtype", args.dtype, "--reps", str(args.reps),
                *(["--bucket-kib", str(args.bucket_kib)] if args.bucket_kib else [])]
-    before = _load_average()
+    before = load_average()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True,
                               timeout=args.timeout)
@@ -200,7 +196,7 @@ def launch(processes, args):
         sys.exit(f"benchmarks.distributed: {shlex.join(command)} failed "
                  f"({done.returncode}):\n{done.stdout}\n{done.stderr}")
     result = json.loads(lines[0][len(MARK):])
-    result["load_average"] = [before, _load_average()]
+    result["load_average"] = [before, load_average()]
     return result
 
 
@@ -298,7 +294,7 @@ def main(argv=None):
     for round_ in range(args.rounds):
         for processes in args.processes:
             print(f"round {round_ + 1}: mpiexec -n {processes} ... (load average "
-                  f"{_load_average()})", flush=True)
+                  f"{load_average()})", flush=True)
             launches[processes].append(launch(processes, args))
     results, rows = [merged(launches[processes]) for processes in args.processes], []
     for result in results:

@@ -38,6 +38,8 @@ import numpy as np
 from handgrad import ops
 from handgrad._device import cuda_module, to_device, to_host
 
+from .machine import load_average
+
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 #: the sections in running order and their shares of the budget (the issue's criteria first)
 SHARES = {"ops": 0.42, "mnist1d": 0.25, "conv": 0.12, "resnet18": 0.13, "layers": 0.08}
@@ -114,18 +116,12 @@ class Report:
         meta = {"device": self.device.label, "dry_run": self.device.dry,
                 "budget_s": self.budget, "elapsed_s": round(self.elapsed(), 1),
                 "python": platform.python_version(), "numpy": np.__version__,
-                "loadavg": _loadavg(), "command": " ".join(sys.argv)}
+                "loadavg": load_average(), "command": " ".join(sys.argv)}
         (self.out / "gpu.json").write_text(json.dumps(
             {"meta": meta, "sections": self.sections, "notes": self.notes}, indent=1,
             default=str))
         (self.out / "gpu.md").write_text(markdown(meta, self.sections, self.notes))
 
-
-def _loadavg() -> str:
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        return "n/a"
 
 
 def markdown(meta, sections, notes) -> str:

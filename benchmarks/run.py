@@ -32,6 +32,7 @@ from handgrad.testing import max_abs_error
 from .bounds import bound, first_loss_bound, measured_bounds, op_bounds
 from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_inputs
 from .e2e import EpochRunner
+from .machine import load_average
 from .resnet import MODEL_CASES
 from .targets import PATHS, check_targets, verdict
 
@@ -58,15 +59,6 @@ def kernel_path(path):
 def paths():
     """The kernel paths this machine has: both with numba, else the NumPy one."""
     return PATHS if dispatch.available() else ("numpy",)
-
-
-def load_average():
-    """The 1-minute load average (/proc/loadavg), or None where there is none."""
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def runs(path_names, cases=ALL_CASES):

@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 
+from .machine import load_average
+
 HOOKS = ("on_train_begin", "on_epoch_begin", "on_train_batch_end", "set_epoch_examples",
          "on_test_begin", "on_test_end", "on_epoch_end", "on_train_end")
 
@@ -80,7 +82,7 @@ def main(argv=None):
           f"the callback {spent[0] / args.rounds:.3f}s per epoch "
           f"({100 * spent[0] / sum(times['tensorboard']):.1f}%); "
           f"importing tensorboard once {import_seconds:.2f}s; load average "
-          f"{open('/proc/loadavg').read().split()[0] if os.path.exists('/proc/loadavg') else '?'}")
+          f"{load_average()}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ from handgrad.data import planted_corpus  # noqa: E402
 from handgrad.ops._engine import dispatch  # noqa: E402
 from handgrad.zoo import Word2Vec, neighbour_purity  # noqa: E402
 
+from .machine import load_average  # noqa: E402
+
 CASES = [(arch, objective) for arch in ("skipgram", "cbow") for objective in ("negative", "nce")]
 CORPORA = {  # name -> planted_corpus arguments
     "planted": {},  # 120k words, 126 distinct
@@ -138,7 +140,7 @@ def main(argv=None):
     print(f"numpy {np.__version__}, one thread, dim {args.dim}, window 5, 5 noise words, "
           f"{epochs} epochs, handgrad: {path}; gensim: "
           f"{'one worker' if gensim else 'not installed (or --no-gensim)'}; load average "
-          f"{os.getloadavg()[0]:.1f}")
+          f"{load_average()}")
     print(f"{'corpus':<9}{'words':>10}{'vocab':>7}  {'case':<29}{'words/s':>10}"
           f"{'CPU words/s':>13}{'purity':>8}{'ratio':>7}{'CPU ratio':>10}  target")
     for name in names:
@@ -163,7 +165,7 @@ def main(argv=None):
                 case = f"{lib} {arch} {objective}"
                 print(f"{name:<9}{len(corpus):>10,}{vocab:>7,}  {case:<29}{wall:>10,.0f}"
                       f"{cpu:>13,.0f}{purity:>8.3f}{ratio}", flush=True)
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    print(f"load average at the end {load_average()}")
     return 0
 
 
