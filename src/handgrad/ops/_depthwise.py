@@ -171,11 +171,11 @@ def _windows(x_pad, axes):
 
 
 def _subscripts(n_axes, merged):
-    """einsum letters of the windows (n, outputs, [c,] taps) and of the weights (taps,
-    c or the merged last output axis)."""
+    """einsum letters of the windows (n, outputs, [c,] taps), of the output (n, outputs[,
+    c]) and of the weights (taps, c or the merged last output axis)."""
     outputs, kernel = "ijk"[:n_axes], "xyz"[:n_axes]
-    channel = "" if merged else "c"
-    return f"n{outputs}{channel}{kernel}", kernel + (outputs[-1] if merged else "c")
+    out = f"n{outputs}" + ("" if merged else "c")
+    return out + kernel, out, kernel + out[-1]
 
 
 def _tap_sums(x_rep, w, axes):
@@ -187,8 +187,7 @@ def _tap_sums(x_rep, w, axes):
     weights = _tap_weights(np, w, axes, merged).reshape(*w.shape[:-2], -1)
     if merged is not None:
         axes, x_pad = merged, _flat(x_pad)
-    windows, weight_letters = _subscripts(len(axes), merged is not None)
-    out = windows[: len(axes) + (1 if merged is not None else 2)]
+    windows, out, weight_letters = _subscripts(len(axes), merged is not None)
     np.einsum(f"{windows},{weight_letters}->{out}", _windows(x_pad, axes), weights,
               out=y if merged is None else _flat(y))
     return y
@@ -207,12 +206,15 @@ def _gather_axes(axes):
 
 
 def _tap_weight_grad(x_rep, dy, axes, w_shape):
-    """dw (*K, 1, C_y) = sum over (n, o) of window * dy, as one einsum."""
+    """dw (*K, 1, C_y) = sum over (n, o) of window * dy: one einsum per tap (a dot
+    product per channel, faster than one einsum reducing over every tap at once)."""
     merged = _merged(axes, w_shape[-1])
     x_pad = pad_input(np, x_rep, axes)
     if merged is not None:
         axes, x_pad, dy = merged, _flat(x_pad), _flat(dy)
-    windows, weight_letters = _subscripts(len(axes), merged is not None)
-    out = windows[: len(axes) + (1 if merged is not None else 2)]
-    dw = np.einsum(f"{windows},{out}->{weight_letters}", _windows(x_pad, axes), dy)
+    windows, kernel = _windows(x_pad, axes), tuple(a.kernel for a in axes)
+    out = _subscripts(len(axes), merged is not None)[1]
+    dw = np.empty((*kernel, dy.shape[-1]), dtype=dy.dtype)
+    for tap in np.ndindex(*kernel):
+        dw[tap] = np.einsum(f"{out},{out}->{out[-1]}", windows[(Ellipsis, *tap)], dy)
     return dw.reshape(*w_shape[:-2], -1, w_shape[-1]).sum(axis=-2).reshape(w_shape)
