@@ -31,6 +31,7 @@ and 3-D nearest backward takes the 2-D rule above.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -271,6 +272,51 @@ def transposed_taps(index, weight, n, dtype):
     return rows, None if inside.all() and (weights == 1).all() else weights
 
 
+def _repeat_factors(taps, sizes_in):
+    """The integer factors k per axis when every axis repeats each input position k
+    times (``index = o // k``, weight 1: nearest at an integer scale), else None."""
+    factors = []
+    for (index, weight), n in zip(taps, sizes_in):
+        m = index.shape[1]
+        if weight is not None or index.shape[0] != 1 or n == 0 or m % n:
+            return None
+        if not np.array_equal(index[0], np.arange(m) // (m // n)):
+            return None
+        factors.append(m // n)
+    return tuple(factors)
+
+
+def _blocked(a, factors):
+    """(N, *(S*k), C) viewed as (N, S_1, k_1, S_2, k_2, .., C)."""
+    shape = [a.shape[0]]
+    for size, k in zip(a.shape[1:-1], factors):
+        shape += [size // k, k]
+    return a.reshape(*shape, a.shape[-1])
+
+
+def _repeat(xp, x, factors):
+    """Each position of x repeated k times per axis: one broadcast copy."""
+    y = xp.empty((x.shape[0], *(s * k for s, k in zip(x.shape[1:-1], factors)), x.shape[-1]),
+                 dtype=x.dtype)
+    spread = (slice(None),) + (slice(None), None) * len(factors)
+    _blocked(y, factors)[...] = x[spread]
+    return y
+
+
+def _repeat_sum(xp, dy, factors):
+    """The backward of :func:`_repeat`: the sum of each k_1 x k_2 .. block, as adds of
+    strided views (one per block position)."""
+    blocks = _blocked(dy, factors)
+    views = [blocks[(slice(None),) + sum(((slice(None), r) for r in at), ())]
+             for at in itertools.product(*(range(k) for k in factors))]
+    if len(views) == 1:
+        return views[0].copy()
+    g = xp.add(views[0], views[1])
+    for view in views[2:]:
+        xp.add(g, view, out=g)
+    return g
+
+
 def _axis_order(x, rank):
     """The order the forward resamples the spatial axes in (the backward reverses it):
     the compiled pass in axis order; NumPy the last axis first, while the array is
@@ -295,6 +341,10 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     else:
         taps = tuple(axis_taps(mode, n, m, s, call.align_corners, x.dtype, x.ndim - 2)
                      for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
+    factors = _repeat_factors(taps, call.sizes_in)
+    if factors is not None:
+        return _repeat(xp, x, factors), ResampleCache("interpolate", tuple(x.shape), x.dtype,
+                                                      taps)
     y = x
     for axis in _axis_order(x, len(taps)):
         y = _apply_axis(xp, y, axis, *taps[axis - 1])
@@ -308,6 +358,9 @@ def interpolate_backward(dy, cache):
     cache = check_cache(op, cache, "interpolate", ResampleCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
+    factors = _repeat_factors(cache.taps, cache.x_shape[1:-1])
+    if factors is not None:
+        return _repeat_sum(xp, dy, factors)
     g = dy
     for axis in reversed(_axis_order(dy, len(cache.taps))):
         index, weight = cache.taps[axis - 1]
