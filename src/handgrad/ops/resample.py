@@ -256,12 +256,12 @@ def _axis_matrix(index, weight, n, dtype):
 def transposed_taps(index, weight, n, dtype):
     """The taps ``(index (K, n), weight (K, n) or None)`` of the transposed map M^T of one
     axis (m -> n): input ``i`` gathers the outputs ``first_i .. first_i + K - 1`` (from
-    the first to the last that reads it) with weights ``M[o, i]`` (0 past its last one).
-    The index of every mode is nondecreasing in ``o``, so these runs are short."""
+    the first to the last that reads it with a nonzero weight) with weights ``M[o, i]``
+    (0 past its last one). The index of every mode is nondecreasing in ``o``, so these
+    runs are short."""
     m = index.shape[1]
     matrix = _axis_matrix(index, weight, n, dtype)
-    reads = np.zeros((m, n), dtype=bool)
-    reads[np.broadcast_to(np.arange(m), index.shape), index] = True
+    reads = matrix != 0  # a clamped tap of weight 0 (linear's border) reads nothing
     read = reads.any(axis=0)
     first = np.where(read, reads.argmax(axis=0), 0)
     last = np.where(read, m - 1 - reads[::-1].argmax(axis=0), -1)
