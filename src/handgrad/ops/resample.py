@@ -31,7 +31,6 @@ and 3-D nearest backward takes the 2-D rule above.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -41,6 +40,7 @@ from .._checks import array_module, upstream_grad
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._engine import taps as compiled
+from ._repeat import repeat, repeat_sum
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -286,37 +286,6 @@ def _repeat_factors(taps, sizes_in):
     return tuple(factors)
 
 
-def _blocked(a, factors):
-    """(N, *(S*k), C) viewed as (N, S_1, k_1, S_2, k_2, .., C)."""
-    shape = [a.shape[0]]
-    for size, k in zip(a.shape[1:-1], factors):
-        shape += [size // k, k]
-    return a.reshape(*shape, a.shape[-1])
-
-
-def _repeat(xp, x, factors):
-    """Each position of x repeated k times per axis: one broadcast copy."""
-    y = xp.empty((x.shape[0], *(s * k for s, k in zip(x.shape[1:-1], factors)), x.shape[-1]),
-                 dtype=x.dtype)
-    spread = (slice(None),) + (slice(None), None) * len(factors)
-    _blocked(y, factors)[...] = x[spread]
-    return y
-
-
-def _repeat_sum(xp, dy, factors):
-    """The backward of :func:`_repeat`: the sum of each k_1 x k_2 .. block, as adds of
-    strided views (one per block position)."""
-    blocks = _blocked(dy, factors)
-    views = [blocks[(slice(None),) + sum(((slice(None), r) for r in at), ())]
-             for at in itertools.product(*(range(k) for k in factors))]
-    if len(views) == 1:
-        return views[0].copy()
-    g = xp.add(views[0], views[1])
-    for view in views[2:]:
-        xp.add(g, view, out=g)
-    return g
-
-
 def _axis_order(x, rank):
     """The order the forward resamples the spatial axes in (the backward reverses it):
     the compiled pass in axis order; NumPy the last axis first, while the array is
@@ -343,12 +312,9 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
                      for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
     factors = _repeat_factors(taps, call.sizes_in)
     if factors is not None:
-        return _repeat(xp, x, factors), ResampleCache("interpolate", tuple(x.shape), x.dtype,
+        return repeat(xp, x, factors), ResampleCache("interpolate", tuple(x.shape), x.dtype,
                                                       taps)
-    y = x
-    for axis in _axis_order(x, len(taps)):
-        y = _apply_axis(xp, y, axis, *taps[axis - 1])
-    return xp.ascontiguousarray(y), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
+    return resample(xp, x, taps), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
 
 
 def interpolate_backward(dy, cache):
@@ -360,12 +326,25 @@ def interpolate_backward(dy, cache):
     xp = array_module(dy)
     factors = _repeat_factors(cache.taps, cache.x_shape[1:-1])
     if factors is not None:
-        return _repeat_sum(xp, dy, factors)
+        return repeat_sum(xp, dy, factors)
+    return resample_backward(xp, dy, cache.taps, cache.x_shape)
+
+
+def resample(xp, x, taps):
+    """x (N, *S, C) mapped through each axis's taps ``(index, weight)`` in turn."""
+    y = x
+    for axis in _axis_order(x, len(taps)):
+        y = _apply_axis(xp, y, axis, *taps[axis - 1])
+    return xp.ascontiguousarray(y)
+
+
+def resample_backward(xp, dy, taps, x_shape):
+    """dy mapped through the transposed maps of :func:`resample` (reverse order) back
+    to ``x_shape``."""
     g = dy
-    for axis in reversed(_axis_order(dy, len(cache.taps))):
-        index, weight = cache.taps[axis - 1]
-        g = _apply_axis(xp, g, axis, *transposed_taps(index, weight, cache.x_shape[axis],
-                                                       cache.dtype))
+    for axis in reversed(_axis_order(dy, len(taps))):
+        index, weight = taps[axis - 1]
+        g = _apply_axis(xp, g, axis, *transposed_taps(index, weight, x_shape[axis], dy.dtype))
     return xp.ascontiguousarray(g)
 
 
