@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from .._checks import array_module, upstream_grad
+from . import _phase_taps as phase
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
+from ._separable_pool import _image_blocks
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -330,22 +333,50 @@ def interpolate_backward(dy, cache):
     return resample_backward(xp, dy, cache.taps, cache.x_shape)
 
 
+def _run_passes(xp, x, passes, out_shape):
+    """x (N, ...) through ``passes`` (functions z -> z, one per axis) a few images at a
+    time: the intermediates stay small (reused memory, in the cache) and each block's
+    result is copied into the one output array."""
+    if compiled.covers(x):
+        for run in passes:
+            x = run(x)
+        return xp.ascontiguousarray(x)
+    y = xp.empty(out_shape, dtype=x.dtype)
+    widest = max(math.prod(x.shape[1:]), math.prod(out_shape[1:]))
+    for images in _image_blocks((x.shape[0], widest), x.dtype.itemsize):
+        z = x[images]
+        for run in passes:
+            z = run(z)
+        y[images] = z
+    return y
+
+
 def resample(xp, x, taps):
     """x (N, *S, C) mapped through each axis's taps ``(index, weight)`` in turn."""
-    y = x
+    passes = []
     for axis in _axis_order(x, len(taps)):
-        y = _apply_axis(xp, y, axis, *taps[axis - 1])
-    return xp.ascontiguousarray(y)
+        index, weight = taps[axis - 1]
+        plan = None if compiled.covers(x) else phase.phase_plan(index, weight, x.shape[axis])
+        passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight)
+                      if plan is None else partial(phase.forward, xp, axis=axis, plan=plan))
+    out_shape = (x.shape[0], *(index.shape[1] for index, _ in taps), x.shape[-1])
+    return _run_passes(xp, x, passes, out_shape)
 
 
 def resample_backward(xp, dy, taps, x_shape):
     """dy mapped through the transposed maps of :func:`resample` (reverse order) back
     to ``x_shape``."""
-    g = dy
+    passes = []
     for axis in reversed(_axis_order(dy, len(taps))):
         index, weight = taps[axis - 1]
-        g = _apply_axis(xp, g, axis, *transposed_taps(index, weight, x_shape[axis], dy.dtype))
-    return xp.ascontiguousarray(g)
+        n = x_shape[axis]
+        plan = None if compiled.covers(dy) else phase.phase_plan(index, weight, n)
+        if plan is None:
+            index, weight = transposed_taps(index, weight, n, dy.dtype)
+            passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight))
+        else:
+            passes.append(partial(phase.backward, xp, axis=axis, plan=plan, n=n))
+    return _run_passes(xp, dy, passes, tuple(x_shape))
 
 
 # The declaration: kernels, torch counterpart, sample inputs (in ops/samples/resample.py).
