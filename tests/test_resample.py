@@ -104,3 +104,33 @@ def test_every_pass_matches_the_loop_twin(kernel_path, monkeypatch, path, mode, 
     assert dx.dtype == np.float32
     assert_close(dx, reference.interpolate_backward(dy, cache_ref), dtype=np.float32,
                  terms=terms_dx, scale=scale_dx, what="dx")
+
+
+@pytest.mark.parametrize("mode, shape, scale, align", [
+    ("bilinear", (2, 5, 7, 3), 2, False), ("bilinear", (2, 5, 7, 3), 3, True),
+    ("bilinear", (1, 4, 6, 2), (2, 3), False), ("trilinear", (1, 3, 4, 5, 2), 2, True),
+    ("linear", (2, 6, 3), 4, False)])
+def test_linear_upscale_takes_the_two_tap_phase_passes(monkeypatch, mode, shape, scale, align):
+    """Linear modes at integer factors run the NumPy phase passes (two shifted slices
+    per phase over rows merged with the channels, clamped borders gathered) in both
+    directions, never the generic per-axis pass, and match the loop twin."""
+    from handgrad.ops import resample
+    from handgrad.ops._engine import dispatch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the generic pass was taken")
+
+    monkeypatch.setattr(resample, "_apply_axis", refuse)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    kwargs = {"scale_factor": scale, "mode": mode, "align_corners": align}
+    with dispatch.use_compiled(False):
+        y, cache = ops.interpolate(x, **kwargs)
+        dy = rng.standard_normal(y.shape).astype(np.float32)
+        dx = ops.interpolate_backward(dy, cache)
+        (terms, scale_y), (terms_dx, scale_dx) = linear_op_bounds("interpolate", [x], dy,
+                                                                   kwargs)
+    y_ref, cache_ref = reference.interpolate(x, **kwargs)
+    assert_close(y, y_ref, dtype=np.float32, terms=terms, scale=scale_y, what="y")
+    assert_close(dx, reference.interpolate_backward(dy, cache_ref), dtype=np.float32,
+                 terms=terms_dx, scale=scale_dx, what="dx")

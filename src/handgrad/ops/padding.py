@@ -91,90 +91,101 @@ def prepare_pad(op, x, padding, mode, value):
     return x, pads, mode, value
 
 
-def _border(xp, x, axis, start, stop, reverse=False):
-    """x[..., start:stop, ...] along ``axis`` (reversed with ``reverse``)."""
-    index = [slice(None)] * x.ndim
-    index[axis] = slice(start, stop)
-    part = x[tuple(index)]
-    return xp.flip(part, axis) if reverse else part
-
-
-def _pad_axis(xp, x, axis, before, after, mode):
-    """x padded on one axis by slices of itself (reflect, replicate, circular)."""
-    size = x.shape[axis]
+def _source(mode, before, size, after):
+    """Per border (before, after) of one axis: the input positions ``(start, stop)`` it
+    copies, in x coordinates; reflect reads them reversed, replicate spreads its single
+    position over the whole border."""
     if mode == "reflect":
-        parts = (_border(xp, x, axis, 1, before + 1, True), x,
-                 _border(xp, x, axis, size - 1 - after, size - 1, True))
-    elif mode == "circular":
-        parts = (_border(xp, x, axis, size - before, size), x, _border(xp, x, axis, 0, after))
-    else:  # replicate
-        shape = list(x.shape)
-        first, last = _border(xp, x, axis, 0, 1), _border(xp, x, axis, size - 1, size)
-        parts = (xp.broadcast_to(first, shape[:axis] + [before] + shape[axis + 1:]), x,
-                 xp.broadcast_to(last, shape[:axis] + [after] + shape[axis + 1:]))
-    return xp.concatenate(parts, axis=axis)
+        return (1, before + 1), (size - 1 - after, size - 1)
+    if mode == "circular":
+        return (size - before, size), (0, after)
+    return (0, 1), (size - 1, size)  # replicate
+
+
+def _at(ndim, axis, start, stop, fixed=()):
+    """The index selecting [start:stop) on ``axis`` (and the (axis, slice) pairs in
+    ``fixed``), every other axis whole."""
+    index = [slice(None)] * ndim
+    for a, part in fixed:
+        index[a] = part
+    index[axis] = slice(start, stop)
+    return tuple(index)
+
+
+def _centres(cache, axes):
+    """(axis, slice of the input's positions inside the output) for each of ``axes``."""
+    return [(a, slice(cache.pads[a - 1][0], cache.pads[a - 1][0] + cache.x_shape[a]))
+            for a in axes]
 
 
 def pad(x, padding, mode="constant", value=0.0):
     """y = x padded on its spatial axes (see the module doc): x (N, *S, C) ->
-    y (N, *(S + before + after), C). Returns ``(y, cache)`` for :func:`pad_backward`."""
+    y (N, *(S + before + after), C). Returns ``(y, cache)`` for :func:`pad_backward`.
+
+    One pass: x is copied into the centre of y, then each axis's borders are filled in
+    axis order (the earlier axes whole, the later ones at their centre) from y itself."""
     x, pads, mode, value = prepare_pad("pad", x, padding, mode, value)
     xp = array_module(x)
     cache = PadCache("pad", tuple(x.shape), x.dtype, pads, mode)
-    if mode == "constant":
-        y = xp.full(cache.y_shape, value, dtype=x.dtype)
-        y[_centre(cache)] = x
-        return y, cache
-    y = x
+    rank = len(pads)
+    y = xp.empty(cache.y_shape, dtype=x.dtype)
+    y[_centre(cache)] = x
     for axis, (before, after) in enumerate(pads, start=1):
-        if before or after:
-            y = _pad_axis(xp, y, axis, before, after, mode)
+        size, later = x.shape[axis], _centres(cache, range(axis + 1, rank + 1))
+        borders = ((0, before), (before + size, before + size + after))
+        sources = _source(mode, before, size, after)
+        for (lo, hi), (start, stop) in zip(borders, sources):
+            if hi == lo:
+                continue
+            target = _at(y.ndim, axis, lo, hi, later)
+            if mode == "constant":
+                y[target] = value
+                continue
+            part = y[_at(y.ndim, axis, before + start, before + stop, later)]
+            y[target] = xp.flip(part, axis) if mode == "reflect" else part
     return y, cache
 
 
 def _centre(cache):
     """The index of the input's positions inside the output."""
-    return (slice(None), *(slice(b, b + s) for s, (b, _) in zip(cache.x_shape[1:-1],
-                                                                   cache.pads)), slice(None))
+    rank = len(cache.pads)
+    return (slice(None), *(part for _, part in _centres(cache, range(1, rank + 1))),
+            slice(None))
 
 
-def _fold_axis(xp, g, axis, before, size, after, mode):
-    """The gradient of one axis's padding: g (.., before + size + after, ..) -> (.., size, ..),
-    each border added onto the positions it copied."""
-    out = _border(xp, g, axis, before, before + size).copy()
-    head, tail = _border(xp, g, axis, 0, before), _border(xp, g, axis, before + size, None)
-    index = [slice(None)] * g.ndim
-
-    def add(start, stop, values):
-        index[axis] = slice(start, stop)
-        out[tuple(index)] += values
-
-    if mode == "reflect":
-        add(1, before + 1, xp.flip(head, axis))
-        add(size - 1 - after, size - 1, xp.flip(tail, axis))
-    elif mode == "circular":
-        add(size - before, size, head)
-        add(0, after, tail)
-    else:  # replicate
-        add(0, 1, head.sum(axis=axis, keepdims=True))
-        add(size - 1, size, tail.sum(axis=axis, keepdims=True))
+def _folded(xp, g, cache, first):
+    """The gradient of the padding of axes ``first``.. (the earlier ones already at the
+    input's size): g's centre on those axes, plus, for each axis a, the part of g on a's
+    borders (at the centre of the axes between, whole on the later ones) folded along
+    the later axes and added onto the positions it copied."""
+    rank = len(cache.pads)
+    out = g[(slice(None),) * first + tuple(part for _, part in
+                                           _centres(cache, range(first, rank + 1)))].copy()
+    if cache.mode == "constant":
+        return out
+    for axis in range(first, rank + 1):
+        (before, after), size = cache.pads[axis - 1], cache.x_shape[axis]
+        between = _centres(cache, range(first, axis))
+        borders = ((0, before), (before + size, before + size + after))
+        for (lo, hi), (start, stop) in zip(borders, _source(cache.mode, before, size, after)):
+            if hi == lo:
+                continue
+            part = _folded(xp, g[_at(g.ndim, axis, lo, hi, between)], cache, axis + 1)
+            if cache.mode == "reflect":
+                part = xp.flip(part, axis)
+            elif cache.mode == "replicate":
+                part = part.sum(axis=axis, keepdims=True)
+            out[_at(out.ndim, axis, start, stop)] += part
     return out
 
 
 def pad_backward(dy, cache):
     """dx = dy at the centre plus the borders folded back (see the module doc):
-    dy (N, *(S + before + after), C) -> dx (N, *S, C)."""
+    dy (N, *(S + before + after), C) -> dx (N, *S, C). One full copy (the centre); the
+    borders are small slabs added in place."""
     cache = check_cache("pad_backward", cache, "pad", PadCache)
     dy = upstream_grad("pad_backward", dy, cache.y_shape, cache.dtype)
-    xp = array_module(dy)
-    if cache.mode == "constant":
-        return dy[_centre(cache)].copy()
-    dx = dy
-    for axis in range(len(cache.pads), 0, -1):
-        (before, after), size = cache.pads[axis - 1], cache.x_shape[axis]
-        if before or after:
-            dx = _fold_axis(xp, dx, axis, before, size, after, cache.mode)
-    return xp.ascontiguousarray(dx)
+    return _folded(array_module(dy), dy, cache, 1)
 
 
 from .samples import rearrange as _s  # noqa: E402  (the declaration's samples)

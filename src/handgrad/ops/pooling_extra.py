@@ -30,8 +30,10 @@ from ._args.cache import Cache, check_cache
 from ._args.unpool import prepare_unpool
 from ._engine import taps as compiled
 from ._pool_indices import running_max
+from ._repeat import repeat
 from .declare import declare, exports
 from .pooling import max_pool1d, max_pool1d_backward, max_pool2d, max_pool2d_backward
+from .resample import axis_taps, resample, resample_backward
 
 
 @dataclass(frozen=True)
@@ -133,20 +135,46 @@ def _bin_counts(xp, bins, dtype):
     return count
 
 
+def _area_taps(bins, sizes, dtype):
+    """Each axis's bins as resampling taps (interpolate's mode 'area' is this average)."""
+    return tuple(axis_taps("area", size, len(b), None, None, dtype, len(bins))
+                 for b, size in zip(bins, sizes))
+
+
+def _fixed_windows(bins, sizes):
+    """The window size per axis when every axis's bins tile it exactly, else None."""
+    factors = tuple(size // len(b) for b, size in zip(bins, sizes))
+    return factors if all(size == k * len(b) for b, size, k in zip(bins, sizes, factors)) \
+        else None
+
+
 def _adaptive_avg(call):
+    """Compiled: the separable resampling pass of interpolate's 'area' mode; NumPy: a
+    bin-matrix product per axis."""
     x = call.x
     xp = array_module(x)
-    y = _bin_sums(xp, x, call.bins, x.shape[1:-1], False) / _bin_counts(xp, call.bins, x.dtype)
-    y = xp.ascontiguousarray(y)
+    if compiled.covers(x):
+        y = resample(xp, x, _area_taps(call.bins, x.shape[1:-1], x.dtype))
+    else:
+        y = _bin_sums(xp, x, call.bins, x.shape[1:-1], False)
+        y = xp.ascontiguousarray(y / _bin_counts(xp, call.bins, x.dtype))
     return y, FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), bins=call.bins)
 
 
 def _adaptive_avg_backward(op, forward, dy, cache):
+    """Compiled: the transposed resampling passes; windows tiling the input: dy / count
+    repeated over each window (one broadcast copy); else the transposed bin matrices."""
     cache = check_cache(op, cache, forward, FlatIndexCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
+    sizes = cache.x_shape[1:-1]
+    if compiled.covers(dy):
+        return resample_backward(xp, dy, _area_taps(cache.bins, sizes, dy.dtype), cache.x_shape)
     share = dy / _bin_counts(xp, cache.bins, cache.dtype)
-    return xp.ascontiguousarray(_bin_sums(xp, share, cache.bins, cache.x_shape[1:-1], True))
+    factors = _fixed_windows(cache.bins, sizes)
+    if factors is not None:
+        return repeat(xp, share, factors)
+    return xp.ascontiguousarray(_bin_sums(xp, share, cache.bins, sizes, True))
 
 
 def adaptive_avg_pool1d(x, output_size):

@@ -33,13 +33,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from .._checks import array_module, upstream_grad
+from . import _phase_taps as phase
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._engine import taps as compiled
+from ._repeat import repeat, repeat_sum
+from ._separable_pool import _image_blocks
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -255,12 +259,12 @@ def _axis_matrix(index, weight, n, dtype):
 def transposed_taps(index, weight, n, dtype):
     """The taps ``(index (K, n), weight (K, n) or None)`` of the transposed map M^T of one
     axis (m -> n): input ``i`` gathers the outputs ``first_i .. first_i + K - 1`` (from
-    the first to the last that reads it) with weights ``M[o, i]`` (0 past its last one).
-    The index of every mode is nondecreasing in ``o``, so these runs are short."""
+    the first to the last that reads it with a nonzero weight) with weights ``M[o, i]``
+    (0 past its last one). The index of every mode is nondecreasing in ``o``, so these
+    runs are short."""
     m = index.shape[1]
     matrix = _axis_matrix(index, weight, n, dtype)
-    reads = np.zeros((m, n), dtype=bool)
-    reads[np.broadcast_to(np.arange(m), index.shape), index] = True
+    reads = matrix != 0  # a clamped tap of weight 0 (linear's border) reads nothing
     read = reads.any(axis=0)
     first = np.where(read, reads.argmax(axis=0), 0)
     last = np.where(read, m - 1 - reads[::-1].argmax(axis=0), -1)
@@ -269,6 +273,20 @@ def transposed_taps(index, weight, n, dtype):
     rows = np.minimum(rows, m - 1)
     weights = np.where(inside, matrix[rows, np.arange(n)], 0).astype(dtype)
     return rows, None if inside.all() and (weights == 1).all() else weights
+
+
+def _repeat_factors(taps, sizes_in):
+    """The integer factors k per axis when every axis repeats each input position k
+    times (``index = o // k``, weight 1: nearest at an integer scale), else None."""
+    factors = []
+    for (index, weight), n in zip(taps, sizes_in):
+        m = index.shape[1]
+        if weight is not None or index.shape[0] != 1 or n == 0 or m % n:
+            return None
+        if not np.array_equal(index[0], np.arange(m) // (m // n)):
+            return None
+        factors.append(m // n)
+    return tuple(factors)
 
 
 def _axis_order(x, rank):
@@ -295,10 +313,11 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     else:
         taps = tuple(axis_taps(mode, n, m, s, call.align_corners, x.dtype, x.ndim - 2)
                      for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
-    y = x
-    for axis in _axis_order(x, len(taps)):
-        y = _apply_axis(xp, y, axis, *taps[axis - 1])
-    return xp.ascontiguousarray(y), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
+    factors = _repeat_factors(taps, call.sizes_in)
+    if factors is not None:
+        return repeat(xp, x, factors), ResampleCache("interpolate", tuple(x.shape), x.dtype,
+                                                      taps)
+    return resample(xp, x, taps), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
 
 
 def interpolate_backward(dy, cache):
@@ -308,12 +327,56 @@ def interpolate_backward(dy, cache):
     cache = check_cache(op, cache, "interpolate", ResampleCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
-    g = dy
-    for axis in reversed(_axis_order(dy, len(cache.taps))):
-        index, weight = cache.taps[axis - 1]
-        g = _apply_axis(xp, g, axis, *transposed_taps(index, weight, cache.x_shape[axis],
-                                                       cache.dtype))
-    return xp.ascontiguousarray(g)
+    factors = _repeat_factors(cache.taps, cache.x_shape[1:-1])
+    if factors is not None:
+        return repeat_sum(xp, dy, factors)
+    return resample_backward(xp, dy, cache.taps, cache.x_shape)
+
+
+def _run_passes(xp, x, passes, out_shape):
+    """x (N, ...) through ``passes`` (functions z -> z, one per axis) a few images at a
+    time: the intermediates stay small (reused memory, in the cache) and each block's
+    result is copied into the one output array."""
+    if compiled.covers(x):
+        for run in passes:
+            x = run(x)
+        return xp.ascontiguousarray(x)
+    y = xp.empty(out_shape, dtype=x.dtype)
+    widest = max(math.prod(x.shape[1:]), math.prod(out_shape[1:]))
+    for images in _image_blocks((x.shape[0], widest), x.dtype.itemsize):
+        z = x[images]
+        for run in passes:
+            z = run(z)
+        y[images] = z
+    return y
+
+
+def resample(xp, x, taps):
+    """x (N, *S, C) mapped through each axis's taps ``(index, weight)`` in turn."""
+    passes = []
+    for axis in _axis_order(x, len(taps)):
+        index, weight = taps[axis - 1]
+        plan = None if compiled.covers(x) else phase.phase_plan(index, weight, x.shape[axis])
+        passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight)
+                      if plan is None else partial(phase.forward, xp, axis=axis, plan=plan))
+    out_shape = (x.shape[0], *(index.shape[1] for index, _ in taps), x.shape[-1])
+    return _run_passes(xp, x, passes, out_shape)
+
+
+def resample_backward(xp, dy, taps, x_shape):
+    """dy mapped through the transposed maps of :func:`resample` (reverse order) back
+    to ``x_shape``."""
+    passes = []
+    for axis in reversed(_axis_order(dy, len(taps))):
+        index, weight = taps[axis - 1]
+        n = x_shape[axis]
+        plan = None if compiled.covers(dy) else phase.phase_plan(index, weight, n)
+        if plan is None:
+            index, weight = transposed_taps(index, weight, n, dy.dtype)
+            passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight))
+        else:
+            passes.append(partial(phase.backward, xp, axis=axis, plan=plan, n=n))
+    return _run_passes(xp, dy, passes, tuple(x_shape))
 
 
 # The declaration: kernels, torch counterpart, sample inputs (in ops/samples/resample.py).

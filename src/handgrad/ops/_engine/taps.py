@@ -86,9 +86,9 @@ def resample_axis(x, axis, index, weight):
     n, shape[axis] = shape[axis], index.shape[1]
     y = np.empty(shape, dtype=x.dtype)
     weight = np.ones(index.shape, x.dtype) if weight is None else weight.astype(x.dtype)
-    outer = int(np.prod(shape[:axis]))
-    _kernel(x.reshape(outer, n, -1), np.ascontiguousarray(index, dtype=np.int64),
-            np.ascontiguousarray(weight), y.reshape(outer, index.shape[1], -1))
+    outer, inner = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+    _kernel(x.reshape(outer, n, inner), np.ascontiguousarray(index, dtype=np.int64),
+            np.ascontiguousarray(weight), y.reshape(outer, index.shape[1], inner))
     return y
 
 
