@@ -14,7 +14,8 @@ its last position, which never wins).
 ``return_indices=True`` also returns the winners as int64 (N, *O, C): PyTorch's flat
 index into each (n, c) spatial plane.
 
-Max unpooling scatters x (N, *S, C) to those flat indices of a zero output plane::
+Max unpooling scatters x (N, *S, C) to those flat indices of a zero output plane (min
+pooling lives in :mod:`.min_pool`)::
 
     y[n, indices[n, s, c], c] = x[n, s, c]     dx[n, s, c] = dy[n, indices[n, s, c], c]
 """
@@ -32,7 +33,6 @@ from ._engine import taps as compiled
 from ._pool_indices import running_max
 from ._repeat import repeat
 from .declare import declare, exports
-from .pooling import max_pool1d, max_pool1d_backward, max_pool2d, max_pool2d_backward
 from .resample import axis_taps, resample, resample_backward
 
 
@@ -317,51 +317,6 @@ def max_unpool3d_backward(dy, cache):
     return _unpool_backward("max_unpool3d_backward", "max_unpool3d", dy, cache)
 
 
-# ------------------------------------------------------------------- min pooling
-@dataclass(frozen=True)
-class MinPoolCache(Cache):
-    """The forward's name and the cache of the max pooling of -x."""
-
-    inner: object
-
-
-def _min_pool(op, max_pool, x, return_indices, **kwargs):
-    """y = -max_pool(-x) (the first minimum of each window; a NaN wins)."""
-    xp = array_module(x)
-    out = max_pool(-xp.asarray(x), return_indices=return_indices, **kwargs)
-    return (-out[0], *out[1:-1], MinPoolCache(op, out[-1]))
-
-
-def min_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    """1-D min pooling, x (N, L, C) -> y (N, L_out, C): -max_pool1d(-x), so the first
-    minimum of each window (padding never wins). Returns ``(y, cache)`` (or ``(y,
-    indices, cache)``)."""
-    return _min_pool("min_pool1d", max_pool1d, x, return_indices, kernel_size=kernel_size,
-                     stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
-
-
-def min_pool1d_backward(dy, cache):
-    """dy (N, L_out, C) -> dx (N, L, C): each dy goes to its window's first minimum
-    (dx = max_pool_backward(dy), the two negations cancel)."""
-    cache = check_cache("min_pool1d_backward", cache, "min_pool1d", MinPoolCache)
-    return max_pool1d_backward(dy, cache.inner)
-
-
-def min_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    """2-D min pooling, x (N, H, W, C) -> y (N, H_out, W_out, C): -max_pool2d(-x).
-    Returns ``(y, cache)`` (or ``(y, indices, cache)``)."""
-    return _min_pool("min_pool2d", max_pool2d, x, return_indices, kernel_size=kernel_size,
-                     stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
-
-
-def min_pool2d_backward(dy, cache):
-    """dy (N, H_out, W_out, C) -> dx (N, H, W, C): each dy to its window's first minimum."""
-    cache = check_cache("min_pool2d_backward", cache, "min_pool2d", MinPoolCache)
-    return max_pool2d_backward(dy, cache.inner)
-
-
 # The declarations: kernels, torch counterpart, sample inputs (ops/samples/pooling_extra.py).
 from .samples import pooling_extra as _s  # noqa: E402
 
@@ -380,6 +335,4 @@ declare(adaptive_max_pool3d, adaptive_max_pool3d_backward, torch=_s.torch_adapti
 declare(max_unpool1d, max_unpool1d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_1D)
 declare(max_unpool2d, max_unpool2d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_2D)
 declare(max_unpool3d, max_unpool3d_backward, torch=_s.torch_unpool, samples=_s.UNPOOL_3D)
-declare(min_pool1d, min_pool1d_backward, torch=_s.torch_min_pool, samples=_s.MIN_POOL1D)
-declare(min_pool2d, min_pool2d_backward, torch=_s.torch_min_pool, samples=_s.MIN_POOL2D)
 __all__ = exports(__name__, globals())
