@@ -41,6 +41,10 @@ def _ties_and_nans(shape, seed):
     ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 4}),
     ("adaptive_max_pool3d", (2, 5, 7, 6, 2), {"output_size": (3, 2, 4)}),
     ("adaptive_max_pool3d", (1, 3, 2, 4, 3), {"output_size": (4, None, 3)}),
+    # bins that tile the input: run as a max pooling with kernel = stride
+    ("adaptive_max_pool2d", (2, 8, 6, 3), {"output_size": (4, 3)}),
+    ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 3}),
+    ("adaptive_max_pool3d", (2, 4, 6, 2, 2), {"output_size": (2, 3, 1)}),
 ])
 @pytest.mark.parametrize("nan", [False, True])
 def test_indices_are_torchs(kernel_path, op, shape, kwargs, nan):
@@ -53,6 +57,22 @@ def test_indices_are_torchs(kernel_path, op, shape, kwargs, nan):
     assert np.array_equal(indices, _last(i_torch))
     assert np.array_equal(twin_indices, indices)
     assert np.array_equal(y, _last(y_torch), equal_nan=True)
+
+
+@pytest.mark.parametrize("rank, shape, size", [(1, (2, 9, 3), 3), (2, (2, 8, 6, 3), (4, 3)),
+                                               (3, (2, 4, 6, 2, 2), (2, 3, 1))])
+def test_tiling_adaptive_bins_run_as_max_pooling(kernel_path, rank, shape, size):
+    """64 -> 8 bins are max pooling windows: that op's forward and backward run (cache
+    ``inner``), with the loop reference's values and gradient, ties and NaNs included."""
+    op = f"adaptive_max_pool{rank}d"
+    x = _ties_and_nans(shape, rank)
+    y, cache = getattr(ops, op)(x, size)
+    assert cache.inner is not None
+    dy = np.random.default_rng(1).standard_normal(y.shape)
+    y_ref, cache_ref = getattr(reference, op)(x, size)
+    assert np.array_equal(y, y_ref, equal_nan=True)
+    assert np.array_equal(getattr(ops, op + "_backward")(dy, cache),
+                          getattr(reference, op + "_backward")(dy, cache_ref))
 
 
 def test_indices_do_not_change_the_values_or_the_gradient():

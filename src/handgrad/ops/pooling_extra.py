@@ -33,20 +33,29 @@ from ._engine import taps as compiled
 from ._pool_indices import running_max
 from ._repeat import repeat
 from .declare import declare, exports
+from .pooling import (
+    max_pool1d,
+    max_pool1d_backward,
+    max_pool2d,
+    max_pool2d_backward,
+    max_pool3d,
+    max_pool3d_backward,
+)
 from .resample import axis_taps, resample, resample_backward
 
 
 @dataclass(frozen=True)
 class FlatIndexCache(Cache):
     """The forward's name, the input's shape and dtype, the output's shape, and (max
-    pooling, unpooling) the flat spatial index per output or input element, or (average)
-    the bins."""
+    pooling, unpooling) the flat spatial index per output or input element, or the max
+    pooling's own cache where the bins are its windows, or (average) the bins."""
 
     x_shape: tuple
     dtype: object
     y_shape: tuple
     index: object = None
     bins: tuple = ()
+    inner: object = None
 
 
 def _flat(a):
@@ -73,13 +82,24 @@ def _axis_taps(bins, xp):
     return [xp.minimum(starts + k, last) for k in range(max(e - s for s, e in bins))]
 
 
+_MAX_POOLS = {1: (max_pool1d, max_pool1d_backward), 2: (max_pool2d, max_pool2d_backward),
+              3: (max_pool3d, max_pool3d_backward)}
+
+
 def _adaptive_max(call, return_indices):
-    """Separable: the maxima along the last spatial axis first, then along each earlier
+    """Bins that tile the input (64 -> 8) are a max pooling's windows (kernel = stride):
+    that op runs (the same winners: the first maximum, or the last NaN). Otherwise
+    separable: the maxima along the last spatial axis first, then along each earlier
     one, carrying the flat index of each running winner. Ties keep the earlier position
     of each axis, so the result is the first maximum in row-major order (and the last
     NaN, which always wins)."""
     x, rank = call.x, len(call.bins)
     xp = array_module(x)
+    windows = _fixed_windows(call.bins, x.shape[1:-1])
+    if windows is not None:
+        y, *indices, inner = _MAX_POOLS[rank][0](x, windows, return_indices=return_indices)
+        cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), inner=inner)
+        return (y, *indices, cache)
     if compiled.covers(x):
         y, flat = compiled.adaptive_max(x, call.bins)
         cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=flat)
@@ -104,6 +124,8 @@ def _adaptive_max(call, return_indices):
 
 def _adaptive_max_backward(op, forward, dy, cache):
     cache = check_cache(op, cache, forward, FlatIndexCache)
+    if cache.inner is not None:  # the forward ran as a max pooling
+        return _MAX_POOLS[len(cache.x_shape) - 2][1](dy, cache.inner)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     return scatter_add(array_module(dy), cache.index, dy, cache.x_shape[1:-1], cache.dtype)
 
