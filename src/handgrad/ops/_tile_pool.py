@@ -4,8 +4,10 @@ dilation, no unread trailing input), the pure-NumPy path.
 x (N, *S, C) is viewed, without a copy, as (N, O_0, K_0, ..., O_{d-1}, K_{d-1}, C), so
 every tap of every window is one strided view of the shape of y::
 
-    y = max_t x_t                                     (prod(K) - 1 np.maximum passes)
-    dx = dy * [x == y]    (y and dy broadcast over the window axes; one pass each)
+    y = max_t x_t          (the earlier axes' taps first, over rows that merge the last
+                            spatial axis with the channels; then the last axis's taps)
+    dx = dy * [x == y]     (y and dy repeated along the last axis, broadcast over the
+                            earlier window axes: long contiguous rows in every pass)
 
 ``x == y`` marks each window's first maximum alone when no window holds two maxima
 (PyTorch's tie rule then has nothing to choose) and no window holds a NaN; the count of
@@ -15,8 +17,6 @@ would be NaN). The work runs per block of a few images, which stays in the cache
 """
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 
@@ -29,30 +29,45 @@ def tiles(axes) -> bool:
                for a in axes)
 
 
-def _windows(x, axes):
-    """x (N, *S, C) viewed as (N, O_0, K_0, ..., C)."""
-    split = [d for a in axes for d in (a.size_out, a.kernel)]
-    return x.reshape(x.shape[0], *split, x.shape[-1])
+def _rows(a, axes, windows):
+    """a (N, *S, C) (``windows``) or (N, *O, C) as (N, O_0, K_0, ..., O_{d-2}, K_{d-2},
+    L) with the last spatial axis merged with the channels (L = S_{d-1} * C); an output
+    gets unit window axes. A view of a C-contiguous array."""
+    split = [d for b in axes[:-1] for d in (b.size_out, b.kernel if windows else 1)]
+    return a.reshape(a.shape[0], *split, -1)
 
 
-def _spread(y, axes):
-    """y (N, *O, C) viewed as (N, O_0, 1, ..., C), broadcastable against the windows."""
-    shape = [d for a in axes for d in (a.size_out, 1)]
-    return y.reshape(y.shape[0], *shape, y.shape[-1])
+def _spread_last(a, axis):
+    """a (N, *O, C) repeated ``axis.kernel`` times along the last spatial axis (a copy):
+    one value per input column, so it lines up with the input's merged rows."""
+    shape = (*a.shape[:-2], axis.size_out, axis.kernel, a.shape[-1])
+    return np.broadcast_to(a[..., None, :], shape).reshape(*a.shape[:-2], -1, a.shape[-1])
+
+
+def _fold_max(a, axis, out=None):
+    """The running np.maximum over the taps along window axis ``axis`` of ``a`` (views)."""
+    taps = [a[(slice(None),) * (axis % a.ndim) + (k,)] for k in range(a.shape[axis])]
+    if out is None:
+        out = taps[0].copy()
+    else:
+        out[...] = taps[0]
+    for tap in taps[1:]:
+        np.maximum(out, tap, out=out)
+    return out
 
 
 def max_forward(x, axes):
-    """y (N, *O, C): the maximum of each window (NaN propagates)."""
+    """y (N, *O, C): the maximum of each window (NaN propagates). The window axes of the
+    earlier spatial axes fold first, over long rows (the last axis merged with the
+    channels); then the last axis's taps, on the already reduced array."""
     y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
-    taps = list(itertools.product(*(range(a.kernel) for a in axes)))
+    last = axes[-1]
     for images in _image_blocks(x.shape, x.dtype.itemsize):
-        windows, out = _windows(x[images], axes), y[images]
-        for i, tap in enumerate(taps):
-            view = windows[(slice(None), *(s for k in tap for s in (slice(None), k)))]
-            if i == 0:
-                out[...] = view
-            else:
-                np.maximum(out, view, out=out)
+        z = _rows(x[images], axes, True)
+        for axis in range(2 * len(axes) - 2, 0, -2):  # the earlier window axes, last first
+            z = _fold_max(z, axis)
+        z = z.reshape(*z.shape[:-1], last.size_out, last.kernel, x.shape[-1])
+        _fold_max(z, -2, out=y[images])
     return y
 
 
@@ -64,11 +79,12 @@ def max_backward(dy, x, y, axes):
     finite = bool(np.isfinite(dy).all())
     dx = np.empty(x.shape, dtype=dy.dtype)
     for images in _image_blocks(x.shape, x.dtype.itemsize):
-        windows, block = _windows(x[images], axes), _spread(y[images], axes)
-        marks = windows == block
-        if np.count_nonzero(marks) != block.size:
+        block = _rows(_spread_last(y[images], axes[-1]), axes, False)
+        marks = _rows(x[images], axes, True) == block
+        if np.count_nonzero(marks) != y[images].size:
             return None
-        grad, target = _spread(dy[images], axes), _windows(dx[images], axes)
+        grad = _rows(_spread_last(dy[images], axes[-1]), axes, False)
+        target = _rows(dx[images], axes, True)
         if finite:
             np.multiply(grad, marks, out=target)
         else:
