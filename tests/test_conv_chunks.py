@@ -13,7 +13,7 @@ from handgrad.testing import assert_close
 pytestmark = pytest.mark.skipif(not engine.available(), reason="numba is not installed")
 
 # (op, x shape, w shape, kwargs): dense, grouped (dense and batched GEMMs), strided,
-# dilated, uneven padding, 1-D, 3-D, and the transposed convolutions (col2im forward).
+# dilated, uneven padding, 1-D, and the transposed convolution (col2im forward).
 CASES = [
     ("conv2d", (5, 6, 5, 3), (3, 2, 3, 4),
      {"stride": (2, 1), "dilation": (1, 2), "padding": ((1, 0), (2, 1))}),
@@ -22,10 +22,6 @@ CASES = [
     ("conv1d", (4, 9, 2), (4, 2, 3), {"padding": 3, "dilation": 2}),
     ("conv_transpose2d", (3, 4, 3, 4), (3, 3, 5, 4),
      {"stride": 2, "padding": 1, "output_padding": 1}),
-    ("conv3d", (2, 4, 5, 3, 3), (3, 2, 2, 3, 4),
-     {"stride": (1, 2, 1), "dilation": (2, 1, 1), "padding": ((2, 1), (0, 1), (1, 0))}),
-    ("conv3d", (2, 3, 3, 3, 4), (2, 2, 2, 2, 6), {"groups": 2, "padding": 1}),
-    ("conv_transpose3d", (2, 3, 2, 3, 4), (2, 3, 2, 3, 4), {"stride": 2, "padding": 1}),
 ]
 
 
@@ -66,20 +62,3 @@ def test_chunks_cover_the_batch_in_order(monkeypatch):
     chunks = gemm_conv._chunks(7, 10, 40)  # 400 bytes per image: two images per chunk
     assert chunks == [(0, 2), (2, 4), (4, 6), (6, 7)]
     assert gemm_conv._chunks(0, 10, 40) == []
-
-
-def test_three_dimensional_convolutions_gather_compiled(monkeypatch):
-    """conv3d (forward and both gradients) runs the compiled im2col, not NumPy's."""
-    from handgrad.ops._engine import dispatch, gemm_conv
-
-    calls = []
-    gather = dispatch.kernels.window_rows
-    monkeypatch.setattr(dispatch.kernels, "window_rows",
-                        lambda *args: calls.append(args[-1]) or gather(*args))
-    rng = np.random.default_rng(5)
-    x, w = rng.standard_normal((2, 4, 4, 4, 8)), rng.standard_normal((3, 3, 3, 8, 8))
-    assert w.shape[-2] >= gemm_conv.MIN_ROW_CHANNELS
-    with engine.use_compiled(True):
-        y, cache = ops.conv3d(x, w, padding=1)
-        ops.conv3d_backward(np.ones_like(y), cache)
-    assert calls == [True, True, False]  # forward gather; backward gather and scatter

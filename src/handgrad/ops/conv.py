@@ -72,10 +72,9 @@ def _compiled_weight(axes, groups, w, *arrays):
 
 
 def _uses_gemm(axes, w_shape, *arrays):
-    """Whether the compiled GEMM path runs: NumPy arrays, 1-D to 3-D, and rows of at least
+    """Whether the compiled GEMM path runs: NumPy arrays, 1-D/2-D, and rows of at least
     ``MIN_ROW_CHANNELS`` input channels per group (shorter ones gather faster in NumPy)."""
-    return (w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS
-            and engine.covers(axes, *arrays, most=3))
+    return w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, *arrays)
 
 
 def _conv_forward(xp, x, w, axes, groups):

@@ -47,11 +47,10 @@ def enabled(*arrays) -> bool:
     return _state["enabled"] and all(type(a) is np.ndarray for a in arrays if a is not None)
 
 
-def covers(axes, *arrays, most=2) -> bool:
-    """Whether a compiled kernel applies to a window op with these ``axes``: the pooling
-    kernels (``most=3``) take 1-D to 3-D data, the others 1-D and 2-D only (3-D data then
-    takes the NumPy path)."""
-    return len(axes) <= most and enabled(*arrays)
+def covers(axes, *arrays) -> bool:
+    """Whether a compiled kernel applies to a window op with these ``axes``: the kernels
+    are written for 1-D and 2-D data only, so 3-D data takes the NumPy path."""
+    return len(axes) <= 2 and enabled(*arrays)
 
 
 def available() -> bool:
@@ -76,19 +75,6 @@ def geometry_2d(axes):
     a, b = axes
     return (a.size_in, b.size_in, a.size_out, b.size_out, a.kernel, b.kernel, a.stride,
             b.stride, a.dilation, b.dilation, a.pad_before, b.pad_before)
-
-
-def geometry_3d(axes):
-    """Flat int tuple (D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, DD, DH, DW, PD, PH,
-    PW) for 1-D to 3-D axes (unit axes in front)."""
-    axes = (WindowAxis(1, 1, 1, 1, 0, 1),) * (3 - len(axes)) + tuple(axes)
-    return tuple(getattr(a, name) for name in ("size_in", "size_out", "kernel", "stride",
-                                               "dilation", "pad_before") for a in axes)
-
-
-def as_3d(x):
-    """(N, *S, C) with 1 to 3 spatial axes -> (N, D, H, W, C) (a view)."""
-    return x.reshape(x.shape[0], *(1,) * (5 - x.ndim), *x.shape[1:])
 
 
 def as_2d(x):

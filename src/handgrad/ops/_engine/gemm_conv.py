@@ -1,4 +1,4 @@
-"""Compiled im2col + GEMM convolution (1-D to 3-D, NumPy arrays), a few images at a time.
+"""Compiled im2col + GEMM convolution (1-D and 2-D, NumPy arrays), a few images at a time.
 
 The same math as :mod:`handgrad.ops.conv` (``cols`` the windows of ``x``, ``W`` the
 grouped weight (groups, K*Cg, Og))::
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .dispatch import as_3d, geometry_3d, kernels
+from .dispatch import as_2d, geometry_2d, kernels
 
 # Rows of fewer input channels per group (a first layer's 1 or 3): NumPy's gather moves
 # them faster than the compiled loop, so those convolutions take the NumPy path.
@@ -58,10 +58,10 @@ def conv_forward(x, weight, axes, out_shape):
     groups = weight.shape[0]
     y = np.empty((x.shape[0], *out_shape, groups * weight.shape[2]), x.dtype)
     rows, chunks, scratch = _plan(x.shape[0], out_shape, weight.shape, x.dtype)
-    g = geometry_3d(axes)
+    g = geometry_2d(axes)
     for start, stop in chunks:
         cols = scratch[:, : (stop - start) * rows]
-        kernels.window_rows(as_3d(x[start:stop]), g, groups, cols, True)
+        kernels.window_rows(as_2d(x[start:stop]), g, groups, cols, True)
         np.matmul(cols, weight, out=_rows(y, start, stop, groups))
     return y
 
@@ -71,12 +71,12 @@ def conv_input_grad(dy, weight, axes, x_shape):
     groups = weight.shape[0]
     dx = np.zeros(x_shape, dy.dtype)
     rows, chunks, scratch = _plan(x_shape[0], dy.shape[1:-1], weight.shape, dy.dtype)
-    g = geometry_3d(axes)
+    g = geometry_2d(axes)
     weight_t = weight.transpose(0, 2, 1)
     for start, stop in chunks:
         dcols = scratch[:, : (stop - start) * rows]
         np.matmul(_rows(dy, start, stop, groups), weight_t, out=dcols)
-        kernels.window_rows(as_3d(dx[start:stop]), g, groups, dcols, False)
+        kernels.window_rows(as_2d(dx[start:stop]), g, groups, dcols, False)
     return dx
 
 
@@ -98,10 +98,10 @@ def _gradients(x, dy, axes, weight_shape, weight_t):
     dw = np.zeros(weight_shape, dy.dtype)  # stays zero for an empty batch
     part = np.empty_like(dw)
     rows, chunks, scratch = _plan(x.shape[0], dy.shape[1:-1], weight_shape, dy.dtype)
-    g = geometry_3d(axes)
+    g = geometry_2d(axes)
     for start, stop in chunks:
         cols = scratch[:, : (stop - start) * rows]
-        kernels.window_rows(as_3d(x[start:stop]), g, groups, cols, True)
+        kernels.window_rows(as_2d(x[start:stop]), g, groups, cols, True)
         dy_rows = _rows(dy, start, stop, groups)
         first = start == 0
         np.matmul(cols.transpose(0, 2, 1), dy_rows, out=dw if first else part)
@@ -109,5 +109,5 @@ def _gradients(x, dy, axes, weight_shape, weight_t):
             dw += part
         if dx is not None:
             np.matmul(dy_rows, weight_t, out=cols)
-            kernels.window_rows(as_3d(dx[start:stop]), g, groups, cols, False)
+            kernels.window_rows(as_2d(dx[start:stop]), g, groups, cols, False)
     return dx, dw

@@ -63,38 +63,34 @@ def build_kernels(numba):
 
 
 def _window_rows(x, g, groups, cols, gather):
-    """im2col with ``gather``: cols[gr, m, t*Cg + c] = x[n, d, h, w, gr*Cg + c] (zero
-    outside the input); else its adjoint col2im: x[n, d, h, w, gr*Cg + c] += cols[gr, m,
-    t*Cg + c] (x starts at zero). x is (N, D, H, W, C) and ``g`` its geometry_3d; output
-    m = ((n*OD + od)*OH + oh)*OW + ow, tap t = (kd*KH + kh)*KW + kw, reading
-    d = od*SD + kd*DD - PD (h, w alike)."""
-    D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, DD, DH, DW, PD, PH, PW = g
-    N, C = x.shape[0], x.shape[4]
+    """im2col with ``gather``: cols[gr, m, t*Cg + c] = x[n, h, w, gr*Cg + c] (zero outside
+    the input); else its adjoint col2im: x[n, h, w, gr*Cg + c] += cols[gr, m, t*Cg + c]
+    (x starts at zero). Output m = (n*OH + oh)*OW + ow, tap t = kh*KW + kw, reading
+    h = oh*SH + kh*DH - PH and w = ow*SW + kw*DW - PW."""
+    H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+    N, C = x.shape[0], x.shape[3]
     cg = C // groups
     for n in range(N):
-        for od in range(OD):
-            for oh in range(OH):
-                for ow in range(OW):
-                    m = ((n * OD + od) * OH + oh) * OW + ow
-                    for kd in range(KD):
-                        d = od * SD + kd * DD - PD
-                        for kh in range(KH):
-                            h = oh * SH + kh * DH - PH
-                            for kw in range(KW):
-                                w = ow * SW + kw * DW - PW
-                                base = ((kd * KH + kh) * KW + kw) * cg
-                                inside = 0 <= d < D and 0 <= h < H and 0 <= w < W
-                                for gr in range(groups):
-                                    if not inside:
-                                        if gather:
-                                            for c in range(cg):
-                                                cols[gr, m, base + c] = 0
-                                    elif gather:
-                                        for c in range(cg):
-                                            cols[gr, m, base + c] = x[n, d, h, w, gr * cg + c]
-                                    else:
-                                        for c in range(cg):
-                                            x[n, d, h, w, gr * cg + c] += cols[gr, m, base + c]
+        for oh in range(OH):
+            for ow in range(OW):
+                m = (n * OH + oh) * OW + ow
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    for kw in range(KW):
+                        w = ow * SW + kw * DW - PW
+                        base = (kh * KW + kw) * cg
+                        inside = 0 <= h < H and 0 <= w < W
+                        for gr in range(groups):
+                            if not inside:
+                                if gather:
+                                    for c in range(cg):
+                                        cols[gr, m, base + c] = 0
+                            elif gather:
+                                for c in range(cg):
+                                    cols[gr, m, base + c] = x[n, h, w, gr * cg + c]
+                            else:
+                                for c in range(cg):
+                                    x[n, h, w, gr * cg + c] += cols[gr, m, base + c]
 
 
 def _batch_kernels(jit, prange):
