@@ -20,6 +20,7 @@ from .grid_sample import *  # noqa: F403
 from .lp_pooling import *  # noqa: F403
 from .lrn import *  # noqa: F403
 from .lstm_projection import *  # noqa: F403
+from .min_pool import *  # noqa: F403
 from .normalization import *  # noqa: F403
 from .padding import *  # noqa: F403
 from .pooling import *  # noqa: F403
