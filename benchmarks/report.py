@@ -27,7 +27,9 @@ def write_report(path, rows, targets, machine, command, loads):
         "the numba kernels; `numpy`, the pure-NumPy fallback, `HANDGRAD_NUMBA=0`). "
         "Each row is the median of interleaved rounds after warm-up, "
         "forward + backward; torch runs NCHW or channels_last, whichever was faster "
-        "(column *torch layout*). *ratio* = handgrad / torch (< 1: handgrad is faster). "
+        "(column *torch layout*), with passive OpenMP waiting (`OMP_WAIT_POLICY=PASSIVE`, "
+        "set by the harness unless given: spinning workers distorted both columns). "
+        "*ratio* = handgrad / torch (< 1: handgrad is faster). "
         "*% matmul* is the time of bare NumPy matmuls with the same FLOPs divided by "
         "handgrad's time. *peak MB* is the peak of temporary allocations during forward + "
         "backward (tracemalloc), *cache MB* what the cache holds besides the op's inputs.",
