@@ -126,11 +126,12 @@ def _gradient_passes(xp, dy, axes, groups, x_shape, w_shape, x=None, w=None):
 
 
 def depthwise_gradients(xp, x, w, dy, axes, groups):
-    """(dx, dw) of a depthwise conv: one compiled pass when available, else one
-    blocked pass over ``dy`` for both (NumPy: an einsum each where the strides are 1)."""
+    """(dx, dw) of a depthwise conv: one compiled pass when available; NumPy: dw by an
+    einsum per tap, dx by one einsum where the strides are 1 (else the blocked taps); a
+    GPU: one blocked pass over ``dy`` for both."""
     if engine.covers(axes, x, w, dy):
         return engine.depthwise_gradients(x.shape, w, dy, axes, x)
-    if xp is np and _gather_axes(axes) is not None:
+    if xp is np:  # dx by the flipped-kernel correlation (or the blocks), dw by einsums
         return (depthwise_input_grad(xp, dy, w, axes, groups, x.shape),
                 depthwise_weight_grad(xp, x, dy, axes, groups, w.shape))
     return _gradient_passes(xp, dy, axes, groups, x.shape, w.shape, x=x, w=w)
