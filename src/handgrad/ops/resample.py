@@ -336,8 +336,9 @@ def interpolate_backward(dy, cache):
 def _run_passes(xp, x, passes, out_shape):
     """x (N, ...) through ``passes`` (functions z -> z, one per axis) a few images at a
     time: the intermediates stay small (reused memory, in the cache) and each block's
-    result is copied into the one output array."""
-    if compiled.covers(x):
+    result is copied into the one output array. Compiled passes and a GPU (where each
+    pass is a kernel launch and there is no cache to fit) take the whole batch."""
+    if compiled.covers(x) or xp is not np:
         for run in passes:
             x = run(x)
         return xp.ascontiguousarray(x)
