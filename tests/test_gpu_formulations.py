@@ -140,3 +140,29 @@ def test_batch_norm_device_path_matches_numpy(numpy_as_cupy, dtype, shape, affin
             assert (got is None) == (want is None), name
             if want is not None:
                 assert_close(to_host(got), want, dtype=dtype, terms=terms, what=name)
+
+
+@pytest.mark.parametrize("op, x_shape, kwargs", [
+    ("interpolate", (2, 5, 4, 3), dict(scale_factor=2, mode="nearest")),
+    ("interpolate", (2, 5, 4, 3), dict(scale_factor=2, mode="bilinear", align_corners=False)),
+    ("interpolate", (2, 5, 4, 3), dict(scale_factor=3, mode="bilinear", align_corners=True)),
+    ("interpolate", (2, 3, 4, 2, 3), dict(scale_factor=2, mode="trilinear")),
+    ("pad", (2, 5, 4, 3), dict(padding=((2, 1), (1, 2)), mode="reflect")),
+    ("pad", (2, 5, 4, 3), dict(padding=((2, 1), (1, 2)), mode="replicate")),
+    ("adaptive_avg_pool2d", (2, 8, 6, 3), dict(output_size=(4, 3))),
+])
+def test_resampling_device_path_matches_numpy(numpy_as_cupy, op, x_shape, kwargs):
+    """The CuPy branches of the resampling, padding and adaptive average pooling kernels
+    (whole batch, no NumPy-only blocks) against the NumPy path, forward and backward.
+    (Adaptive max pooling with tiling bins is the max pooling, whose CuPy branch
+    :func:`test_window_max_matches_max_pool2d_with_ties_and_nan` checks.)"""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(x_shape)
+    y, cache = getattr(ops, op)(x, **kwargs)
+    y_dev, cache_dev = getattr(ops, op)(to_device(x, "cuda"), **kwargs)
+    assert type(y_dev) is not np.ndarray  # the device path
+    dy = rng.standard_normal(y.shape)
+    dx = getattr(ops, op + "_backward")(dy, cache)
+    dx_dev = getattr(ops, op + "_backward")(to_device(dy, "cuda"), cache_dev)
+    assert_close(to_host(y_dev), y, dtype=np.float64, terms=8, what="y")
+    assert_close(to_host(dx_dev), dx, dtype=np.float64, terms=8, what="dx")
