@@ -46,7 +46,7 @@ def _merged(axes, channels):
 
 def _flat(array):
     """(N, *S, C) -> (N, *S[:-1], S[-1] * C) (a view of a C-contiguous array)."""
-    return array.reshape(*array.shape[:-2], -1)
+    return array.reshape(*array.shape[:-2], array.shape[-2] * array.shape[-1])
 
 
 def _tap_weights(xp, w, axes, merged):

@@ -34,14 +34,15 @@ def _rows(a, axes, windows):
     L) with the last spatial axis merged with the channels (L = S_{d-1} * C); an output
     gets unit window axes. A view of a C-contiguous array."""
     split = [d for b in axes[:-1] for d in (b.size_out, b.kernel if windows else 1)]
-    return a.reshape(a.shape[0], *split, -1)
+    return a.reshape(a.shape[0], *split, a.shape[-2] * a.shape[-1])
 
 
 def _spread_last(a, axis):
     """a (N, *O, C) repeated ``axis.kernel`` times along the last spatial axis (a copy):
     one value per input column, so it lines up with the input's merged rows."""
     shape = (*a.shape[:-2], axis.size_out, axis.kernel, a.shape[-1])
-    return np.broadcast_to(a[..., None, :], shape).reshape(*a.shape[:-2], -1, a.shape[-1])
+    return np.broadcast_to(a[..., None, :], shape).reshape(
+        *a.shape[:-2], axis.size_out * axis.kernel, a.shape[-1])
 
 
 def _fold_max(a, axis, out=None):
