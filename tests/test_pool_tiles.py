@@ -8,6 +8,7 @@ import pytest
 from handgrad import ops
 from handgrad.ops import _tile_pool, reference
 from handgrad.ops._args.windows import WindowAxis
+from handgrad.testing import assert_close
 
 pytestmark = pytest.mark.usefixtures("kernel_path")
 
@@ -55,6 +56,23 @@ def test_only_exact_tilings_take_the_tiled_path():
     assert not _tile_pool.tiles((WindowAxis(7, 2, 2, 1, 0, 3),))  # an unread last row
     assert not _tile_pool.tiles((WindowAxis(6, 2, 2, 1, 1, 4),))  # padding
     assert not _tile_pool.tiles((WindowAxis(6, 3, 2, 1, 0, 2),))  # overlapping
+    assert not _tile_pool.tiles((WindowAxis(8, 2, 2, 2, 0, 4),))  # dilated: gaps, padding
+
+
+def test_dilated_windows_of_the_tiles_size_are_not_tiles():
+    """kernel 2, stride 2, dilation 2, ceil_mode on 8 positions: 4 outputs, as many as
+    tiles would have, but windows (0, 2), (2, 4), .. that overlap the next (the tiled
+    path once took them for (0, 1), (2, 3), ..: a wrong answer)."""
+    rng = np.random.default_rng(5)
+    x = rng.permutation(2 * 8 * 8 * 3).reshape(2, 8, 8, 3).astype(np.float64)
+    kwargs = {"kernel_size": 2, "stride": 2, "dilation": 2, "ceil_mode": True}
+    y, cache = ops.max_pool2d(x, **kwargs)
+    y_ref, cache_ref = reference.max_pool2d(x, **kwargs)
+    np.testing.assert_array_equal(y, y_ref)
+    dy = rng.standard_normal(y.shape)
+    # overlapping windows: an input's dx sums up to 4 dy entries, in another order
+    assert_close(ops.max_pool2d_backward(dy, cache), reference.max_pool2d_backward(dy, cache_ref),
+                 terms=4, what="dx")
 
 
 def test_ties_fall_back_to_the_first_maximum():

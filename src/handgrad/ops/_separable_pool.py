@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from .._checks import array_module
-from ._pool_indices import _axis_taps
+from ._pool_indices import _axis_taps, covers_once
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,7 @@ def _stage_plan(window):
     taps = tuple(taps[i] for i in order)
     residues = tuple((k * window.dilation - window.pad_before) % window.stride
                      for k, _, _ in taps)
-    tiles = (window.stride == window.kernel and (window.dilation == 1 or window.kernel == 1)
-             and window.pad_after >= 0)
-    return taps, residues, tiles
+    return taps, residues, covers_once((window,))
 
 
 def _at(axis, index):

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._pool_indices import covers_once
 from ._separable_pool import _image_blocks
 
 
 def tiles(axes) -> bool:
-    """Whether the windows tile the input exactly."""
-    return all(a.stride == a.kernel and a.pad_before == 0 and a.size_in == a.size_out * a.kernel
-               for a in axes)
+    """Whether the windows tile the input exactly: each position read once
+    (:func:`covers_once`: no dilation gaps) and no padding on either side."""
+    return covers_once(axes) and all(a.pad_before == 0 == a.pad_after for a in axes)
 
 
 def _rows(a, axes, windows):
