@@ -31,7 +31,7 @@ def _fresh_lock_after_fork():
 os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
-def _parallel_or_serial(parallel, serial):
+def parallel_or_serial(parallel, serial):
     """Run ``parallel`` if no other thread is inside a parallel kernel, else ``serial``."""
 
     def kernel(*args):
@@ -48,15 +48,20 @@ def _parallel_or_serial(parallel, serial):
     return kernel
 
 
+def twins(numba, make):
+    """``make(jit, loop)`` compiled in parallel (``prange``) and serially (``range``). The
+    loop kind is a closure variable, so numba's cache tells the two variants apart."""
+    return (make(numba.njit(parallel=True, cache=True, nogil=True), numba.prange),
+            make(numba.njit(cache=True, nogil=True), range))
+
+
 def build_kernels(numba):
     """The compiled kernels; the batch-parallel ones also as ``.parallel``/``.serial``."""
     if numba.config.THREADING_LAYER == "default":  # the user's NUMBA_THREADING_LAYER wins
         numba.config.THREADING_LAYER = "workqueue"  # blocking workers: no spinning threads
     jit = numba.njit(cache=True, nogil=True)
-    # The loop kind is a closure variable, so numba's cache tells the two variants apart.
-    parallel = _batch_kernels(numba.njit(parallel=True, cache=True, nogil=True), numba.prange)
-    serial = _batch_kernels(jit, range)
-    either = {name: _parallel_or_serial(parallel[name], serial[name]) for name in parallel}
+    parallel, serial = twins(numba, _batch_kernels)
+    either = {name: parallel_or_serial(parallel[name], serial[name]) for name in parallel}
     return SimpleNamespace(window_rows=jit(_window_rows),
                            parallel=SimpleNamespace(**parallel),
                            serial=SimpleNamespace(**serial), **either)

@@ -61,14 +61,10 @@ def _bin_max_kernel(jit, loop):
 
 
 if numba is not None:  # pragma: no branch
-    from .kernels import _parallel_or_serial
+    from .kernels import parallel_or_serial, twins
 
-    def _either(make):
-        return _parallel_or_serial(make(numba.njit(parallel=True, cache=True, nogil=True),
-                                        numba.prange),
-                                   make(numba.njit(cache=True, nogil=True), range))
-
-    _kernel, _bin_max = _either(_resample_kernel), _either(_bin_max_kernel)
+    _kernel, _bin_max = (parallel_or_serial(*twins(numba, make))
+                         for make in (_resample_kernel, _bin_max_kernel))
 else:  # pragma: no cover
     _kernel = _bin_max = None
 
