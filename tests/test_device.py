@@ -40,10 +40,13 @@ def test_cuda_is_refused_with_the_extra_named():
 
 
 def test_bad_device_names_the_argument():
-    with pytest.raises(ValueError, match=r"'device' must be 'cpu' or 'cuda'; received 'gpu'"):
+    with pytest.raises(ValueError, match=r"'device' must be 'cpu' or 'cuda' .*received 'gpu'"):
         L.Dense(3, device="gpu")
     with pytest.raises(ValueError, match=r"'device'.*received 0"):
         _model().to(0)
+    for indexed in ("cuda:1", "cpu:0"):  # once read as 'cuda' (GPU 0) and 'cpu'
+        with pytest.raises(ValueError, match=rf"Device\(i\).use\(\).*received '{indexed}'"):
+            L.Dense(3, device=indexed)
 
 
 def test_to_cpu_keeps_arrays_and_tied_weights():

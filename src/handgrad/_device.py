@@ -25,8 +25,9 @@ def check_device(owner: str, device) -> str:
     for "cuda" without CuPy (or without a GPU) raises an error naming the extra."""
     if device is None:
         return "cpu"
-    if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
-        raise ValueError(f"{owner}: 'device' must be 'cpu' or 'cuda'; received "
+    if not isinstance(device, str) or device not in (*DEVICES, "cuda:0"):
+        raise ValueError(f"{owner}: 'device' must be 'cpu' or 'cuda' (CuPy's current GPU; "
+                         f"choose another with cupy.cuda.Device(i).use()); received "
                          f"{describe(device)}")
     if device.startswith("cuda"):
         cuda_module(owner)
