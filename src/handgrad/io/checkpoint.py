@@ -227,7 +227,7 @@ def load_checkpoint(path, custom_objects=None, device=None) -> Checkpoint:
     objective.compile_from(where, model, optimizer, compiled)
     if device != "cpu":
         model.to(device)
-        if optimizer is not None and getattr(model, "optimizer", None) is not optimizer:
+        if optimizer is not None:  # the model's own was moved already: a no-op then
             optimizer.to(device)
     return Checkpoint(model, optimizer, document["epoch"], rng, document["extra"])
 

@@ -228,9 +228,10 @@ class Optimizer(OptimizerArguments):
     def to(self, device) -> None:
         """Move the state arrays to ``device`` ("cpu" or "cuda"); ``Layer.to`` calls this
         for a compiled model's optimizer."""
+        device = check_device(f"{type(self).__name__}.to", device)
         for slot, arrays in self.state.items():
             if slot != "step":
-                move_dict(arrays, check_device(f"{type(self).__name__}.to", device))
+                move_dict(arrays, device)
 
     def state_dict(self) -> dict:
         """Flat copy of the state: ``"<slot>/<param name>" -> array`` plus ``"iterations"``;
