@@ -215,3 +215,28 @@ def test_only_rank_zero_writes(tmp_path, monkeypatch):
     assert parallel.wiring(mlp(), None, [history, board], 1)["callbacks"] == [history]
     monkeypatch.setattr(parallel.dist, "rank", lambda: 0)
     assert parallel.wiring(mlp(), None, [history, board], 1)["callbacks"] == [history, board]
+
+
+@pytest.mark.parametrize("validation", [0.0, 0.2])
+def test_gradient_histograms_are_the_last_training_steps(tmp_path, validation):
+    """Taken once an epoch (before validation, or at its end), not copied every step:
+    the histogram is the gradient the last training step left."""
+    x, y = data()
+    net = mlp()
+    net.fit(x, y, epochs=2, batch_size=8, validation_split=validation,
+            callbacks=[TensorBoard(tmp_path)], verbose=0)
+    train = read(tmp_path)
+    for key, grad in net.named_gradients(trainable_only=True).items():
+        last = train.Histograms(f"gradients/{key}")[-1].histogram_value
+        assert (last.min, last.max) == (grad.min(), grad.max())
+
+
+def test_a_host_batch_reaches_a_model_on_the_device(tmp_path, numpy_as_cupy):
+    from handgrad._device import to_device
+
+    x, y = data()
+    net = mlp().to("cuda")
+    board = TensorBoard(tmp_path, batch=x[:5])  # a host array
+    net.fit(to_device(x, "cuda"), to_device(y, "cuda"), epochs=1, batch_size=8,
+            callbacks=[board], verbose=0)
+    assert read(tmp_path).Histograms("outputs/dense_2")[0].histogram_value.num == 5 * 3

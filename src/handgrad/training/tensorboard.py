@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from .._checks import describe, is_int
+from .._device import to_device
 from ..data.batching import take
 from ..layers.conv import ConvND
 from . import summaries
@@ -149,8 +150,8 @@ class TensorBoard(Callback):
 
     def fixed_batch(self):
         """``batch``, else the kept validation inputs, else the training ones (or None)."""
-        if self.batch is not None:
-            return self.batch
+        if self.batch is not None:  # given on the host: placed with the model
+            return to_device(self.batch, getattr(self.model, "device", "cpu"))
         return self._seen.get("validation", self._seen.get("train"))
 
     # --------------------------------------------------------------- hooks
@@ -167,23 +168,27 @@ class TensorBoard(Callback):
         self.steps += 1
         if self._every and self.steps % self._every == 0:
             self._scalars("train", self.steps, "batch_", logs)
-        if self._histograms:
-            steps = (self.params or {}).get("steps")
-            if steps is None or batch + 1 == steps or self.model.stop_training:
-                self._gradients = {key: summaries.host(g).copy() for key, g in
-                                   self.model.named_gradients(trainable_only=True).items()}
+
+    def _keep_gradients(self):
+        """The last training step's gradients, once an epoch, before validation (a GAN's
+        test step zeroes them) or at the epoch's end without it."""
+        if self._histograms and self._gradients is None:
+            self._gradients = {key: np.array(summaries.host(g)) for key, g in
+                               self.model.named_gradients(trainable_only=True).items()}
 
     def set_epoch_examples(self, examples, seconds):
         self._speed = examples / seconds if seconds > 0 else None
 
     def on_test_begin(self, logs=None):
         if self._fitting:
+            self._keep_gradients()
             self._arm("validation")
 
     def on_test_end(self, logs=None):
         self._disarm("validation")
 
     def on_epoch_end(self, epoch, logs=None):
+        self._keep_gradients()
         train = {k: v for k, v in logs.items() if not k.startswith("val_")}
         if self._speed is not None:
             train["examples_per_second"] = self._speed
