@@ -51,8 +51,8 @@ def main(argv=None):
 
     from threadpoolctl import threadpool_limits
 
-    from handgrad import optimizers
     from handgrad.cli.args import AUGMENT, load_dataset, settings
+    from handgrad.cli.train import _compile
     from handgrad.data.augment import augmentation
     from handgrad.training import TensorBoard
     from handgrad.zoo import networks
@@ -60,8 +60,7 @@ def main(argv=None):
     dataset = load_dataset("mnist1d")
     run = settings("mnist1d", "resnet")
     model = networks.build("resnet", dataset, seed=0, dtype="float32")
-    model.compile(optimizers.get(run.optimizer, lr=run.lr, weight_decay=run.weight_decay),
-                  "cross_entropy", metrics=("accuracy",))
+    _compile(model, run, run.lr)  # the command line's optimizer and loss
     augment = augmentation(**AUGMENT["mnist1d"])
     x, y = dataset.x_train.astype(np.float32), dataset.y_train
     times, spent = {"plain": [], "tensorboard": []}, [0.0]
