@@ -73,7 +73,19 @@ def test_the_issue_targets_cover_both_paths():
     results = check_targets(ROWS, TARGETS)
     fallback = [r for r in results if r["path"] == "numpy" and r["measured"] is not None]
     assert any(r["measured"] == 3.5 and r["met"] is False for r in fallback)
-    assert {r["path"] for r in results} == {"compiled", "numpy"}
+    measured = {r["path"] for r in results if r["measured"] is not None}
+    assert measured == {"compiled", "numpy"}  # some target found rows on each path
+
+
+def test_every_case_group_has_a_target():
+    """A case's group that no target selects (a typo, a new group without its target)
+    would leave its rows unchecked, silently."""
+    pytest.importorskip("torch")
+    from benchmarks.run import ALL_CASES, group_of
+
+    groups = {group_of(case) for case in ALL_CASES} - {"composite"}
+    assert groups and all(any(t.select({"group": g, "case": ""}) for t in TARGETS)
+                          for g in groups), groups
 
 
 @pytest.mark.parametrize("kwargs, word", [({"aggregate": "mean"}, "aggregate"),
