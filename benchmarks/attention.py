@@ -9,14 +9,15 @@ parameter gradients in torch's layout) and ours has ``memory()``.
 
 from __future__ import annotations
 
-import tracemalloc
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
 
 from handgrad import ops
+
+from .memory import pass_memory
 
 
 @dataclass
@@ -93,39 +94,6 @@ class HandgradMHARunner:
     def memory(self):
         return pass_memory(self._forward, lambda cache: ops.multi_head_attention_backward(
             self.dy, cache), (self.x, *self.weights))
-
-
-def pass_memory(forward, backward, inputs):
-    """(peak temporary MB during ``y, cache = forward()`` and ``backward(cache)``, MB of the
-    arrays the cache holds besides ``inputs``)."""
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    y, cache = forward()
-    held = _array_bytes(cache, {id(a) for a in inputs})
-    grads = backward(cache)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
-    del y, grads
-    return peak / 2**20, held / 2**20
-
-
-def _array_bytes(value, exclude, seen=None):
-    """Bytes of the distinct arrays (and their bases) reachable from ``value``."""
-    seen = set() if seen is None else seen
-    if isinstance(value, np.ndarray):
-        owner = value if value.base is None else value.base
-        if id(owner) in seen or id(value) in exclude or id(owner) in exclude:
-            return 0
-        seen.add(id(owner))
-        return getattr(owner, "nbytes", 0)
-    if is_dataclass(value):
-        children = [getattr(value, f.name) for f in fields(value)]
-    elif isinstance(value, (tuple, list)):
-        children = value
-    else:
-        children = vars(value).values() if hasattr(value, "__dict__") else ()
-    return sum(_array_bytes(child, exclude, seen) for child in children)
 
 
 ATTENTION_CASES = [MHACase("11 mha self-attn N16 T128 E128 h8", 16, 128, 128, 8)]

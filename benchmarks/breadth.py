@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-import tracemalloc
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -27,7 +26,7 @@ import torch.nn.functional as F
 
 from handgrad import ops
 
-from .attention import pass_memory
+from .memory import pass_memory, traced
 
 LAYOUTS = {4: torch.channels_last, 5: torch.channels_last_3d}
 
@@ -271,15 +270,12 @@ class EncoderLayerRunner:
 
     def memory(self):
         """(peak temporary MB during forward+backward, MB held by the layer's caches)."""
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        self.layer.zero_grad()
-        y = self.layer.forward(self.x, training=True, grad=True)
-        held = tracemalloc.get_traced_memory()[0] - base - y.nbytes
-        dx = self.layer.backward_all(self.dy)
-        peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
+        with traced() as usage:
+            self.layer.zero_grad()
+            y = self.layer.forward(self.x, training=True, grad=True)
+            held = usage()[0] - y.nbytes
+            dx = self.layer.backward_all(self.dy)
+            peak = usage()[1]
         del y, dx
         return peak / 2**20, held / 2**20
 

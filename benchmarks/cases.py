@@ -4,7 +4,6 @@ same thread count), plus the bare-matmul ceiling for the same FLOPs."""
 from __future__ import annotations
 
 import math
-import tracemalloc
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +14,7 @@ from handgrad import ops
 
 from .attention import ATTENTION_CASES
 from .breadth import BREADTH_CASES
+from .memory import pass_memory
 from .recurrent import RECURRENT_CASES
 
 
@@ -103,23 +103,8 @@ class HandgradRunner:
 
     def memory(self):
         """(peak temporary MB during forward+backward, MB of arrays held in the cache)."""
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        y, cache = self._forward()
-        held = _cache_bytes(cache, exclude=(self.x, self.w, self.b))
-        grads = self.backward(self.dy, cache)
-        peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
-        del y, grads
-        return peak / 2**20, held / 2**20
-
-
-def _cache_bytes(cache, exclude):
-    """Bytes of arrays in the cache that are not the op's own inputs."""
-    values = vars(cache).values() if hasattr(cache, "__dict__") else cache
-    seen = [id(a) for a in exclude if a is not None]
-    return sum(v.nbytes for v in values if isinstance(v, np.ndarray) and id(v) not in seen)
+        return pass_memory(self._forward, lambda cache: self.backward(self.dy, cache),
+                           (self.x, self.w, self.b))
 
 
 class TorchRunner:

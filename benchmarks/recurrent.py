@@ -9,7 +9,6 @@ ours also has ``memory()``.
 
 from __future__ import annotations
 
-import tracemalloc
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -17,6 +16,8 @@ import numpy as np
 import torch
 
 from handgrad import ops
+
+from .memory import pass_memory
 
 
 @dataclass
@@ -81,16 +82,12 @@ class HandgradLSTMRunner:
 
     def memory(self):
         """(peak temporary MB during forward+backward, MB of arrays held in the cache)."""
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        y, _, _, cache = ops.lstm(self.x, *self.weights)
-        held = cache.xs.nbytes + sum(a.nbytes for a in cache.saved.values())
-        grads = ops.lstm_backward(self.dy, cache)
-        peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
-        del y, grads
-        return peak / 2**20, held / 2**20
+        def forward():
+            y, _, _, cache = ops.lstm(self.x, *self.weights)
+            return y, cache
+
+        return pass_memory(forward, lambda cache: ops.lstm_backward(self.dy, cache),
+                           (self.x, *self.weights))
 
 
 RECURRENT_CASES = [LSTMCase("12 lstm N32 T50 64->128", 32, 50, 64, 128)]

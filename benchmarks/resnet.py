@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import os
 import sys
-import tracemalloc
 from typing import ClassVar
 
 import numpy as np
@@ -24,6 +23,8 @@ import torch.nn.functional as F
 
 from handgrad import optimizers
 from handgrad.io import convert_torch
+
+from .memory import traced
 
 LR = 0.01
 
@@ -115,12 +116,9 @@ class HandgradResNetRunner:
 
     def memory(self):
         """(peak MB allocated during a step, None: the caches are the model's)."""
-        tracemalloc.start()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        self()
-        peak = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.stop()
+        with traced() as usage:
+            self()
+            peak = usage()[1]
         return peak / 2**20, None
 
 
