@@ -17,6 +17,7 @@ import torch
 
 from handgrad import ops
 
+from .layout import torch_dtype
 from .memory import pass_memory
 
 
@@ -43,7 +44,7 @@ class MHACase:
 class TorchMHARunner:
     def __init__(self, embed, heads, dtype):
         torch.manual_seed(0)
-        tdtype = torch.float32 if dtype == np.float32 else torch.float64
+        tdtype = torch_dtype(dtype)
         self.module = torch.nn.MultiheadAttention(embed, heads, batch_first=True,
                                                   dtype=tdtype)
         with torch.no_grad():  # torch starts the biases at zero; make them matter

@@ -26,18 +26,10 @@ import torch.nn.functional as F
 
 from handgrad import ops
 
+from .layout import channels_first, torch_dtype
 from .memory import pass_memory, traced
 
 LAYOUTS = {4: torch.channels_last, 5: torch.channels_last_3d}
-
-
-def _torch_dtype(dtype):
-    return torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
-
-
-def _first(a):
-    """Channels-last (N, *S, C) -> channels-first (N, C, *S); other arrays unchanged."""
-    return np.moveaxis(a, -1, 1) if a.ndim > 2 else a
 
 
 class Function(torch.nn.Module):
@@ -133,7 +125,7 @@ class MapCase:
         rng = np.random.default_rng(0)
         x = rng.standard_normal(self.quick_x_shape if quick else self.x_shape).astype(dtype)
         torch.manual_seed(0)
-        module = self.torch_module().to(_torch_dtype(dtype))
+        module = self.torch_module().to(torch_dtype(dtype))
         params = self.params(module) if self.params else ()
         forward = partial(getattr(ops, self.op), **self.kwargs)
         y, _ = forward(x, *params)
@@ -142,13 +134,13 @@ class MapCase:
         def convert(y, grads):
             grads = grads if isinstance(grads, tuple) else (grads,)
             rest = self.grads(grads[1:]) if self.grads else []
-            return [_first(y), _first(grads[0]), *rest]
+            return [channels_first(y), channels_first(grads[0]), *rest]
 
         ours = HandgradRunner(lambda a: forward(a, *params), getattr(ops, self.op + "_backward"),
                               x, dy, convert, keep=params)
         layouts = ["contiguous_format"] + ([] if quick else [str(LAYOUTS[x.ndim]).split(".")[-1]])
-        theirs = _fastest(lambda layout: TorchRunner(module, _first(x).copy(),
-                                                     _first(dy).copy(), layout), layouts)
+        theirs = _fastest(lambda layout: TorchRunner(module, channels_first(x).copy(),
+                                                     channels_first(dy).copy(), layout), layouts)
         return ours, theirs
 
 
@@ -195,7 +187,7 @@ class RMSNormCase(MapCase):
         x = rng.standard_normal(self.quick_x_shape if quick else self.x_shape).astype(dtype)
         dy = rng.standard_normal(x.shape).astype(dtype)
         torch.manual_seed(0)
-        module = self.torch_module().to(_torch_dtype(dtype))
+        module = self.torch_module().to(torch_dtype(dtype))
         gamma = module.weight.detach().numpy().copy()
         d = x.shape[-1]
         ours = HandgradRunner(lambda a: ops.rms_norm(a, d, gamma, eps=1e-6),
@@ -236,7 +228,7 @@ class EncoderLayerCase:
         torch.manual_seed(0)
         module = torch.nn.TransformerEncoderLayer(
             self.embed, self.heads, self.feedforward, dropout=0.0, batch_first=True,
-            dtype=_torch_dtype(dtype))
+            dtype=torch_dtype(dtype))
         with torch.no_grad():  # the norms and biases away from their starting values
             for name, p in module.named_parameters():
                 if "norm" in name or "bias" in name:

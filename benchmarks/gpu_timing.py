@@ -221,7 +221,6 @@ def _profile_step(report, section, model, step, device):
 
 # ------------------------------------------------------- 5. conv layers vs torch
 def _conv_case(case, device, dry, deadline, clock):
-    import torch
 
     from .cases import TorchRunner, make_inputs
     x, w, b = make_inputs(case, np.float32, dry)
@@ -246,7 +245,6 @@ def _conv_case(case, device, dry, deadline, clock):
     want = np.moveaxis(want, 1, -1) if want.ndim > 2 else want
     error = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-30)
     t = alternate(device, {"handgrad": ours, "torch": runner}, 15, deadline, clock)
-    del torch
     return {"handgrad_ms": round(1e3 * t["handgrad"], 3), "torch_ms": round(
         1e3 * t["torch"], 3), "ratio": round(t["handgrad"] / t["torch"], 2),
         "rel_error_y": f"{error:.1e}", "rounds": t["rounds"]}

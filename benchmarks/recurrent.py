@@ -17,6 +17,7 @@ import torch
 
 from handgrad import ops
 
+from .layout import torch_dtype
 from .memory import pass_memory
 
 
@@ -42,7 +43,7 @@ class LSTMCase:
 class TorchLSTMRunner:
     def __init__(self, features, hidden, dtype, x, dy):
         torch.manual_seed(0)
-        tdtype = torch.float32 if dtype == np.float32 else torch.float64
+        tdtype = torch_dtype(dtype)
         self.module = torch.nn.LSTM(features, hidden, batch_first=True, dtype=tdtype)
         self.x = torch.tensor(x, requires_grad=True)
         self.dy = torch.tensor(dy)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from handgrad import optimizers
 from handgrad.io import convert_torch
 
+from .layout import torch_dtype
 from .memory import traced
 
 LR = 0.01
@@ -61,7 +62,7 @@ class ResNetCase:
     def runners(self, dtype, quick):
         batch, size = self.quick_shape if quick else (self.batch, self.size)
         models = _import_torchvision().models
-        tdtype = torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
+        tdtype = torch_dtype(dtype)
         torch.manual_seed(0)
         net = models.resnet18(weights=None, num_classes=self.classes).to(tdtype).train()
         x = torch.randn(batch, 3, size, size, dtype=tdtype)

@@ -32,6 +32,7 @@ from handgrad.testing import max_abs_error
 from .bounds import bound, first_loss_bound, measured_bounds, op_bounds
 from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_inputs
 from .e2e import EpochRunner
+from .layout import channels_first
 from .machine import load_average
 from .resnet import MODEL_CASES
 from .targets import PATHS, check_targets, verdict
@@ -75,10 +76,6 @@ def runs(path_names, cases=ALL_CASES):
                     yield path, case, dtype
 
 
-def _channels_first(array):
-    return np.moveaxis(array, -1, 1) if array.ndim > 2 else array
-
-
 @dataclass
 class Output:
     """One result compared: handgrad's and torch's values and the derived bound on
@@ -106,7 +103,7 @@ def compare_with_torch(case, dtype, quick=True):
     runner = HandgradRunner(case, x, w, b)
     y, grads = runner()
     theirs = TorchRunner(case, x, w, b, runner.dy).results()
-    ours = [_channels_first(y), _channels_first(grads[0])]
+    ours = [channels_first(y), channels_first(grads[0])]
     if case.is_conv:
         nd = x.ndim - 2
         ours += [grads[1].transpose(nd + 1, nd, *range(nd)), grads[2]]
