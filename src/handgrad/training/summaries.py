@@ -79,7 +79,7 @@ class Records:
             if not flat.size:
                 return None
             low, high = float(flat.min()), float(flat.max())
-        counts, edges = buckets(flat, low, high)
+        counts, edges = np.histogram(flat, BUCKETS, (low, high))  # low == high: +-0.5
         proto = self.summary_pb2.HistogramProto(
             min=low, max=high, num=float(flat.size), sum=float(flat.sum(dtype=np.float64)),
             sum_squares=float(np.dot(flat, flat)), bucket_limit=edges[1:].tolist(),
@@ -93,18 +93,6 @@ class Records:
             height=height, width=width, colorspace=channels,
             encoded_image_string=png(np.round(pixels * 255.0).astype(np.uint8)))
         return self.summary_pb2.Summary.Value(tag=tag, image=image)
-
-
-def buckets(flat, low, high):
-    """``(counts, edges)`` of :data:`BUCKETS` equal buckets over [low, high] (the last one
-    closed, as ``np.histogram``'s; [low - 0.5, high + 0.5] when low == high) for finite
-    values ``flat`` of that range: one pass for the indices, one ``bincount``."""
-    if high == low:
-        low, high = low - 0.5, high + 0.5
-    edges = np.linspace(low, high, BUCKETS + 1)
-    index = ((flat - flat.dtype.type(low)) * flat.dtype.type(BUCKETS / (high - low)))
-    index = np.minimum(index.astype(np.intp), BUCKETS - 1)
-    return np.bincount(index, minlength=BUCKETS), edges
 
 
 def png(pixels) -> bytes:
