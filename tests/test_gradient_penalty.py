@@ -15,7 +15,7 @@ import pytest
 
 import handgrad as hg
 from handgrad import layers as L
-from handgrad.layers.base import double_backward_layers
+from handgrad.layers.second_order import double_backward_layers
 from handgrad.model import Sequential
 from handgrad.testing import assert_gradient_close, numeric_gradient
 from handgrad.zoo import gradient_penalty

@@ -25,7 +25,7 @@ from .declarations import Declarations
 from .hooks import Hooked
 from .keras_args import checked_init
 from .placement import Placement
-from .registry import REGISTRY
+from .second_order import SecondOrder
 from .weight_lists import WeightLists
 
 _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wait
@@ -36,16 +36,11 @@ def check_dtype(owner, dtype):
     return float_dtype(owner, "dtype", dtype)
 
 
-def double_backward_layers() -> list:
-    """The names of the registered layer classes with a second-order pass."""
-    return sorted(name for name, cls in REGISTRY.items() if cls.has_double_backward())
-
-
 def snake_case(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-class Layer(WeightLists, Declarations, Hooked, Placement):
+class Layer(SecondOrder, WeightLists, Declarations, Hooked, Placement):
     """Base class of every layer (and of ``Sequential``).
 
     Subclasses implement ``_build(input_shape, rng)`` (create parameters with
@@ -56,7 +51,7 @@ class Layer(WeightLists, Declarations, Hooked, Placement):
     ``count_params``, ``zero_grad``, ``clear_caches``, ``extra_state``, ``trainable`` and
     Keras's ``weights`` lists (:mod:`.weight_lists`) reach its children through
     :meth:`walk`. Hooks (``register_forward_hook``, ``register_backward_hook``) and the
-    data-parallel communicator: :mod:`.hooks`.
+    data-parallel communicator: :mod:`.hooks`; the second-order pass: :mod:`.second_order`.
     """
 
     #: True for a model: its outermost forward that keeps caches releases the caches that
@@ -221,34 +216,6 @@ class Layer(WeightLists, Declarations, Hooked, Placement):
     def _backward(self, dy, cache):
         raise NotImplementedError
 
-    # ------------------------------------------------------- second order
-    # For a scalar P of an input gradient (a gradient penalty), the latest forward's
-    # cache is kept by input_gradient and double_backward; backward consumes it last.
-
-    @classmethod
-    def has_double_backward(cls) -> bool:
-        """Whether the class implements :meth:`double_backward`."""
-        return cls._double_backward is not Layer._double_backward
-
-    def supports_double_backward(self) -> bool:
-        return self.has_double_backward()  # whether double_backward is implemented here
-
-    def input_gradient(self, dy):
-        """dL/dx of the latest training forward for upstream ``dy``, like :meth:`backward`
-        but keeping the cache (for :meth:`double_backward`) and adding no gradients."""
-        return self._backward(dy, self._latest_cache("input_gradient"))[0]
-
-    def double_backward(self, q, dy):
-        """The backward of the backward, for the latest training forward (cache kept).
-
-        With ``dx = B(dy; x, theta)`` the input gradient for upstream ``dy`` and
-        ``q = dP/d dx`` (x's shape) for a scalar ``P``: returns ``(dP/d dy, dP/dx)`` (the
-        second is None where ``B`` does not depend on ``x``) and adds ``dP/d theta``
-        through ``B`` into ``gradients`` (unless the layer is frozen)."""
-        d_dy, d_x, grads = self._double_backward(q, dy, self._latest_cache("double_backward"))
-        self._accumulate(grads)
-        return d_dy, d_x
-
     def _accumulate(self, grads):
         """Add ``{key: gradient}`` into ``gradients`` (nothing for a frozen layer)."""
         if self.trainable:
@@ -265,12 +232,6 @@ class Layer(WeightLists, Declarations, Hooked, Placement):
             raise RuntimeError(f"{self.label}: {method}() called without a matching "
                                f"forward(x, training=True) or forward(x, grad=True)")
         return self._caches[-1]
-
-    def _double_backward(self, q, dy, cache):
-        """``(dP/d dy, dP/dx or None, {key: dP/d parameter})``; layers with a second-order
-        pass override this (and :meth:`supports_double_backward` then says so)."""
-        raise TypeError(f"{self.label} has no second-order (double) backward pass; it is "
-                        f"implemented for {', '.join(double_backward_layers())}")
 
     # ---------------------------------------------------------------- graphs
     def __call__(self, inputs, training=None):

@@ -23,7 +23,7 @@ import numpy as np
 from .._checks import describe, float_array
 from .._hyper import number
 from ..layers import Layer
-from ..layers.base import double_backward_layers
+from ..layers.second_order import double_backward_layers
 from ..model import Model
 
 _OP = "gradient_penalty"
