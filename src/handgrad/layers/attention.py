@@ -222,7 +222,7 @@ class MultiHeadAttention(Layer):
             self._graph_inputs[len(self._caches) - 1] = count
         return y
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         """[dquery, (dkey, dvalue | dkey_value)], then None for each mask input."""
         count = self._graph_inputs.pop(len(self._caches) - 1, None)
         dquery, dkey, dvalue = self.backward_all(dy)

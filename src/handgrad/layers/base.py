@@ -10,6 +10,7 @@ batch statistics), ``grad`` (default: ``training``) whether the cache is kept: s
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 
@@ -34,6 +35,16 @@ _BUILD_LOCK = threading.RLock()  # lazy builds: one thread builds, the others wa
 def check_dtype(owner, dtype):
     """``None`` or float32/float64, as a NumPy dtype (see :func:`_checks.float_dtype`)."""
     return float_dtype(owner, "dtype", dtype)
+
+
+@functools.cache
+def _skips_input_grad(cls) -> bool:
+    """Whether ``cls`` has a ``_parameter_backward`` made for its ``_backward`` (defined
+    in the same class or below it: a subclass that overrides ``_backward`` alone keeps
+    the whole pass)."""
+    def owner(name):
+        return next(i for i, k in enumerate(cls.__mro__) if name in vars(k))
+    return owner("_parameter_backward") <= owner("_backward")
 
 
 def snake_case(name: str) -> str:
@@ -190,8 +201,11 @@ class Layer(SecondOrder, WeightLists, Declarations, Hooked, Placement):
                             f"{self.dtype} {holds}; cast the input or build the layer/model "
                             f"with dtype='{x.dtype}'")
 
-    def backward(self, dy):
-        """dL/dx for the latest unconsumed forward; adds into ``gradients`` unless frozen."""
+    def backward(self, dy, *, input_grad=True):
+        """dL/dx for the latest unconsumed forward; adds into ``gradients`` unless frozen.
+        ``input_grad=False`` (nobody reads dL/dx: a model's data input, like torch's
+        tensors without ``requires_grad``): returns None, and a layer whose op can skip
+        dx (convolutions, dense) skips it."""
         if not self._caches:
             raise RuntimeError(
                 f"{self.label}: backward() called without a matching forward(x, training=True) "
@@ -200,9 +214,18 @@ class Layer(SecondOrder, WeightLists, Declarations, Hooked, Placement):
                 f"earlier ones left: call a model once on the joined batches, or inside a "
                 f"graph Model)"
             )
-        dx, grads = self._backward(dy, self._caches.pop())
+        cache = self._caches.pop()
+        if input_grad or not _skips_input_grad(type(self)):
+            dx, grads = self._backward(dy, cache)
+        else:
+            dx, grads = None, self._parameter_backward(dy, cache)
         self._accumulate(grads)
-        return dx
+        return dx if input_grad else None
+
+    def _parameter_backward(self, dy, cache):
+        """``_backward``'s parameter gradients without computing dx (for
+        ``input_grad=False``), in a layer whose op can skip dx."""
+        raise NotImplementedError
 
     @property
     def pending_backwards(self) -> int:
@@ -261,9 +284,10 @@ class Layer(SecondOrder, WeightLists, Declarations, Hooked, Placement):
             raise TypeError(f"{self.label}: takes one input tensor; received {len(inputs)}")
         return self.forward(inputs[0], training=training)
 
-    def graph_backward(self, dy):
-        """The input gradients of the latest graph call, a list (one per input)."""
-        return [self.backward(dy)]
+    def graph_backward(self, dy, input_grad=True):
+        """The input gradients of the latest graph call, a list (one per input);
+        ``input_grad``: as in :meth:`backward` (a layer of several inputs may ignore it)."""
+        return [self.backward(dy, input_grad=input_grad)]
 
     # ------------------------------------------------------------- children
     # The container protocol: a container (a model, a residual block) only overrides

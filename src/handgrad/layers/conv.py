@@ -148,6 +148,14 @@ class ConvND(WeightedLayer):
             dx = fold_by_mode(dx, x_shape, pads, self.padding_mode)
         return dx, self.weight_grads(dw, db)
 
+    def _parameter_backward(self, dy, cache):
+        """dW and db without dx (the op skips its col2im)."""
+        dy, cache = self._deactivate(dy, cache)
+        if self.padding_mode != "zeros":
+            cache = cache[0]
+        _, dw, db = self.backward_op(dy, cache, input_grad=False)
+        return self.weight_grads(dw, db)
+
     def _double_backward(self, q, dy, cache):
         """dx is linear in dy and W: dP/d dy = the op on q (no bias), dP/dW its weight
         gradient at input q; no x or b term. With a padding mode, q is padded the same

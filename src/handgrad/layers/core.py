@@ -55,6 +55,10 @@ class Dense(WeightedLayer):
         dx, dw, db = ops.linear_backward(*self._deactivate(dy, cache))
         return dx, self.weight_grads(dw, db)
 
+    def _parameter_backward(self, dy, cache):
+        _, dw, db = ops.linear_backward(*self._deactivate(dy, cache), input_grad=False)
+        return self.weight_grads(dw, db)
+
     def _double_backward(self, q, dy, cache):
         """dx = dy W^T: dP/d dy = q W, dP/dW = q^T dy; no x or b term."""
         d_dy, dw = ops.linear_gradgrad(q, dy, self._affine_cache(cache))

@@ -177,7 +177,7 @@ class EmbeddingBag(Embedding):
                              f"per_sample_weights {describe(weights)}")
         return self.forward([ids, None, weights], training)
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         """[None] for ids, or [None, dper_sample_weights] for [ids, per_sample_weights]."""
         dx = self.backward(dy)
         return [None] if dx is None else [None, dx[2]]

@@ -61,8 +61,9 @@ class Pool(Layer):
         out = super().graph_forward(inputs, training)
         return list(out) if isinstance(out, tuple) else out  # (y, indices): two outputs
 
-    def graph_backward(self, dy):
-        return [self.backward(dy[0] if isinstance(dy, list) else dy)]  # none to indices
+    def graph_backward(self, dy, input_grad=True):
+        dy = dy[0] if isinstance(dy, list) else dy  # none to the indices
+        return [self.backward(dy, input_grad=input_grad)]
 
     def _forward(self, x, training):
         out = self.forward_op(x, **self.kwargs)

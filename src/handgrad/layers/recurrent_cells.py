@@ -114,10 +114,11 @@ class RecurrentCell(Layer):
                                             p.get("b_hh"), *states, **extra)
         return finals, (cache, x.shape[0], [s is not None for s in states])
 
-    def backward(self, dy):
-        """dL/dx of the latest forward; ``dy`` is dL/dh' (N, H), or ``(dh', dc')`` for
-        an LSTM cell with ``return_state``."""
-        return self.backward_with_state(dy)[0]
+    def backward(self, dy, *, input_grad=True):
+        """dL/dx of the latest forward (None with ``input_grad=False``); ``dy`` is
+        dL/dh' (N, H), or ``(dh', dc')`` for an LSTM cell with ``return_state``."""
+        dx = self.backward_with_state(dy)[0]
+        return dx if input_grad else None
 
     def backward_with_state(self, dy, d_cell=None):
         """``(dx, d_state)``: ``dy`` dL/dh' (LSTM: also a pair (dh', dc')), ``d_cell``
@@ -154,7 +155,7 @@ class RecurrentCell(Layer):
         out = self.forward(inputs[0], training, states if self.n_states == 2 else states[0])
         return list(out) if isinstance(out, tuple) else out
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         count = 1 + sum(self._caches[-1][2]) if self._caches else 1
         dx, d_state = self.backward_with_state(dy)
         d_states = list(d_state) if isinstance(d_state, tuple) else [d_state]

@@ -59,10 +59,11 @@ class StateCalls:
         out = self.forward_with_state(x, training, initial_state, lengths, grad)
         return out if self.return_state else out[0]
 
-    def backward(self, dy, d_final_state=None):
-        """dL/dx for the latest forward; ``d_final_state`` is the gradient of
-        :attr:`final_state` (same structure, entries may be None). With
-        ``return_state=True`` ``dy`` may be the tuple ``(dy, dh_n[, dc_n])``."""
+    def backward(self, dy, d_final_state=None, *, input_grad=True):
+        """dL/dx for the latest forward (None with ``input_grad=False``);
+        ``d_final_state`` is the gradient of :attr:`final_state` (same structure, entries
+        may be None). With ``return_state=True`` ``dy`` may be the tuple
+        ``(dy, dh_n[, dc_n])``."""
         if self.return_state and isinstance(dy, (tuple, list)):
             if len(dy) != 1 + self.n_states or d_final_state is not None:
                 expected = "(dy, dh_n, dc_n)" if self.n_states == 2 else "(dy, dh_n)"
@@ -70,7 +71,8 @@ class StateCalls:
                                 f"'d_final_state'); received a {type(dy).__name__} of "
                                 f"{len(dy)}")
             dy, d_final_state = dy[0], self._pack(list(dy[1:]))
-        return self.backward_with_state(dy, d_final_state)[0]
+        dx = self.backward_with_state(dy, d_final_state)[0]
+        return dx if input_grad else None
 
     def output_shape(self, input_shape):
         """The per-example output shape; a layer with ``return_state`` has several outputs,
@@ -117,7 +119,7 @@ class StateCalls:
                                              else None, lengths)
         return [y, *map(_swap, finals)] if self.return_state else y
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         """``[dx, dh0(, dc0)]`` for the graph inputs of the latest call."""
         given = self._caches[-1][3] if self._caches else []
         d_final = None

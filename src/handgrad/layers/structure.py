@@ -95,7 +95,7 @@ class Merge(Layer):
     def graph_forward(self, inputs, training):
         return self.forward(list(inputs), training=training)
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         return list(self.backward(dy))
 
     def _not_sequential(self):

@@ -187,7 +187,7 @@ class TransformerBlock(Layer):
                              f"received shape {np.shape(mask)}")
         return np.repeat(mask, heads, axis=0)
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         return [*self.backward_all(dy), *([None] * len(self.mask_inputs))]
 
     # ------------------------------------------------------- residual branches

@@ -96,7 +96,7 @@ class MaxUnpool(Layer):
     def graph_forward(self, inputs, training):
         return self.forward(list(inputs), training=training)
 
-    def graph_backward(self, dy):
+    def graph_backward(self, dy, input_grad=True):
         return self.backward(dy)
 
 

@@ -87,10 +87,10 @@ class WaveNetBlock(Layer):
         y = self.forward(x, training=training, grad=grad)
         return y, self.last_skip
 
-    def backward(self, dy, dskip=None):
+    def backward(self, dy, dskip=None, *, input_grad=True):
         """dL/dx from the residual output's gradient ``dy`` and (optionally) the skip
         output's ``dskip``; parameter gradients are added into ``gradients``."""
-        return super().backward((dy, dskip))
+        return super().backward((dy, dskip), input_grad=input_grad)
 
     def _backward(self, grads, cache):
         dy, dskip = grads if isinstance(grads, tuple) else (grads, None)

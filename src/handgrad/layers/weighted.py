@@ -81,13 +81,13 @@ class WeightedLayer(FusedActivation, Layer):
                 self._activity_outputs.append(y)
         return y
 
-    def backward(self, dy):
+    def backward(self, dy, *, input_grad=True):
         """dL/dx; an ``activity_regularizer`` adds gradient(y) / batch size to ``dy``."""
         if self.activity_regularizer is not None and self._caches:
             del self._activity_outputs[len(self._caches):]
             y = self._activity_outputs.pop()
             dy = dy + self.activity_regularizer.gradient(y) / y.dtype.type(max(y.shape[0], 1))
-        return super().backward(dy)
+        return super().backward(dy, input_grad=input_grad)
 
     def build_weights(self, w_shape, out_features, rng):
         self.add_parameter("W", w_shape, self.kernel_initializer, rng)

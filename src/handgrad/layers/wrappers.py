@@ -162,8 +162,8 @@ class Bidirectional(Wrapper):
         y = self.forward(inputs[0], training=training)
         return list(y) if self.merge_mode is None else y
 
-    def graph_backward(self, dy):
-        return [self.backward(dy)]
+    def graph_backward(self, dy, input_grad=True):
+        return [self.backward(dy, input_grad=input_grad)]
 
     def _backward(self, dy, cache):
         index, sequences, y_f, y_b = cache

@@ -259,15 +259,17 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
         results = [values[t.uid] for t in self.outputs]
         return results[0] if self.single_output else results
 
-    def backward(self, dy):
+    def backward(self, dy, *, input_grad=True):
         """The input gradients (an array, or a list in input order; None for an integer
         input) of the latest training forward, from ``dy``: an array or a list in output
         order, ``None`` for an output that gets no gradient. Parameter gradients are
-        added into the layers' ``gradients``."""
+        added into the layers' ``gradients``. ``input_grad=False``: None (each input's
+        None), and the layers reading only the model's inputs skip their dx where they
+        can (see ``Layer.backward``)."""
         if not self._caches:
             raise RuntimeError(f"{self.label}: backward() called without a matching "
                                f"forward(x, training=True) or forward(x, grad=True)")
-        shapes = self._caches[-1]
+        shapes, inputs = self._caches[-1], {t.uid for t in self.inputs}
         grads = output_gradients(self, dy, shapes)  # checked before the cache is consumed
         self._caches.pop()
         node = None
@@ -276,7 +278,11 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
                 dys = [grads.pop(t.uid, None) for t in node.outputs]
                 dys = [np.zeros(*shapes[t.uid]) if g is None else g
                        for g, t in zip(dys, node.outputs)]
-                dxs = node.layer.graph_backward(dys if len(dys) > 1 else dys[0])
+                upstream = dys if len(dys) > 1 else dys[0]
+                if input_grad or any(t.uid not in inputs for t in node.inputs):
+                    dxs = node.layer.graph_backward(upstream)
+                else:  # it reads only the model's inputs, whose gradient nobody reads
+                    dxs = node.layer.graph_backward(upstream, input_grad=False)
                 for tensor, dx in zip(node.inputs, dxs):
                     if dx is not None:
                         grads[tensor.uid] = grads[tensor.uid] + dx if tensor.uid in grads \
@@ -284,13 +290,13 @@ class Model(KerasModelAPI, GraphNetwork, TrainingMixin, Layer):
         except AnomalyError as error:
             at_node(error, self, node)
             raise
-        dx = [grads.get(t.uid, np.zeros(*shapes[t.uid])) if shapes[t.uid][1].kind in "fc"
-              else None for t in self.inputs]
+        dx = [grads.get(t.uid, np.zeros(*shapes[t.uid]))
+              if input_grad and shapes[t.uid][1].kind in "fc" else None for t in self.inputs]
         return dx[0] if self.single_input else dx
 
     def graph_forward(self, inputs, training):
         return self.forward(inputs[0] if self.single_input else list(inputs), training)
 
-    def graph_backward(self, dy):
-        dx = self.backward(dy)
+    def graph_backward(self, dy, input_grad=True):
+        dx = self.backward(dy, input_grad=input_grad)
         return [dx] if self.single_input else dx

@@ -161,9 +161,11 @@ class Sequential(KerasModelAPI, TrainingMixin, Layer):
                 x, mask = chain_call(layer, x, mask, training)
         return x
 
-    def backward(self, dy):
-        for layer in reversed(self.layers):
-            dy = layer.backward(dy)
+    def backward(self, dy, *, input_grad=True):
+        """dL/dx through the layers, latest first; ``input_grad=False``: None, and the
+        first layer skips its dx where its op can (see ``Layer.backward``)."""
+        for index in range(len(self.layers) - 1, -1, -1):
+            dy = self.layers[index].backward(dy, input_grad=input_grad or index > 0)
         return dy
 
     # --------------------------------------------------------------- summary

@@ -16,7 +16,9 @@ with ``w`` reshaped to (groups, K*Cg, Og). The backward pass is::
 A transposed convolution is the adjoint of the convolution with the same
 weight: its forward is the convolution's ``dx`` and its backward uses the
 convolution's forward (for its input gradient) and ``dw`` (swapping roles).
-The cache holds only the inputs and the geometry, never ``cols``.
+The cache holds only the inputs and the geometry, never ``cols``. Every backward takes
+``input_grad`` (default True): False skips ``dx`` (returned as None) for an input that
+nobody differentiates (a model's data, as torch's tensors without ``requires_grad``).
 
 As in PyTorch, only the batch may be empty (N = 0 gives an empty output and zero
 weight and bias gradients); an empty spatial or channel axis, or an empty weight, is
@@ -184,16 +186,21 @@ def _forward(call: ConvCall):
     return y, call
 
 
-def _backward(op, forward_op, dy, cache):
+def _backward(op, forward_op, dy, cache, input_grad):
+    """(dx, dw, db); dx is None (not computed) when ``input_grad`` is false."""
     call, dy = open_conv_cache(op, forward_op, dy, cache)
     x, w, axes, groups = call.x, call.w, call.axes, call.groups
     forward, _, weight_grad, gradients = _kernels(w, groups)
     xp = array_module(dy, w)
+    dx = None
     if call.transposed:
-        dx = forward(xp, dy, w, axes, groups)
+        if input_grad:
+            dx = forward(xp, dy, w, axes, groups)
         dw = weight_grad(xp, dy, x, axes, groups, w.shape)
-    else:
+    elif input_grad:
         dx, dw = gradients(xp, x, w, dy, axes, groups)
+    else:
+        dw = weight_grad(xp, x, dy, axes, groups, w.shape)
     db = None if call.b is None else _bias_grad(dy)
     return dx, dw, db
 
@@ -209,14 +216,14 @@ def conv1d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
     return _forward(prepare_conv("conv1d", 1, x, w, b, stride, padding, dilation, groups))
 
 
-def conv1d_backward(dy, cache):
+def conv1d_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`conv1d`: dy (N, L_out, C_out) -> (dx, dw, db).
 
     dx[n, o*s + k*d - p, c] += sum_j w[k, c, j] dy[n, o, j];
     dw[k, c, j] = sum_{n, o} x_pad[n, o*s + k*d, c] dy[n, o, j]; db = sum_{n, o} dy.
     ``db`` is None when the forward had no bias.
     """
-    return _backward("conv1d_backward", "conv1d", dy, cache)
+    return _backward("conv1d_backward", "conv1d", dy, cache, input_grad)
 
 
 def conv2d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
@@ -230,13 +237,13 @@ def conv2d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
     return _forward(prepare_conv("conv2d", 2, x, w, b, stride, padding, dilation, groups))
 
 
-def conv2d_backward(dy, cache):
+def conv2d_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`conv2d`: dy (N, H_out, W_out, C_out) -> (dx, dw, db).
 
     dx = col2im(dy @ w^T) (scatter-add over taps); dw = im2col(x)^T @ dy;
     db = sum of dy over (N, H_out, W_out). ``db`` is None when the forward had no bias.
     """
-    return _backward("conv2d_backward", "conv2d", dy, cache)
+    return _backward("conv2d_backward", "conv2d", dy, cache, input_grad)
 
 
 def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -251,13 +258,13 @@ def conv_transpose1d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
                                            output_padding, dilation, groups))
 
 
-def conv_transpose1d_backward(dy, cache):
+def conv_transpose1d_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`conv_transpose1d`: dy (N, L_out, C_out) -> (dx, dw, db).
 
     dx = conv1d(dy, w) (same stride/padding/dilation/groups); dw = the conv1d weight
     gradient with input dy and upstream x; db = sum of dy over (N, L_out).
     """
-    return _backward("conv_transpose1d_backward", "conv_transpose1d", dy, cache)
+    return _backward("conv_transpose1d_backward", "conv_transpose1d", dy, cache, input_grad)
 
 
 def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -273,13 +280,13 @@ def conv_transpose2d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
                                            output_padding, dilation, groups))
 
 
-def conv_transpose2d_backward(dy, cache):
+def conv_transpose2d_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`conv_transpose2d`: dy (N, H_out, W_out, C_out) -> (dx, dw, db).
 
     dx = conv2d(dy, w); dw = im2col(dy)^T @ x (conv2d's weight gradient with the roles
     of input and upstream gradient swapped); db = sum of dy over (N, H_out, W_out).
     """
-    return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache)
+    return _backward("conv_transpose2d_backward", "conv_transpose2d", dy, cache, input_grad)
 
 
 def conv3d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
@@ -293,13 +300,13 @@ def conv3d(x, w, b=None, *, stride=1, padding=0, dilation=1, groups=1):
     return _forward(prepare_conv("conv3d", 3, x, w, b, stride, padding, dilation, groups))
 
 
-def conv3d_backward(dy, cache):
+def conv3d_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`conv3d`: dy (N, D_out, H_out, W_out, C_out) -> (dx, dw, db).
 
     dx = col2im(dy @ w^T) (scatter-add over taps); dw = im2col(x)^T @ dy;
     db = sum of dy over (N, D_out, H_out, W_out). ``db`` is None without a bias.
     """
-    return _backward("conv3d_backward", "conv3d", dy, cache)
+    return _backward("conv3d_backward", "conv3d", dy, cache, input_grad)
 
 
 def conv_transpose3d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dilation=1,
@@ -315,12 +322,12 @@ def conv_transpose3d(x, w, b=None, *, stride=1, padding=0, output_padding=0, dil
                                            output_padding, dilation, groups))
 
 
-def conv_transpose3d_backward(dy, cache):
+def conv_transpose3d_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`conv_transpose3d`: dy (N, D_out, H_out, W_out, C_out) ->
     (dx, dw, db): dx = conv3d(dy, w); dw = conv3d's weight gradient with the roles of
     input and upstream gradient swapped; db = sum of dy over all but channels.
     """
-    return _backward("conv_transpose3d_backward", "conv_transpose3d", dy, cache)
+    return _backward("conv_transpose3d_backward", "conv_transpose3d", dy, cache, input_grad)
 
 
 # The declarations: kernels, torch counterpart, sample inputs (in ops/samples/conv.py).

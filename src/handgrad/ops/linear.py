@@ -68,11 +68,12 @@ def linear(x, w, b=None):
 
 
 
-def linear_backward(dy, cache):
+def linear_backward(dy, cache, *, input_grad=True):
     """Gradients of :func:`linear`: dy (..., F_out) -> (dx, dw, db).
 
     dx = dy @ w^T; dw = sum over rows of x^T dy; db = sum of dy over the leading axes
-    (None when the forward had no bias).
+    (None when the forward had no bias). ``input_grad=False``: dx is None, not computed
+    (an input nobody differentiates, such as a model's data).
     """
     op = "linear_backward"
     cache = check_cache(op, cache, "linear", LinearCache)
@@ -80,7 +81,7 @@ def linear_backward(dy, cache):
     dy = upstream_grad(op, dy, (*x.shape[:-1], w.shape[1]), x.dtype)
     xp = array_module(dy, w)
     rows_dy = _rows(dy)
-    dx = xp.matmul(rows_dy, w.T).reshape(x.shape)
+    dx = xp.matmul(rows_dy, w.T).reshape(x.shape) if input_grad else None
     dw = xp.matmul(_rows(x).T, rows_dy)
     db = xp.sum(rows_dy, axis=0) if cache.has_bias else None
     return dx, dw, db

@@ -175,7 +175,7 @@ class TrainingMixin(EvaluationMixin):
         self.zero_grad()
         logs, dpred = self._step_logs(x, y, training=True, sample_weight=sample_weight)
         if self._backward_needed(logs, dpred):
-            self.backward(dpred)
+            self.backward(dpred, input_grad=False)  # the data's gradient is not read
             self._apply_gradients()
         return logs
 

@@ -116,7 +116,7 @@ class ShardedStep:
         weight = reducer.weight
         dpred = [_scaled(g, weight) for g in dpred] if isinstance(dpred, list) else \
             _scaled(dpred, weight)
-        model.backward(dpred)
+        model.backward(dpred, input_grad=False)
         reducer.reduce()
         model._apply_gradients()
         return logs
