@@ -1,6 +1,6 @@
-"""The compiled im2col + GEMM convolution runs over chunks of whole images; any chunk
-size (one image per chunk, a few, the whole batch) must give the loop reference's
-forward and gradients."""
+"""The CPU im2col + GEMM convolution runs over chunks of whole images; any chunk size (one
+image per chunk, a few, the whole batch) must give the loop reference's forward and
+gradients, with the compiled gather and with NumPy's."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from handgrad.ops import reference as ref
 from handgrad.ops._engine import dispatch as engine
 from handgrad.testing import assert_close
 
-pytestmark = pytest.mark.skipif(not engine.available(), reason="numba is not installed")
+PATHS = [False] + ([True] if engine.available() else [])
 
 # (op, x shape, w shape, kwargs): dense, grouped (dense and batched GEMMs), strided,
 # dilated, uneven padding, 1-D, and the transposed convolution (col2im forward).
@@ -31,14 +31,18 @@ def _outputs(module, op, inputs, kwargs, dy):
     return [y, *getattr(module, op + "_backward")(dy, cache)]
 
 
-@pytest.fixture(params=[1, 700, 1 << 25], ids=["image", "images", "batch"])
+@pytest.fixture(params=[(size, compiled) for size in (1, 700, 1 << 25) for compiled in PATHS],
+                ids=lambda p: f"{['image', 'images', 'batch'][(p[0] > 1) + (p[0] > 700)]}-"
+                              f"{'compiled' if p[1] else 'numpy'}")
 def chunked(request, monkeypatch):
-    """The compiled path with chunks of one image, a few, or the whole batch."""
+    """Chunks of one image, a few, or the whole batch, gathered compiled or by NumPy."""
+    from handgrad.ops import _gemm_chunks
     from handgrad.ops._engine import gemm_conv
 
-    monkeypatch.setattr(gemm_conv, "CHUNK_BYTES", request.param)
+    size, compiled = request.param
+    monkeypatch.setattr(_gemm_chunks, "CHUNK_BYTES", size)
     monkeypatch.setattr(gemm_conv, "MIN_ROW_CHANNELS", 1)  # the small cases take this path
-    with engine.use_compiled(True):
+    with engine.use_compiled(compiled):
         yield
 
 
@@ -56,9 +60,9 @@ def test_chunked_gemm_conv_matches_the_loops(chunked, op, x_shape, w_shape, kwar
 
 
 def test_chunks_cover_the_batch_in_order(monkeypatch):
-    from handgrad.ops._engine import gemm_conv
+    from handgrad.ops import _gemm_chunks
 
-    monkeypatch.setattr(gemm_conv, "CHUNK_BYTES", 1000)
-    chunks = gemm_conv._chunks(7, 10, 40)  # 400 bytes per image: two images per chunk
+    monkeypatch.setattr(_gemm_chunks, "CHUNK_BYTES", 1000)
+    chunks = _gemm_chunks._chunks(7, 10, 40)  # 400 bytes per image: two images per chunk
     assert chunks == [(0, 2), (2, 4), (4, 6), (6, 7)]
-    assert gemm_conv._chunks(0, 10, 40) == []
+    assert _gemm_chunks._chunks(0, 10, 40) == []

@@ -1,5 +1,9 @@
 """im2col and its adjoint as row gathers (``take``), with cached index arrays.
 
+On the CPU they run a chunk of images at a time (:class:`TakeWindows`, driven by
+:mod:`._gemm_chunks`); on a GPU the whole batch goes through strided views and
+per-tap slice-adds (:func:`im2col`, :func:`col2im_matmul`).
+
 An input ``x`` (N, *S, C) split in ``groups`` is viewed as rows of ``Cg = C //
 groups`` values, row ``pixel * groups + g``, plus one zero row for the padding.
 For output position ``m`` and kernel tap ``t`` of group ``g`` the window reads
@@ -111,32 +115,41 @@ def _sliced_col2im(xp, cols, x_shape, axes, groups):
 
 
 def im2col(xp, x, axes, groups):
-    """Windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O), prod(K)*C//groups)."""
-    if xp is not np:
-        return _strided_im2col(xp, x, axes, groups)
-    per_group = x.shape[-1] // groups
-    index = window_index(x.shape[0], axes, groups)
-    rows, body = _with_zero_row(xp, x.size // per_group, per_group, x.dtype)
-    body[...] = x.reshape(-1, per_group)
-    if xp is not np:
-        index = xp.asarray(index)
-    n_taps = math.prod(a.kernel for a in axes)
-    return rows.take(index, axis=0).reshape(groups, -1, n_taps * per_group)
+    """On a GPU: windows of ``x`` (N, *S, C) as ``cols`` (groups, N*prod(O),
+    prod(K)*C//groups) (NumPy arrays go through :class:`TakeWindows` a chunk at a time)."""
+    return _strided_im2col(xp, x, axes, groups)
 
 
 def col2im_matmul(xp, a, b, x_shape, axes, groups):
-    """``col2im(a @ b)`` for a (groups, M, k), b (groups, k, T*Cg): the adjoint of
-    :func:`im2col` applied to the product, returned as an array of ``x_shape``."""
-    per_group = x_shape[-1] // groups
-    if xp is not np:
-        return _sliced_col2im(xp, xp.matmul(a, b), x_shape, axes, groups)
-    n_rows = a.shape[0] * a.shape[1] * b.shape[2] // per_group
-    rows, body = _with_zero_row(xp, n_rows, per_group, a.dtype)
-    xp.matmul(a, b, out=body.reshape(a.shape[0], a.shape[1], b.shape[2]))
-    index = scatter_index(x_shape[0], axes, groups)
-    if xp is not np:
-        index = xp.asarray(index)
-    summed = rows.take(index[:, 0], axis=0)  # (groups, N*prod(S), Cg), one tap at a time
-    for tap in range(1, index.shape[1]):
-        summed += rows.take(index[:, tap], axis=0)
-    return summed.transpose(1, 0, 2).reshape(x_shape)
+    """On a GPU: ``col2im(a @ b)`` for a (groups, M, k), b (groups, k, T*Cg): the adjoint
+    of :func:`im2col` applied to the product, returned as an array of ``x_shape``."""
+    return _sliced_col2im(xp, xp.matmul(a, b), x_shape, axes, groups)
+
+
+class TakeWindows:
+    """im2col and col2im of a chunk of images (see :mod:`._gemm_chunks`) by NumPy's
+    ``take`` with the index arrays of the chunk's size (cached), any number of axes."""
+
+    def __init__(self, axes, groups):
+        self.axes, self.groups = axes, groups
+
+    def gather(self, x, scratch, cols):
+        """cols (groups, M, T*Cg) = the windows of the images ``x`` (N, *S, C)."""
+        per_group = x.shape[-1] // self.groups
+        index = window_index(x.shape[0], self.axes, self.groups)
+        rows, body = _with_zero_row(np, x.size // per_group, per_group, x.dtype)
+        body[...] = x.reshape(-1, per_group)
+        np.take(rows, index, axis=0, out=cols.reshape(*index.shape, per_group), mode="clip")
+
+    def scatter(self, dx, scratch, cols):
+        """dx (N, *S, C), zero at first, += col2im(cols): one ``take`` per tap from the
+        rows of ``cols`` and the zero row that follows them in ``scratch``."""
+        per_group = dx.shape[-1] // self.groups
+        rows = scratch[:cols.size + per_group].reshape(-1, per_group)
+        rows[-1] = 0
+        index = scatter_index(dx.shape[0], self.axes, self.groups)  # (groups, T, pixels)
+        summed = rows.take(index[:, 0], axis=0, mode="clip")  # (groups, pixels, Cg)
+        tap_rows = np.empty_like(summed)
+        for tap in range(1, index.shape[1]):
+            summed += np.take(rows, index[:, tap], axis=0, out=tap_rows, mode="clip")
+        dx += summed.transpose(1, 0, 2).reshape(dx.shape)

@@ -5,9 +5,9 @@ Notation (one spatial axis shown; 2-D and 3-D are the same per axis)::
     y[n, o, g*Og + j] = b[g*Og + j]
         + sum_{k, c} x_pad[n, o*s + k*d, g*Cg + c] * w[k, c, g*Og + j]
 
-The forward gathers the windows of ``x`` once (im2col, a loop over kernel
-taps) into ``cols`` of shape (groups, N*O, K*Cg) and does one batched matmul
-with ``w`` reshaped to (groups, K*Cg, Og). The backward pass is::
+The forward gathers the windows of ``x`` (im2col) into ``cols`` of shape (groups, N*O,
+K*Cg) and does one batched matmul with ``w`` reshaped to (groups, K*Cg, Og); on the
+CPU a few images at a time (:mod:`._gemm_chunks`). The backward pass is::
 
     db   = sum_{n, o} dy                              (sum over all but channels)
     dw   = cols^T @ dy                                (cols rebuilt from x)
@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from .._checks import array_module
+from . import _gemm_chunks as gemm_chunks
 from ._args.conv import ConvCall, open_conv_cache, prepare_conv, prepare_conv_transpose
 from ._depthwise import (
     depthwise_forward,
@@ -41,7 +42,7 @@ from ._depthwise import (
 )
 from ._engine import dispatch as engine
 from ._engine import gemm_conv
-from ._gather import col2im_matmul, im2col
+from ._gather import TakeWindows, col2im_matmul, im2col
 from ._grouped import MAX_GROUPS, block_diagonal, diagonal_blocks
 from .declare import declare, exports
 
@@ -66,56 +67,58 @@ def _ungrouped_weight(dw, w_shape):
     return dw.reshape(w_shape)
 
 
-def _compiled_weight(axes, groups, w, *arrays):
-    """The grouped weight, C-contiguous, when the compiled GEMM path applies, else None."""
-    if not _uses_gemm(axes, w.shape, w, *arrays):
+def _cpu_windows(xp, axes, groups, w_shape, *arrays):
+    """How :mod:`._gemm_chunks` gathers windows on the CPU: the compiled loop (NumPy
+    arrays, 1-D/2-D, rows of at least ``MIN_ROW_CHANNELS`` input channels per group;
+    shorter ones gather faster in NumPy) or NumPy's ``take``; None on a GPU."""
+    if xp is not np:
         return None
-    return np.ascontiguousarray(_grouped_weight(w, groups))
-
-
-def _uses_gemm(axes, w_shape, *arrays):
-    """Whether the compiled GEMM path runs: NumPy arrays, 1-D/2-D, and rows of at least
-    ``MIN_ROW_CHANNELS`` input channels per group (shorter ones gather faster in NumPy)."""
-    return w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, *arrays)
+    if w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, *arrays):
+        return gemm_conv.CompiledWindows(axes, groups)
+    return TakeWindows(axes, groups)
 
 
 def _conv_forward(xp, x, w, axes, groups):
     """y = conv(x, w) without bias: (N, *S, C_x) -> (N, *O, C_y)."""
     out = tuple(a.size_out for a in axes)
-    weight = _compiled_weight(axes, groups, w, x)
-    if weight is not None:
-        return gemm_conv.conv_forward(x, weight, axes, out)
-    cols = im2col(xp, x, axes, groups)
-    y = xp.matmul(cols, _grouped_weight(w, groups))
+    weight = _grouped_weight(w, groups)
+    windows = _cpu_windows(xp, axes, groups, w.shape, x)
+    if windows is not None:
+        return gemm_chunks.conv_forward(x, np.ascontiguousarray(weight), out, windows)
+    y = xp.matmul(im2col(xp, x, axes, groups), weight)
     return y.transpose(1, 0, 2).reshape(x.shape[0], *out, w.shape[-1])
 
 
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x``."""
-    weight = _compiled_weight(axes, groups, w, dy)
-    if weight is not None:
-        return gemm_conv.conv_input_grad(dy, weight, axes, tuple(x_shape))
-    weight_t = _grouped_weight(w, groups).transpose(0, 2, 1)
-    return col2im_matmul(xp, _grouped_rows(dy, groups), weight_t, x_shape, axes, groups)
+    weight = _grouped_weight(w, groups)
+    windows = _cpu_windows(xp, axes, groups, w.shape, dy)
+    if windows is not None:
+        return gemm_chunks.conv_input_grad(dy, np.ascontiguousarray(weight), tuple(x_shape),
+                                           windows)
+    return col2im_matmul(xp, _grouped_rows(dy, groups), weight.transpose(0, 2, 1), x_shape,
+                         axes, groups)
 
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
-    if _uses_gemm(axes, w_shape, x, dy):
+    windows = _cpu_windows(xp, axes, groups, w_shape, x, dy)
+    if windows is not None:
         grouped_shape = (groups, math.prod(w_shape[:-1]), w_shape[-1] // groups)
-        return _ungrouped_weight(gemm_conv.conv_weight_grad(x, dy, axes, grouped_shape),
-                                 w_shape)
-    cols = im2col(xp, x, axes, groups)
-    return _ungrouped_weight(xp.matmul(cols.transpose(0, 2, 1), _grouped_rows(dy, groups)),
-                             w_shape)
+        dw = gemm_chunks.conv_weight_grad(x, dy, grouped_shape, windows)
+    else:
+        dw = xp.matmul(im2col(xp, x, axes, groups).transpose(0, 2, 1),
+                       _grouped_rows(dy, groups))
+    return _ungrouped_weight(dw, w_shape)
 
 
 def _conv_gradients(xp, x, w, dy, axes, groups):
-    """(dx, dw); dw first, so only one im2col-sized matrix is alive at a time (the
-    compiled path: both from one gather per chunk of images)."""
-    weight = _compiled_weight(axes, groups, w, x, dy)
-    if weight is not None:
-        dx, dw = gemm_conv.conv_gradients(x, weight, dy, axes)
+    """(dx, dw); on the CPU both from one gather per chunk of images (on a GPU dw first,
+    so only one im2col-sized matrix is alive at a time)."""
+    windows = _cpu_windows(xp, axes, groups, w.shape, x, dy)
+    if windows is not None:
+        weight = np.ascontiguousarray(_grouped_weight(w, groups))
+        dx, dw = gemm_chunks.conv_gradients(x, weight, dy, windows)
         return dx, _ungrouped_weight(dw, w.shape)
     dw = _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
     return _conv_input_grad(xp, dy, w, axes, groups, x.shape), dw

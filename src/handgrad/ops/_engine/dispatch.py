@@ -16,7 +16,7 @@ threads, under a launch lock: a call that finds another thread inside a parallel
 kernel runs the serial twin instead (same loops, compiled with ``range``), so any
 number of threads may call the ops at once and none waits. im2col and col2im are
 compiled single-threaded only, since they run between BLAS calls whose threads they
-would fight (see ``kernels``); :mod:`.gemm_conv` drives them.
+would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives them.
 
 Every kernel is written for 2-D channels-last data; 1-D data gets a unit height, and
 3-D data runs the NumPy code (callers dispatch with ``covers(axes, ...)``).
