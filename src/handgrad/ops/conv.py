@@ -43,7 +43,6 @@ from ._depthwise import (
 from ._engine import dispatch as engine
 from ._engine import gemm_conv
 from ._gather import TakeWindows, col2im_matmul, im2col
-from ._grouped import MAX_GROUPS, block_diagonal, diagonal_blocks
 from .declare import declare, exports
 
 
@@ -124,52 +123,13 @@ def _conv_gradients(xp, x, w, dy, axes, groups):
     return _conv_input_grad(xp, dy, w, axes, groups, x.shape), dw
 
 
-def _expands(xp, groups):
-    """Whether a grouped conv runs as the dense conv with the block-diagonal weight
-    (few groups, NumPy arrays: see :mod:`._grouped`)."""
-    return 1 < groups <= MAX_GROUPS and xp is np
-
-
-def _grouped_forward(xp, x, w, axes, groups):
-    """:func:`_conv_forward` of a grouped conv, dense with few groups."""
-    if _expands(xp, groups):
-        return _conv_forward(xp, x, block_diagonal(xp, w, groups), axes, 1)
-    return _conv_forward(xp, x, w, axes, groups)
-
-
-def _grouped_input_grad(xp, dy, w, axes, groups, x_shape):
-    """:func:`_conv_input_grad` of a grouped conv, dense with few groups."""
-    if _expands(xp, groups):
-        return _conv_input_grad(xp, dy, block_diagonal(xp, w, groups), axes, 1, x_shape)
-    return _conv_input_grad(xp, dy, w, axes, groups, x_shape)
-
-
-def _grouped_weight_grad(xp, x, dy, axes, groups, w_shape):
-    """:func:`_conv_weight_grad` of a grouped conv: with few groups the diagonal blocks
-    of the dense conv's weight gradient."""
-    if _expands(xp, groups):
-        dense_shape = (*w_shape[:-2], w_shape[-2] * groups, w_shape[-1])
-        dense = _conv_weight_grad(xp, x, dy, axes, 1, dense_shape)
-        return diagonal_blocks(xp, dense, groups)
-    return _conv_weight_grad(xp, x, dy, axes, groups, w_shape)
-
-
-def _grouped_gradients(xp, x, w, dy, axes, groups):
-    """(dx, dw) of a grouped conv; dw first (see :func:`_conv_gradients`)."""
-    dw = _grouped_weight_grad(xp, x, dy, axes, groups, w.shape)
-    return _grouped_input_grad(xp, dy, w, axes, groups, x.shape), dw
-
-
 def _kernels(w, groups):
     """(forward, input_grad, weight_grad, gradients) for this weight: taps-only
     multiply-adds for depthwise convolutions (one input channel per group), else
-    im2col + GEMM (dense, with a block-diagonal weight, for a few groups).
-    ``gradients`` gives (dx, dw) of the convolution together."""
+    im2col + GEMM (batched over the groups). ``gradients`` gives (dx, dw) together."""
     if groups > 1 and w.shape[-2] == 1:
         return (depthwise_forward, depthwise_input_grad, depthwise_weight_grad,
                 depthwise_gradients)
-    if groups > 1:
-        return _grouped_forward, _grouped_input_grad, _grouped_weight_grad, _grouped_gradients
     return _conv_forward, _conv_input_grad, _conv_weight_grad, _conv_gradients
 
 
