@@ -1,6 +1,7 @@
 """The pure-NumPy depthwise kernels: with unit strides one einsum over a sliding-window
 view per pass, else block by block (whole images, or rows of one image); every tiling
-and both formulations must give the loop reference's forward and gradients."""
+and both formulations must give the loop reference's forward and gradients. So must the
+compiled kernels (tap by tap over the columns whose tap is inside the input)."""
 
 import numpy as np
 import pytest
@@ -29,16 +30,37 @@ CASES = [
 ]
 
 
+# The compiled kernels (1-D and 2-D): also windows wider than the input, taps whose
+# columns all fall outside it, and strides that skip past the padding.
+COMPILED_CASES = [c for c in CASES if c[0] != "conv3d"] + [
+    ("conv2d", (2, 3, 2, 4), (3, 3, 1, 4), {"groups": 4, "stride": 2, "dilation": 2,
+                                            "padding": 2}),
+    ("conv2d", (2, 8, 9, 4), (5, 3, 1, 4), {"groups": 4, "stride": (3, 2),
+                                            "padding": ((0, 4), (3, 1))}),
+    ("conv1d", (2, 10, 3), (3, 1, 3), {"groups": 3, "stride": 3, "padding": 4}),
+]
+
+
 @pytest.mark.parametrize("block_bytes", [1, 200, 1 << 19])
 @pytest.mark.parametrize("op, x_shape, w_shape, kwargs", CASES)
 def test_blocked_depthwise_matches_the_loops(monkeypatch, block_bytes, op, x_shape, w_shape,
                                              kwargs):
     monkeypatch.setattr(_blocks, "BLOCK_BYTES", block_bytes)
+    _check_against_the_loops(op, x_shape, w_shape, kwargs, compiled=False)
+
+
+@pytest.mark.skipif(not engine.available(), reason="numba is not installed")
+@pytest.mark.parametrize("op, x_shape, w_shape, kwargs", COMPILED_CASES)
+def test_compiled_depthwise_matches_the_loops(op, x_shape, w_shape, kwargs):
+    _check_against_the_loops(op, x_shape, w_shape, kwargs, compiled=True)
+
+
+def _check_against_the_loops(op, x_shape, w_shape, kwargs, compiled):
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     b = rng.standard_normal(w_shape[-2] * kwargs["groups"] if "transpose" in op
                             else w_shape[-1])
-    with engine.use_compiled(False):
+    with engine.use_compiled(compiled):
         y, cache = getattr(ops, op)(x, w, b, **kwargs)
         dy = rng.standard_normal(y.shape)
         grads = getattr(ops, op + "_backward")(dy, cache)
