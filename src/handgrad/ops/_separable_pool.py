@@ -23,10 +23,10 @@ returns None for them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .._checks import array_module
+from ._blocks import image_blocks
 from ._pool_indices import _axis_taps, covers_once
 
 
@@ -79,17 +79,6 @@ def _stages(x_shape, axes):
     return plans
 
 
-BLOCK_BYTES = 1 << 19  # input bytes per block of images: a block's passes stay in cache
-
-
-def _image_blocks(x_shape, itemsize):
-    """Slices of a few whole images (about ``BLOCK_BYTES`` of input each) tiling the batch:
-    every stage of a block runs before the next block, while its data is in the cache."""
-    image = itemsize * math.prod(x_shape[1:])
-    step = max(1, BLOCK_BYTES // max(image, 1))
-    return [slice(i, min(i + step, x_shape[0])) for i in range(0, x_shape[0], step)]
-
-
 def _out_shape(in_shape, axis, size):
     return (*in_shape[:axis], size, *in_shape[axis + 1:])
 
@@ -104,7 +93,7 @@ def max_forward(x, axes):
     takes = [[xp.empty(_out_shape(in_shape, axis, out.stop - out.start), dtype=bool)
               for _, _, out in taps[1:]] for axis, in_shape, taps, _, _ in plans]
     y = xp.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
-    for images in _image_blocks(x.shape, x.dtype.itemsize):
+    for images in image_blocks(x.shape, x.dtype.itemsize):
         z = x[images]
         for (axis, _, taps, _, _), stage_takes in zip(plans, takes):
             z = _max_stage(xp, z, axis, taps, [t[images] for t in stage_takes])
@@ -185,7 +174,7 @@ def max_backward(dy, stages):
     xp = array_module(dy)
     finite = bool(xp.isfinite(dy).all())
     dx = xp.empty(stages[0].in_shape, dtype=dy.dtype)
-    for images in _image_blocks(dx.shape, dx.dtype.itemsize):
+    for images in image_blocks(dx.shape, dx.dtype.itemsize):
         dz = dy[images]
         for i in range(len(stages) - 1, -1, -1):
             stage = stages[i]

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._blocks import image_blocks
 from ._pool_indices import covers_once
-from ._separable_pool import _image_blocks
 
 
 def tiles(axes) -> bool:
@@ -64,7 +64,7 @@ def max_forward(x, axes):
     channels); then the last axis's taps, on the already reduced array."""
     y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
     last = axes[-1]
-    for images in _image_blocks(x.shape, x.dtype.itemsize):
+    for images in image_blocks(x.shape, x.dtype.itemsize):
         z = _rows(x[images], axes, True)
         for axis in range(2 * len(axes) - 2, 0, -2):  # the earlier window axes, last first
             z = _fold_max(z, axis)
@@ -80,7 +80,7 @@ def max_backward(dy, x, y, axes):
         return None
     finite = bool(np.isfinite(dy).all())
     dx = np.empty(x.shape, dtype=dy.dtype)
-    for images in _image_blocks(x.shape, x.dtype.itemsize):
+    for images in image_blocks(x.shape, x.dtype.itemsize):
         block = _rows(_spread_last(y[images], axes[-1]), axes, False)
         marks = _rows(x[images], axes, True) == block
         if np.count_nonzero(marks) != y[images].size:

@@ -41,9 +41,9 @@ from .._checks import array_module, upstream_grad
 from . import _phase_taps as phase
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
+from ._blocks import image_blocks
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
-from ._separable_pool import _image_blocks
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -344,7 +344,7 @@ def _run_passes(xp, x, passes, out_shape):
         return xp.ascontiguousarray(x)
     y = xp.empty(out_shape, dtype=x.dtype)
     widest = max(math.prod(x.shape[1:]), math.prod(out_shape[1:]))
-    for images in _image_blocks((x.shape[0], widest), x.dtype.itemsize):
+    for images in image_blocks((x.shape[0], widest), x.dtype.itemsize):
         z = x[images]
         for run in passes:
             z = run(z)
