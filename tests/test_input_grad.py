@@ -10,6 +10,7 @@ import pytest
 import handgrad as hg
 from handgrad import layers as L
 from handgrad import ops
+from handgrad.inspect import AnomalyError, detect_anomaly
 from handgrad.model import Sequential
 from handgrad.ops._engine import dispatch
 from handgrad.testing import assert_close
@@ -138,3 +139,19 @@ def test_fit_does_not_compute_the_datas_gradient(monkeypatch):
     x = rng.standard_normal((6, 5, 5, 1)).astype(np.float32)
     model.train_step(x, rng.integers(0, 3, 6))
     assert calls == [False]
+
+
+def test_hooks_and_anomaly_checks_see_none_for_the_skipped_dx():
+    model = Sequential([L.Conv2D(4, 3), L.Flatten(), L.Dense(3)], seed=0,
+                       input_shape=(5, 5, 1))
+    model.compile("sgd", "cross_entropy")
+    seen = []
+    model.layers[0].register_backward_hook(lambda layer, dy, dx: seen.append(dx))
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 5, 5, 1)).astype(np.float32)
+    with detect_anomaly(model):
+        model.train_step(x, rng.integers(0, 3, 6))
+    assert seen == [None]
+    x[0, 0, 0, 0] = np.nan  # the checks still run on that layer: its forward output
+    with detect_anomaly(model), pytest.raises(AnomalyError):
+        model.train_step(x, rng.integers(0, 3, 6))

@@ -5,7 +5,8 @@ layer and ``layer.register_backward_hook(fn)`` calls ``fn(layer, dy, dx)`` after
 backward (parameter gradients already added into ``layer.gradients``); both return a
 :class:`HookHandle` whose ``remove()`` unregisters (it is also a context manager). ``x``
 and ``dy`` are the first argument as the caller passed it (a list or a dict for a graph
-``Model``, a list for a merge layer), ``y`` and ``dx`` what the method returned. Hooks
+``Model``, a list for a merge layer), ``y`` and ``dx`` what the method returned (``dx``
+None for a backward with ``input_grad=False``). Hooks
 observe: one returning anything but None is a TypeError. They run in registration order.
 
 Every ``forward`` and ``backward`` of a :class:`Hooked` subclass is wrapped when the
