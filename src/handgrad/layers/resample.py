@@ -82,8 +82,8 @@ class Upsample(Layer):
         if mode in ("nearest", "nearest-exact"):
             _, cache = ops.interpolate(np.zeros((1, *v.shape)), **self.kwargs)
             y = v.name
-            for axis, (index, _) in enumerate(cache.taps, start=2):
-                y = g.op("Gather", [y, g.ints(index[0])], "resize", axis=axis)
+            for axis, axis_map in enumerate(cache.maps, start=2):
+                y = g.op("Gather", [y, g.ints(axis_map.index[0])], "resize", axis=axis)
         elif shape_in == shape_out and mode != "bicubic":  # torch copies
             y = g.op("Identity", [v.name], "resize")
         else:

@@ -41,7 +41,7 @@ from .pooling import (
     max_pool3d,
     max_pool3d_backward,
 )
-from .resample import axis_taps, resample, resample_backward
+from .resample import axis_map, resample, resample_backward
 
 
 @dataclass(frozen=True)
@@ -157,9 +157,9 @@ def _bin_counts(xp, bins, dtype):
     return count
 
 
-def _area_taps(bins, sizes, dtype):
-    """Each axis's bins as resampling taps (interpolate's mode 'area' is this average)."""
-    return tuple(axis_taps("area", size, len(b), None, None, dtype, len(bins))
+def _area_maps(bins, sizes, dtype):
+    """Each axis's bins as a resampling map (interpolate's mode 'area' is this average)."""
+    return tuple(axis_map("area", size, len(b), None, None, dtype, len(bins))
                  for b, size in zip(bins, sizes))
 
 
@@ -176,7 +176,7 @@ def _adaptive_avg(call):
     x = call.x
     xp = array_module(x)
     if compiled.covers(x):
-        y = resample(xp, x, _area_taps(call.bins, x.shape[1:-1], x.dtype))
+        y = resample(xp, x, _area_maps(call.bins, x.shape[1:-1], x.dtype))
     else:
         y = _bin_sums(xp, x, call.bins, x.shape[1:-1], False)
         y = xp.ascontiguousarray(y / _bin_counts(xp, call.bins, x.dtype))
@@ -191,7 +191,7 @@ def _adaptive_avg_backward(op, forward, dy, cache):
     xp = array_module(dy)
     sizes = cache.x_shape[1:-1]
     if compiled.covers(dy):
-        return resample_backward(xp, dy, _area_taps(cache.bins, sizes, dy.dtype), cache.x_shape)
+        return resample_backward(xp, dy, _area_maps(cache.bins, sizes, dy.dtype), cache.x_shape)
     share = dy / _bin_counts(xp, cache.bins, cache.dtype)
     factors = _fixed_windows(cache.bins, sizes)
     if factors is not None:

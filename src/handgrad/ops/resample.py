@@ -31,6 +31,7 @@ and 3-D nearest backward takes the 2-D rule above.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -41,6 +42,7 @@ from .._checks import array_module, upstream_grad
 from . import _phase_taps as phase
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
+from ._axis_map import AxisMap, read_only
 from ._blocks import image_blocks
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
@@ -128,17 +130,27 @@ def axis_taps(mode, n, m, scale, align_corners, dtype, rank):
     return _linear_taps(n, m, scale, align_corners, dtype)
 
 
+@functools.lru_cache(maxsize=64)
+def axis_map(mode, n, m, scale, align_corners, dtype, rank):
+    """The :class:`AxisMap` of :func:`axis_taps` (the same arguments), kept per geometry;
+    mode "copy": the identity of linear modes at equal sizes (torch's copy)."""
+    if mode == "copy":
+        return AxisMap(*read_only(np.arange(n)[None], None), n, np.dtype(dtype))
+    taps = axis_taps(mode, n, m, scale, align_corners, dtype, rank)
+    return AxisMap(*read_only(*taps), n, np.dtype(dtype))
+
+
 @dataclass(frozen=True)
 class ResampleCache(Cache):
-    """The input's shape and dtype, and each axis's taps ``(index, weight)``."""
+    """The input's shape and dtype, and each axis's :class:`AxisMap`."""
 
     x_shape: tuple
     dtype: object
-    taps: tuple
+    maps: tuple
 
     @property
     def y_shape(self):
-        return (self.x_shape[0], *(index.shape[1] for index, _ in self.taps), self.x_shape[-1])
+        return (self.x_shape[0], *(a.m for a in self.maps), self.x_shape[-1])
 
 
 SLAB = 4096
@@ -247,48 +259,6 @@ def _apply_axis(xp, x, axis, index, weight):
     return _gathered(xp, x, axis, index, weight)
 
 
-def _axis_matrix(index, weight, n, dtype):
-    """The dense map M (m, n) of one axis: M[o, i] = sum of the weights of taps o -> i."""
-    m = index.shape[1]
-    matrix = np.zeros((m, n), dtype=dtype)
-    rows = np.broadcast_to(np.arange(m), index.shape)
-    np.add.at(matrix, (rows, index), 1 if weight is None else weight)
-    return matrix
-
-
-def transposed_taps(index, weight, n, dtype):
-    """The taps ``(index (K, n), weight (K, n) or None)`` of the transposed map M^T of one
-    axis (m -> n): input ``i`` gathers the outputs ``first_i .. first_i + K - 1`` (from
-    the first to the last that reads it with a nonzero weight) with weights ``M[o, i]``
-    (0 past its last one). The index of every mode is nondecreasing in ``o``, so these
-    runs are short."""
-    m = index.shape[1]
-    matrix = _axis_matrix(index, weight, n, dtype)
-    reads = matrix != 0  # a clamped tap of weight 0 (linear's border) reads nothing
-    read = reads.any(axis=0)
-    first = np.where(read, reads.argmax(axis=0), 0)
-    last = np.where(read, m - 1 - reads[::-1].argmax(axis=0), -1)
-    rows = first + np.arange(max(int((last - first).max()) + 1, 1))[:, None]
-    inside = rows <= last
-    rows = np.minimum(rows, m - 1)
-    weights = np.where(inside, matrix[rows, np.arange(n)], 0).astype(dtype)
-    return rows, None if inside.all() and (weights == 1).all() else weights
-
-
-def _repeat_factors(taps, sizes_in):
-    """The integer factors k per axis when every axis repeats each input position k
-    times (``index = o // k``, weight 1: nearest at an integer scale), else None."""
-    factors = []
-    for (index, weight), n in zip(taps, sizes_in):
-        m = index.shape[1]
-        if weight is not None or index.shape[0] != 1 or n == 0 or m % n:
-            return None
-        if not np.array_equal(index[0], np.arange(m) // (m // n)):
-            return None
-        factors.append(m // n)
-    return tuple(factors)
-
-
 def _axis_order(x, rank):
     """The order the forward resamples the spatial axes in (the backward reverses it):
     the compiled pass in axis order; NumPy the last axis first, while the array is
@@ -308,16 +278,13 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
                                recompute_scale_factor)
     x = call.x
     xp = array_module(x)
-    if call.sizes_out == call.sizes_in and mode in ("linear", "bilinear", "trilinear"):
-        taps = tuple((np.arange(n)[None], None) for n in call.sizes_in)  # torch's copy
-    else:
-        taps = tuple(axis_taps(mode, n, m, s, call.align_corners, x.dtype, x.ndim - 2)
-                     for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
-    factors = _repeat_factors(taps, call.sizes_in)
-    if factors is not None:
-        return repeat(xp, x, factors), ResampleCache("interpolate", tuple(x.shape), x.dtype,
-                                                      taps)
-    return resample(xp, x, taps), ResampleCache("interpolate", tuple(x.shape), x.dtype, taps)
+    copy = call.sizes_out == call.sizes_in and mode in ("linear", "bilinear", "trilinear")
+    maps = tuple(axis_map("copy" if copy else mode, n, m, s, call.align_corners, x.dtype,
+                          x.ndim - 2)
+                 for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
+    factors = repeat_factors(maps)
+    y = resample(xp, x, maps) if factors is None else repeat(xp, x, factors)
+    return y, ResampleCache("interpolate", tuple(x.shape), x.dtype, maps)
 
 
 def interpolate_backward(dy, cache):
@@ -327,10 +294,17 @@ def interpolate_backward(dy, cache):
     cache = check_cache(op, cache, "interpolate", ResampleCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
-    factors = _repeat_factors(cache.taps, cache.x_shape[1:-1])
+    factors = repeat_factors(cache.maps)
     if factors is not None:
         return repeat_sum(xp, dy, factors)
-    return resample_backward(xp, dy, cache.taps, cache.x_shape)
+    return resample_backward(xp, dy, cache.maps, cache.x_shape)
+
+
+def repeat_factors(maps):
+    """The integer factor k per axis when every axis repeats each input position k times
+    (:attr:`AxisMap.repeat_factor`), else None."""
+    factors = tuple(a.repeat_factor for a in maps)
+    return None if None in factors else factors
 
 
 def _run_passes(xp, x, passes, out_shape):
@@ -352,31 +326,30 @@ def _run_passes(xp, x, passes, out_shape):
     return y
 
 
-def resample(xp, x, taps):
-    """x (N, *S, C) mapped through each axis's taps ``(index, weight)`` in turn."""
+def resample(xp, x, maps):
+    """x (N, *S, C) mapped through each axis's :class:`AxisMap` in turn."""
     passes = []
-    for axis in _axis_order(x, len(taps)):
-        index, weight = taps[axis - 1]
-        plan = None if compiled.covers(x) else phase.phase_plan(index, weight, x.shape[axis])
-        passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight)
+    for axis in _axis_order(x, len(maps)):
+        a = maps[axis - 1]
+        plan = None if compiled.covers(x) else a.phase
+        passes.append(partial(_apply_axis, xp, axis=axis, index=a.index, weight=a.weight)
                       if plan is None else partial(phase.forward, xp, axis=axis, plan=plan))
-    out_shape = (x.shape[0], *(index.shape[1] for index, _ in taps), x.shape[-1])
+    out_shape = (x.shape[0], *(a.m for a in maps), x.shape[-1])
     return _run_passes(xp, x, passes, out_shape)
 
 
-def resample_backward(xp, dy, taps, x_shape):
+def resample_backward(xp, dy, maps, x_shape):
     """dy mapped through the transposed maps of :func:`resample` (reverse order) back
     to ``x_shape``."""
     passes = []
-    for axis in reversed(_axis_order(dy, len(taps))):
-        index, weight = taps[axis - 1]
-        n = x_shape[axis]
-        plan = None if compiled.covers(dy) else phase.phase_plan(index, weight, n)
+    for axis in reversed(_axis_order(dy, len(maps))):
+        a = maps[axis - 1]
+        plan = None if compiled.covers(dy) else a.phase
         if plan is None:
-            index, weight = transposed_taps(index, weight, n, dy.dtype)
+            index, weight = a.transposed
             passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight))
         else:
-            passes.append(partial(phase.backward, xp, axis=axis, plan=plan, n=n))
+            passes.append(partial(phase.backward, xp, axis=axis, plan=plan, n=a.n))
     return _run_passes(xp, dy, passes, tuple(x_shape))
 
 
