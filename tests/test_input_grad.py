@@ -89,9 +89,11 @@ def _spy_backward_op(monkeypatch, owner, name="backward_op"):
     return calls
 
 
-def test_sequential_first_layer_skips_dx(monkeypatch):
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect"])
+def test_sequential_first_layer_skips_dx(monkeypatch, padding_mode):
     calls = _spy_backward_op(monkeypatch, L.Conv2D)
-    model = Sequential([L.Conv2D(4, 3, padding=1, activation="relu"), L.Conv2D(3, 3),
+    model = Sequential([L.Conv2D(4, 3, padding=1, activation="relu",
+                                 padding_mode=padding_mode), L.Conv2D(3, 3),
                         L.Flatten(), L.Dense(2)], seed=0, input_shape=(6, 6, 2))
     x = np.random.default_rng(2).standard_normal((3, 6, 6, 2)).astype(np.float32)
     dx, full, none, partial = _both_ways(model, x)

@@ -138,23 +138,20 @@ class ConvND(WeightedLayer):
                                    self.bias_array, **kwargs)
         return y, (cache, pads, tuple(x.shape))
 
-    def _backward(self, dy, cache):
+    def _backward(self, dy, cache, input_grad=True):
         dy, cache = self._deactivate(dy, cache)
         if self.padding_mode == "zeros":
-            dx, dw, db = self.backward_op(dy, cache)
+            dx, dw, db = self.backward_op(dy, cache, input_grad=input_grad)
         else:
             cache, pads, x_shape = cache
-            dx, dw, db = self.backward_op(dy, cache)
-            dx = fold_by_mode(dx, x_shape, pads, self.padding_mode)
+            dx, dw, db = self.backward_op(dy, cache, input_grad=input_grad)
+            if dx is not None:
+                dx = fold_by_mode(dx, x_shape, pads, self.padding_mode)
         return dx, self.weight_grads(dw, db)
 
     def _parameter_backward(self, dy, cache):
         """dW and db without dx (the op skips its col2im)."""
-        dy, cache = self._deactivate(dy, cache)
-        if self.padding_mode != "zeros":
-            cache = cache[0]
-        _, dw, db = self.backward_op(dy, cache, input_grad=False)
-        return self.weight_grads(dw, db)
+        return self._backward(dy, cache, input_grad=False)[1]
 
     def _double_backward(self, q, dy, cache):
         """dx is linear in dy and W: dP/d dy = the op on q (no bias), dP/dW its weight

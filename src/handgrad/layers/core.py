@@ -51,13 +51,12 @@ class Dense(WeightedLayer):
     def _forward(self, x, training):
         return self._activate(*ops.linear(x, self.parameters["W"], self.bias_array))
 
-    def _backward(self, dy, cache):
-        dx, dw, db = ops.linear_backward(*self._deactivate(dy, cache))
+    def _backward(self, dy, cache, input_grad=True):
+        dx, dw, db = ops.linear_backward(*self._deactivate(dy, cache), input_grad=input_grad)
         return dx, self.weight_grads(dw, db)
 
     def _parameter_backward(self, dy, cache):
-        _, dw, db = ops.linear_backward(*self._deactivate(dy, cache), input_grad=False)
-        return self.weight_grads(dw, db)
+        return self._backward(dy, cache, input_grad=False)[1]
 
     def _double_backward(self, q, dy, cache):
         """dx = dy W^T: dP/d dy = q W, dP/dW = q^T dy; no x or b term."""
