@@ -133,7 +133,7 @@ class TakeWindows:
     def __init__(self, axes, groups):
         self.axes, self.groups = axes, groups
 
-    def gather(self, x, scratch, cols):
+    def gather(self, x, cols):
         """cols (groups, M, T*Cg) = the windows of the images ``x`` (N, *S, C)."""
         per_group = x.shape[-1] // self.groups
         index = window_index(x.shape[0], self.axes, self.groups)
@@ -141,7 +141,7 @@ class TakeWindows:
         body[...] = x.reshape(-1, per_group)
         np.take(rows, index, axis=0, out=cols.reshape(*index.shape, per_group), mode="clip")
 
-    def scatter(self, dx, scratch, cols):
+    def scatter(self, dx, cols, scratch):
         """dx (N, *S, C), zero at first, += col2im(cols): one ``take`` per tap from the
         rows of ``cols`` and the zero row that follows them in ``scratch``."""
         per_group = dx.shape[-1] // self.groups

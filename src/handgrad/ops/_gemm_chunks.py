@@ -16,9 +16,9 @@ accumulated. Everything stays in the input dtype.
 
 ``windows`` gathers and scatters a chunk: the compiled loop
 (:class:`~handgrad.ops._engine.gemm_conv.CompiledWindows`) or NumPy's ``take`` with
-index arrays (:class:`~handgrad.ops._gather.TakeWindows`). Its ``gather(x, scratch,
-cols)`` fills ``cols`` with the windows of the images ``x``; ``scatter(dx, scratch,
-cols)`` adds ``cols`` into their ``dx`` (zero at first); ``cols`` is the chunk's view
+index arrays (:class:`~handgrad.ops._gather.TakeWindows`). Its ``gather(x, cols)``
+fills ``cols`` with the windows of the images ``x``; ``scatter(dx, cols, scratch)``
+adds ``cols`` into their ``dx`` (zero at first); ``cols`` is the chunk's view
 (groups, rows, K*Cg) at the start of the flat ``scratch``, which has ``Cg`` spare
 values after the largest chunk (the NumPy scatter's zero row).
 """
@@ -60,10 +60,9 @@ class _Plan:
         return self.scratch[:size].reshape(self.groups, -1, self.width)
 
 
-def _rows(array, start, stop, groups):
-    """Images start:stop of a channels-last array as (groups, rows, C // groups) (a view)."""
-    part = array[start:stop]
-    return part.reshape(-1, groups, part.shape[-1] // groups).transpose(1, 0, 2)
+def grouped_rows(array, groups):
+    """A channels-last array (N, *O, C) as (groups, N*prod(O), C // groups) (a view)."""
+    return array.reshape(-1, groups, array.shape[-1] // groups).transpose(1, 0, 2)
 
 
 def conv_forward(x, weight, out_shape, windows):
@@ -74,8 +73,8 @@ def conv_forward(x, weight, out_shape, windows):
     plan = _Plan(x.shape[0], out_shape, weight.shape, x.dtype)
     for start, stop in plan.chunks:
         cols = plan.cols(start, stop)
-        windows.gather(x[start:stop], plan.scratch, cols)
-        np.matmul(cols, weight, out=_rows(y, start, stop, groups))
+        windows.gather(x[start:stop], cols)
+        np.matmul(cols, weight, out=grouped_rows(y[start:stop], groups))
     return y
 
 
@@ -87,8 +86,8 @@ def conv_input_grad(dy, weight, x_shape, windows):
     weight_t = weight.transpose(0, 2, 1)
     for start, stop in plan.chunks:
         dcols = plan.cols(start, stop)
-        np.matmul(_rows(dy, start, stop, groups), weight_t, out=dcols)
-        windows.scatter(dx[start:stop], plan.scratch, dcols)
+        np.matmul(grouped_rows(dy[start:stop], groups), weight_t, out=dcols)
+        windows.scatter(dx[start:stop], dcols, plan.scratch)
     return dx
 
 
@@ -112,13 +111,13 @@ def _gradients(x, dy, weight_shape, weight_t, windows):
     plan = _Plan(x.shape[0], dy.shape[1:-1], weight_shape, dy.dtype)
     for start, stop in plan.chunks:
         cols = plan.cols(start, stop)
-        windows.gather(x[start:stop], plan.scratch, cols)
-        dy_rows = _rows(dy, start, stop, groups)
+        windows.gather(x[start:stop], cols)
+        dy_rows = grouped_rows(dy[start:stop], groups)
         first = start == 0
         np.matmul(cols.transpose(0, 2, 1), dy_rows, out=dw if first else part)
         if not first:
             dw += part
         if dx is not None:
             np.matmul(dy_rows, weight_t, out=cols)
-            windows.scatter(dx[start:stop], plan.scratch, cols)
+            windows.scatter(dx[start:stop], cols, plan.scratch)
     return dx, dw

@@ -54,11 +54,6 @@ def _grouped_weight(w, groups):
     return grouped.transpose(2, 0, 1, 3).reshape(groups, n_taps * per_group_in, -1)
 
 
-def _grouped_rows(y, groups):
-    """(N, *O, C) as (groups, N*prod(O), C // groups)."""
-    return y.reshape(-1, groups, y.shape[-1] // groups).transpose(1, 0, 2)
-
-
 def _ungrouped_weight(dw, w_shape):
     """The inverse of :func:`_grouped_weight`: (groups, prod(K)*Cg, Og) -> ``w_shape``."""
     n_taps, per_group_in = math.prod(w_shape[:-2]), w_shape[-2]
@@ -95,8 +90,8 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
     if windows is not None:
         return gemm_chunks.conv_input_grad(dy, np.ascontiguousarray(weight), tuple(x_shape),
                                            windows)
-    return col2im_matmul(xp, _grouped_rows(dy, groups), weight.transpose(0, 2, 1), x_shape,
-                         axes, groups)
+    return col2im_matmul(xp, gemm_chunks.grouped_rows(dy, groups), weight.transpose(0, 2, 1),
+                         x_shape, axes, groups)
 
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
@@ -107,7 +102,7 @@ def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
         dw = gemm_chunks.conv_weight_grad(x, dy, grouped_shape, windows)
     else:
         dw = xp.matmul(im2col(xp, x, axes, groups).transpose(0, 2, 1),
-                       _grouped_rows(dy, groups))
+                       gemm_chunks.grouped_rows(dy, groups))
     return _ungrouped_weight(dw, w_shape)
 
 

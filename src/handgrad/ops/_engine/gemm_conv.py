@@ -20,8 +20,8 @@ class CompiledWindows:
     def __init__(self, axes, groups):
         self.geometry, self.groups = geometry_2d(axes), groups
 
-    def gather(self, x, scratch, cols):
+    def gather(self, x, cols):
         kernels.window_rows(as_2d(x), self.geometry, self.groups, cols, True)
 
-    def scatter(self, dx, scratch, cols):
+    def scatter(self, dx, cols, scratch):
         kernels.window_rows(as_2d(dx), self.geometry, self.groups, cols, False)
