@@ -31,15 +31,24 @@ GEOMETRIES = [((_axis(9, 3, 1, 1, 1), _axis(8, 3, 2, 1, 1)), 1, 4),
 
 
 @pytest.mark.parametrize("axes, groups, channels", GEOMETRIES)
-def test_strided_im2col_and_sliced_col2im_match_the_gather(axes, groups, channels):
+def test_strided_im2col_and_sliced_col2im_match_the_cpu_take(axes, groups, channels):
+    """The GPU's im2col (one strided-view copy) and col2im (per-tap slice-adds) against
+    the CPU's ``take`` formulation (:class:`TakeWindows`, the whole batch as one chunk)."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, *(a.size_in for a in axes), channels))
-    cols = gather.im2col(np, x, axes, groups)
-    np.testing.assert_array_equal(gather._strided_im2col(np, x, axes, groups), cols)
+    cols = gather.im2col(np, x, axes, groups)  # the strided view's copy
+    per_group = channels // groups
+    scratch = np.empty(cols.size + per_group)  # the CPU scatter's zero row follows cols
+    cpu_cols = scratch[:cols.size].reshape(cols.shape)
+    windows = gather.TakeWindows(axes, groups)
+    windows.gather(x, cpu_cols)
+    np.testing.assert_array_equal(cols, cpu_cols)
     a = rng.standard_normal((groups, cols.shape[1], 3))
     b = rng.standard_normal((groups, 3, cols.shape[2]))
-    expected = gather.col2im_matmul(np, a, b, x.shape, axes, groups)
-    got = gather._sliced_col2im(np, a @ b, x.shape, axes, groups)
+    got = gather.col2im_matmul(np, a, b, x.shape, axes, groups)
+    np.matmul(a, b, out=cpu_cols)
+    expected = np.zeros(x.shape)
+    windows.scatter(expected, cpu_cols, scratch)
     taps = int(np.prod([axis.kernel for axis in axes]))  # a position sums <= taps products
     assert_close(got, expected, dtype=np.float64, terms=taps * a.shape[-1])
 
@@ -166,3 +175,22 @@ def test_resampling_device_path_matches_numpy(numpy_as_cupy, op, x_shape, kwargs
     dx_dev = getattr(ops, op + "_backward")(to_device(dy, "cuda"), cache_dev)
     assert_close(to_host(y_dev), y, dtype=np.float64, terms=8, what="y")
     assert_close(to_host(dx_dev), dx, dtype=np.float64, terms=8, what="dx")
+
+
+@pytest.mark.parametrize("kwargs", [dict(padding=1, groups=3),  # unit strides: merged rows
+                                    dict(stride=2, dilation=2, padding=2, groups=3)])
+def test_depthwise_device_path_matches_numpy(numpy_as_cupy, kwargs):
+    """The CuPy branch of depthwise convolution (a multiply-add per tap over the whole
+    output; the gradients by the blocked passes) against the NumPy path."""
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((2, 7, 6, 3)), rng.standard_normal((3, 3, 1, 6))
+    y, cache = ops.conv2d(x, w, **kwargs)
+    y_dev, cache_dev = ops.conv2d(to_device(x, "cuda"), to_device(w, "cuda"), **kwargs)
+    assert type(y_dev) is not np.ndarray  # the device path
+    dy = rng.standard_normal(y.shape)
+    grads = ops.conv2d_backward(dy, cache)
+    grads_dev = ops.conv2d_backward(to_device(dy, "cuda"), cache_dev)
+    assert_close(to_host(y_dev), y, dtype=np.float64, terms=9, what="y")
+    terms = 9 * y[..., 0].size
+    for name, got, want in zip(("dx", "dw"), grads_dev, grads):
+        assert_close(to_host(got), want, dtype=np.float64, terms=terms, what=name)
