@@ -61,6 +61,7 @@ def depthwise_forward(xp, x, w, axes, groups):
         return engine.depthwise(x, w, axes)
     if xp is np:
         return _tap_sums(_repeated(np, x, w.shape[-1] // groups), w, axes)
+    # a GPU: a multiply and an add per tap over the whole output (no cache to block for)
     merged = _merged(axes, w.shape[-1])
     taps_w = _tap_weights(xp, w, axes, merged)
     x_pad = pad_input(xp, _repeated(xp, x, w.shape[-1] // groups), axes)
@@ -68,17 +69,13 @@ def depthwise_forward(xp, x, w, axes, groups):
     y = y_full
     if merged is not None:
         axes, x_pad, y = merged, _flat(x_pad), _flat(y_full)
-    blocks, elements = plan_blocks(y.shape, y.dtype.itemsize, whole=xp is not np)
-    scratch = xp.empty(elements, dtype=y.dtype)
-    for images, rows in blocks:
-        block = y[images, rows]
-        product = block_view(scratch, block.shape)
-        for tap, window in block_taps(axes, images, rows):
-            if tap == 0:
-                xp.multiply(x_pad[window], taps_w[0], out=block)
-            else:
-                xp.multiply(x_pad[window], taps_w[tap], out=product)
-                xp.add(block, product, out=block)
+    product = xp.empty_like(y)
+    for tap, window in taps(axes):
+        if tap == 0:
+            xp.multiply(x_pad[(slice(None), *window)], taps_w[0], out=y)
+        else:
+            xp.multiply(x_pad[(slice(None), *window)], taps_w[tap], out=product)
+            xp.add(y, product, out=y)
     return y_full
 
 
