@@ -44,7 +44,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 MARK = "RESULT "  # the worker's result line on rank 0's stdout
 
 
-
 # ------------------------------------------------------------------ one MPI process
 
 
