@@ -248,8 +248,6 @@ def _sliced(xp, x, axis, index, weight, plan):
 
 def _apply_axis(xp, x, axis, index, weight):
     """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1)."""
-    if compiled.covers(x):
-        return compiled.resample_axis(x, axis, index, weight)
     plan = _affine_plan(index, x.shape[axis]) if index.shape[0] > 1 else None
     if plan is not None:
         return _sliced(xp, x, axis, index, weight, plan)
@@ -259,12 +257,11 @@ def _apply_axis(xp, x, axis, index, weight):
     return _gathered(xp, x, axis, index, weight)
 
 
-def _axis_order(x, rank):
-    """The order the forward resamples the spatial axes in (the backward reverses it):
-    the compiled pass in axis order; NumPy the last axis first, while the array is
-    small (its slices there are runs of C values; the other axes' are long runs)."""
-    axes = list(range(1, rank + 1))
-    return axes if compiled.covers(x) else axes[::-1]
+def _axis_order(rank):
+    """The order the NumPy forward resamples the spatial axes in (the backward reverses
+    it): the last axis first, while the array is small (its slices there are runs of C
+    values; the other axes' are long runs)."""
+    return list(range(rank, 0, -1))
 
 
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -310,9 +307,9 @@ def repeat_factors(maps):
 def _run_passes(xp, x, passes, out_shape):
     """x (N, ...) through ``passes`` (functions z -> z, one per axis) a few images at a
     time: the intermediates stay small (reused memory, in the cache) and each block's
-    result is copied into the one output array. Compiled passes and a GPU (where each
-    pass is a kernel launch and there is no cache to fit) take the whole batch."""
-    if compiled.covers(x) or xp is not np:
+    result is copied into the one output array. A GPU (where each pass is a kernel
+    launch and there is no cache to fit) takes the whole batch."""
+    if xp is not np:
         for run in passes:
             x = run(x)
         return xp.ascontiguousarray(x)
@@ -327,11 +324,14 @@ def _run_passes(xp, x, passes, out_shape):
 
 
 def resample(xp, x, maps):
-    """x (N, *S, C) mapped through each axis's :class:`AxisMap` in turn."""
+    """x (N, *S, C) mapped through each axis's :class:`AxisMap`: compiled, all axes in
+    one pass; else one axis after another."""
+    if compiled.covers(x):
+        return compiled.resample(x, [(a.index, a.weight) for a in maps])
     passes = []
-    for axis in _axis_order(x, len(maps)):
+    for axis in _axis_order(len(maps)):
         a = maps[axis - 1]
-        plan = None if compiled.covers(x) else a.phase
+        plan = a.phase
         passes.append(partial(_apply_axis, xp, axis=axis, index=a.index, weight=a.weight)
                       if plan is None else partial(phase.forward, xp, axis=axis, plan=plan))
     out_shape = (x.shape[0], *(a.m for a in maps), x.shape[-1])
@@ -340,11 +340,13 @@ def resample(xp, x, maps):
 
 def resample_backward(xp, dy, maps, x_shape):
     """dy mapped through the transposed maps of :func:`resample` (reverse order) back
-    to ``x_shape``."""
+    to ``x_shape``: compiled, all the transposed maps in one pass."""
+    if compiled.covers(dy):
+        return compiled.resample(dy, [a.transposed for a in maps])
     passes = []
-    for axis in reversed(_axis_order(dy, len(maps))):
+    for axis in reversed(_axis_order(len(maps))):
         a = maps[axis - 1]
-        plan = None if compiled.covers(dy) else a.phase
+        plan = a.phase
         if plan is None:
             index, weight = a.transposed
             passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight))

@@ -1,13 +1,15 @@
-"""A compiled separable resampling pass (numba): one axis of a channels-last array
-mapped through a few taps per output position, as :mod:`handgrad.ops.resample` does it
-with whole-array gathers, in one pass without temporaries::
+"""The compiled resampling pass (numba): every spatial axis of a channels-last array
+mapped through a few taps per output position at once, as :mod:`handgrad.ops.resample`
+does it axis after axis::
 
-    y[a, o, b] = sum_t weight[t, o] * x[a, index[t, o], b]     (t in order)
+    y[n, d, h, w] = sum w_d w_h w_w x[n, i_d, i_h, i_w]     (over each axis's taps)
 
-with x viewed as (A, n, B) (the axes before, the resampled one, the axes after). The
-terms are added in the same order as the NumPy path, so both give the same values.
-Compiled in parallel over the rows ``a, o`` and serially; the parallel one runs under
-the launch lock of :mod:`.kernels` (a call that finds it taken runs the serial twin).
+with 1-D and 2-D arrays viewed as 3-D (size-1 axes, one tap of weight 1). Per output row
+the outer two axes' taps blend whole input rows (long contiguous runs) into a scratch
+row, then the last axis's taps read C values at a time: no full-size temporaries, and
+one write of the output. Compiled in parallel over blocks of rows and serially; the
+parallel one runs under the launch lock of :mod:`.kernels` (a call that finds it taken
+runs the serial twin). Also adaptive max pooling's per-axis pass.
 """
 
 from __future__ import annotations
@@ -16,26 +18,58 @@ import numpy as np
 
 from .dispatch import enabled, numba
 
+BLOCKS = 64
+"""The rows of one resampling call are cut into at most this many blocks (the parallel
+loop's items), each with its own scratch row."""
+
 
 def _resample_kernel(jit, loop):
-    """The pass compiled with ``jit``, its rows looped with ``loop`` (range or prange)."""
+    """The fused pass compiled with ``jit``, its rows looped with ``loop`` (range or prange)."""
 
     @jit
-    def resample_axis(x, index, weight, y):
-        """y (A, m, B) = the taps (index, weight: (T, m)) of x (A, n, B) along axis 1."""
-        m, inner = index.shape[1], x.shape[2]
-        for row in loop(x.shape[0] * m):
-            a = np.int64(row) // m  # prange counts unsigned: keep the indices int64
-            o = np.int64(row) - a * m
-            w, i = weight[0, o], index[0, o]
-            for b in range(inner):
-                y[a, o, b] = w * x[a, i, b]
-            for t in range(1, index.shape[0]):
-                w, i = weight[t, o], index[t, o]
-                for b in range(inner):
-                    y[a, o, b] += w * x[a, i, b]
+    def resample_3d(x, index_d, weight_d, index_h, weight_h, index_w, weight_w, y):
+        """y (N, OD, OH, OW, C) = x (N, D, H, W, C) through the taps (index, weight: (T, m))
+        of the three axes. Per output row (n, d, h): the rows x[n, i_d, i_h] (W*C values)
+        blended with weights w_d w_h into a scratch row, then each output w the sum of
+        w_w * scratch[i_w] (C values). Taps of weight 0 are skipped (a clamped tap reads
+        nothing: an inf there would give NaN, not 0), except each output's first along
+        W (the caller zeroes the outputs no tap reads)."""
+        out_d, out_h = y.shape[1], y.shape[2]
+        rows = y.shape[0] * out_d * out_h
+        per_block = -(-rows // min(rows, BLOCKS))
+        for block in loop(-(-rows // per_block)):
+            scratch = np.empty((x.shape[3], x.shape[4]), x.dtype)  # one per block
+            blend = scratch.reshape(-1)
+            for r in range(np.int64(block) * per_block, min(rows, (block + 1) * per_block)):
+                n, d, h = r // (out_d * out_h), (r // out_h) % out_d, r % out_h
+                first = True
+                for td in range(index_d.shape[0]):
+                    for th in range(index_h.shape[0]):
+                        scale = weight_d[td, d] * weight_h[th, h]
+                        if scale == 0:
+                            continue
+                        source = x[n, index_d[td, d], index_h[th, h]].reshape(-1)
+                        if first:
+                            for k in range(blend.shape[0]):
+                                blend[k] = scale * source[k]
+                        else:
+                            for k in range(blend.shape[0]):
+                                blend[k] += scale * source[k]
+                        first = False
+                if first:  # no tap reads this row
+                    blend[:] = 0
+                for w in range(y.shape[3]):
+                    out = y[n, d, h, w]
+                    scale, source = weight_w[0, w], scratch[index_w[0, w]]
+                    for c in range(out.shape[0]):
+                        out[c] = scale * source[c]
+                    for t in range(1, index_w.shape[0]):
+                        scale, source = weight_w[t, w], scratch[index_w[t, w]]
+                        if scale != 0:
+                            for c in range(out.shape[0]):
+                                out[c] += scale * source[c]
 
-    return resample_axis
+    return resample_3d
 
 
 def _bin_max_kernel(jit, loop):
@@ -69,23 +103,32 @@ else:  # pragma: no cover
     _kernel = _bin_max = None
 
 
+_IDENTITY = np.zeros((1, 1), np.int64)  # the map of a size-1 axis added to reach 3-D
+
+
 def covers(*arrays) -> bool:
     """Whether the compiled pass applies (numba present and enabled, NumPy arrays)."""
     return _kernel is not None and enabled(*arrays)
 
 
-def resample_axis(x, axis, index, weight):
-    """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1),
-    compiled; ``axis`` is neither the first nor the last of x."""
+def resample(x, taps):
+    """y (N, *S_out, C): x (N, *S, C) (1 to 3 spatial axes) mapped through every axis's
+    taps at once, ``taps`` = ``(index (T, m), weight (T, m) or None for weight 1)`` per
+    axis; compiled, one pass over the output without temporaries."""
     x = np.ascontiguousarray(x)
-    shape = list(x.shape)
-    n, shape[axis] = shape[axis], index.shape[1]
-    y = np.empty(shape, dtype=x.dtype)
-    weight = np.ones(index.shape, x.dtype) if weight is None else weight.astype(x.dtype)
-    outer, inner = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
-    _kernel(x.reshape(outer, n, inner), np.ascontiguousarray(index, dtype=np.int64),
-            np.ascontiguousarray(weight), y.reshape(outer, index.shape[1], inner))
-    return y
+    padded = [(_IDENTITY, None)] * (5 - x.ndim) + list(taps)
+    arrays = []
+    for index, weight in padded:
+        weight = np.ones(index.shape, x.dtype) if weight is None else weight
+        arrays += [np.ascontiguousarray(index, dtype=np.int64),
+                   np.ascontiguousarray(weight, dtype=x.dtype)]
+    spatial = [index.shape[1] for index, _ in padded]
+    y = np.empty((x.shape[0], *spatial, x.shape[-1]), x.dtype)
+    _kernel(x.reshape(x.shape[0], *[1] * (5 - x.ndim), *x.shape[1:]), *arrays, y)
+    unread = ~(arrays[-1] != 0).any(axis=0)  # outputs along W that no tap reads
+    if unread.any():
+        y[:, :, :, unread] = 0
+    return y.reshape((x.shape[0], *spatial[5 - x.ndim:], x.shape[-1]))
 
 
 def adaptive_max(x, bins):
