@@ -12,7 +12,7 @@ from handgrad.model import Sequential
 from handgrad.ops import reference
 from handgrad.testing import assert_close
 
-from tolerances import linear_op_bounds
+from tolerances import linear_op_bounds, op_bounds
 
 X2 = np.zeros((1, 4, 5, 2))
 
@@ -134,3 +134,54 @@ def test_linear_upscale_takes_the_two_tap_phase_passes(monkeypatch, mode, shape,
     assert_close(y, y_ref, dtype=np.float32, terms=terms, scale=scale_y, what="y")
     assert_close(dx, reference.interpolate_backward(dy, cache_ref), dtype=np.float32,
                  terms=terms_dx, scale=scale_dx, what="dx")
+
+
+@pytest.mark.parametrize("mode, shape, kwargs", [
+    ("linear", (3, 11, 5), {"size": 29}),
+    ("nearest", (2, 13, 1), {"size": 6}),
+    ("bilinear", (3, 7, 9, 5), {"size": (29, 4), "align_corners": True}),
+    ("bicubic", (2, 9, 6, 3), {"scale_factor": (0.7, 2.5)}),
+    ("area", (2, 17, 10, 4), {"size": (5, 3)}),
+    ("nearest-exact", (2, 5, 8, 2), {"size": (11, 3)}),
+    ("trilinear", (2, 5, 4, 7, 3), {"size": (9, 11, 2)}),
+    ("nearest", (1, 3, 5, 4, 2), {"size": (7, 2, 9)})])
+def test_one_pass_over_every_axis_matches_the_loop_twin(kernel_path, mode, shape, kwargs):
+    """The compiled pass maps every axis at once (1-D and 2-D viewed as 3-D, rows cut into
+    blocks): each rank and mode, up and down, odd sizes and rows of 1 to 5 channels,
+    float32 and float64, forward and backward (the transposed taps) on both paths."""
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal(shape).astype(dtype)
+        call = {"mode": mode, **kwargs}
+        y, cache = ops.interpolate(x, **call)
+        y_ref, cache_ref = reference.interpolate(x, **call)
+        dy = rng.standard_normal(y.shape).astype(dtype)
+        (terms, scale_y), (terms_dx, scale_dx) = op_bounds("interpolate", [x], dy, call)
+        assert y.dtype == dtype and y.shape == y_ref.shape
+        assert_close(y, y_ref, dtype=dtype, terms=terms, scale=scale_y, what="y")
+        assert_close(ops.interpolate_backward(dy, cache),
+                     reference.interpolate_backward(dy, cache_ref), dtype=dtype,
+                     terms=terms_dx, scale=scale_dx, what="dx")
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "area"])
+def test_a_tap_of_weight_zero_reads_nothing(mode):
+    """An inf in dy reaches only the inputs that read it with a nonzero weight: the
+    compiled pass skips taps of weight 0 (the transposed map's padding) and zeroes the
+    inputs no output reads, where 0 * inf would have given NaN."""
+    from handgrad.ops._engine import dispatch
+
+    if not dispatch.available():
+        pytest.skip("numba is not installed: the compiled kernels are not available")
+    x = np.random.default_rng(3).standard_normal((1, 6, 12, 2))
+    with dispatch.use_compiled(True):
+        y, cache = ops.interpolate(x, size=(3, 5), mode=mode)
+        dy = np.ones_like(y)
+        finite = ops.interpolate_backward(dy, cache)
+        dy[0, 1, 2, 0] = np.inf
+        dx = ops.interpolate_backward(dy, cache)
+    reached = np.isinf(dx)
+    assert reached.any() and not np.isnan(dx).any()
+    np.testing.assert_array_equal(dx[~reached], finite[~reached])
+    if mode == "nearest":  # half the inputs are read by no output: exactly zero
+        assert (finite == 0).any() and (dx[finite == 0] == 0).all()
