@@ -124,6 +124,8 @@ def resample(x, taps):
                    np.ascontiguousarray(weight, dtype=x.dtype)]
     spatial = [index.shape[1] for index, _ in padded]
     y = np.empty((x.shape[0], *spatial, x.shape[-1]), x.dtype)
+    if y.size == 0:  # an empty batch or no channels: nothing to compute
+        return y.reshape((x.shape[0], *spatial[5 - x.ndim:], x.shape[-1]))
     _kernel(x.reshape(x.shape[0], *[1] * (5 - x.ndim), *x.shape[1:]), *arrays, y)
     unread = ~(arrays[-1] != 0).any(axis=0)  # outputs along W that no tap reads
     if unread.any():
