@@ -94,11 +94,13 @@ def test_both_paths_agree_on_a_small_network_step(dtype):
 
 def _step_3d(x, w, wd):
     """conv3d (C = 8 per group: the compiled col2im's size) -> depthwise conv3d -> max and
-    average pooling, and the backward from ones: every 3-D window op and its gradient."""
+    average pooling, and the backward from ones: every 3-D window op and its gradient. The
+    pooling windows do not overlap and every divisor is a power of two, so the compiled
+    pooling loops and the NumPy code round alike."""
     y, c1 = ops.conv3d(x, w, padding=1)
     z, c2 = ops.conv3d(y, wd, padding=1, groups=8)
-    p, c3 = ops.max_pool3d(z, 2, stride=1, padding=1)
-    q, c4 = ops.avg_pool3d(p, 3, stride=2, ceil_mode=True, count_include_pad=False)
+    p, c3 = ops.max_pool3d(z, 2, padding=1)
+    q, c4 = ops.avg_pool3d(p, 2, ceil_mode=True, count_include_pad=False)
     dz = ops.max_pool3d_backward(ops.avg_pool3d_backward(np.ones_like(q), c4), c3)
     dy, dwd, _ = ops.conv3d_backward(dz, c2)
     dx, dw, _ = ops.conv3d_backward(dy, c1)
@@ -106,9 +108,10 @@ def _step_3d(x, w, wd):
 
 
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
-def test_3d_window_ops_take_the_numpy_path_with_the_kernels_on():
-    """The compiled kernels are written for 1-D and 2-D data: 3-D data runs the NumPy code
-    (the same numbers, bit for bit) instead of reaching a 2-D kernel."""
+def test_3d_window_ops_give_the_numpy_results_with_the_kernels_on():
+    """The compiled convolution kernels are written for 1-D and 2-D data: 3-D convolutions
+    run the NumPy code instead of reaching a 2-D kernel; the pooling loops take 3-D data.
+    Either way, the same numbers, bit for bit."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 4, 5, 4, 8))
     w = rng.standard_normal((3, 3, 3, 8, 8))
@@ -116,6 +119,7 @@ def test_3d_window_ops_take_the_numpy_path_with_the_kernels_on():
     axes = ops.conv_geometry((4, 5, 4), (3, 3, 3), padding=1).axes
     with _accel.use_compiled(True):
         assert not _accel.covers(axes, x) and _accel.covers(axes[:2], x)
+        assert _accel.covers(axes, x, most=3)
     results = []
     for flag in (False, True):
         with _accel.use_compiled(flag):

@@ -15,6 +15,7 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops._engine import dispatch as _accel
+from handgrad.ops._tile_pool import tiles
 
 TIMEOUT_S = 120
 needs_numba = pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
@@ -247,14 +248,16 @@ def test_parallel_and_serial_variants_compute_identical_results(dtype):
         x = x.astype(dtype)
         with _accel.use_compiled(True):  # for the winners' index (also with HANDGRAD_NUMBA=0)
             y, cache = ops.max_pool2d(x, dilation=dilation, **kwargs)
-        g = _accel.geometry_2d(cache.axes)
-        dy = np.random.default_rng(3).standard_normal(y.shape).astype(dtype)
-        _assert_same("max_pool", x, g, np.empty_like(y), np.empty(y.shape, np.int32))
-        flat = np.zeros((x.shape[0], x[0].size), dtype)
-        _assert_same("max_pool_backward", dy, cache.index, flat)
-        scale = np.random.default_rng(4).uniform(0.1, 1, y.shape[1:3]).astype(dtype)
-        _assert_same("avg_pool", x, g, scale, np.empty_like(y))
-        _assert_same("avg_pool_backward", dy, g, scale, np.zeros_like(x))
+        g, g3, x3, y3 = (_accel.geometry_2d(cache.axes), _accel.geometry_3d(cache.axes),
+                         _accel.as_3d(x), _accel.as_3d(y))
+        dy = _accel.as_3d(np.random.default_rng(3).standard_normal(y.shape).astype(dtype))
+        _assert_same("max_pool", x3, g3, np.empty_like(y3), np.empty(y3.shape, np.int32))
+        flat = np.full((x.shape[0], x[0].size), np.nan, dtype)  # the kernel clears it
+        _assert_same("max_pool_backward", dy, _accel.as_3d(cache.index), flat)
+        scale = np.random.default_rng(4).uniform(0.1, 1, y3.shape[1:4]).astype(dtype)
+        _assert_same("avg_pool", x3, g3, scale, np.empty_like(y3))
+        _assert_same("avg_pool_backward", dy, g3, scale, np.full_like(x3, np.nan),
+                     tiles(cache.axes))
         for multiplier in (1, 3):
             n_taps = g[4] * g[5]
             wt = np.random.default_rng(5).standard_normal(
@@ -313,3 +316,4 @@ def test_threads_predicting_with_an_unbuilt_model_build_it_once():
         assert np.array_equal(model.named_parameters()[key], value), key
     for got in results:
         assert np.array_equal(got, expected)  # same parameters, same kernels, same order
+

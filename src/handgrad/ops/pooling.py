@@ -91,7 +91,7 @@ def _fold_taps(x, axes, combine, fill):
 def _max_pool(call: PoolCall):
     """y = running maximum over the taps of the -inf-padded input (NaN propagates)."""
     x, axes = call.x, call.axes
-    if engine.covers(axes, x):
+    if engine.covers(axes, x, most=3):
         y, index = engine.max_pool(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, index=index)
     xp = array_module(x)
@@ -176,7 +176,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     xp = array_module(x)
     divisor = _avg_divisor(xp, call, count_include_pad, divisor_override, x.dtype)
     cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
-    if engine.covers(axes, x):
+    if engine.covers(axes, x, most=3):
         return engine.avg_pool(x, axes, divisor), cache
     y = _fold_taps(x, axes, xp.add, 0.0)
     y /= divisor
@@ -186,7 +186,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
 def _avg_pool_backward(op, forward, dy, cache):
     cache = check_cache(op, cache, forward, PoolCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
-    if engine.covers(cache.axes, dy, cache.divisor):
+    if engine.covers(cache.axes, dy, cache.divisor, most=3):
         return engine.avg_pool_backward(dy, cache.axes, cache.divisor, cache.x_shape,
                                         cache.dtype)
     xp = array_module(dy)

@@ -18,8 +18,10 @@ number of threads may call the ops at once and none waits. im2col and col2im are
 compiled single-threaded only, since they run between BLAS calls whose threads they
 would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives them.
 
-Every kernel is written for 2-D channels-last data; 1-D data gets a unit height, and
-3-D data runs the NumPy code (callers dispatch with ``covers(axes, ...)``).
+The pooling loops (:mod:`.pool_kernels`) are written for 3-D channels-last data, the
+other kernels for 2-D; data of fewer spatial axes gets unit axes in front, and 3-D data
+that a kernel does not take runs the NumPy code (callers dispatch with ``covers(axes,
+...)``, pooling with ``most=3``).
 Geometry per axis: input size, output size, kernel, stride, dilation, padding
 before -- output ``o`` and tap ``k`` read input ``o*stride + k*dilation - pad``.
 """
@@ -33,6 +35,7 @@ import os
 import numpy as np
 
 from .._args.windows import WindowAxis
+from .._tile_pool import tiles
 
 try:  # pragma: no cover - exercised when the optional dependency is present
     import numba
@@ -47,10 +50,11 @@ def enabled(*arrays) -> bool:
     return _state["enabled"] and all(type(a) is np.ndarray for a in arrays if a is not None)
 
 
-def covers(axes, *arrays) -> bool:
-    """Whether a compiled kernel applies to a window op with these ``axes``: the kernels
-    are written for 1-D and 2-D data only, so 3-D data takes the NumPy path."""
-    return len(axes) <= 2 and enabled(*arrays)
+def covers(axes, *arrays, most=2) -> bool:
+    """Whether a compiled kernel applies to a window op with these ``axes``: the pooling
+    kernels (``most=3``) take 1-D to 3-D data, the others 1-D and 2-D only (3-D data then
+    takes the NumPy path)."""
+    return len(axes) <= most and enabled(*arrays)
 
 
 def available() -> bool:
@@ -77,6 +81,19 @@ def geometry_2d(axes):
             b.stride, a.dilation, b.dilation, a.pad_before, b.pad_before)
 
 
+def geometry_3d(axes):
+    """Flat int tuple (D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, DD, DH, DW, PD, PH,
+    PW) for 1-D to 3-D axes (unit axes in front)."""
+    axes = (WindowAxis(1, 1, 1, 1, 0, 1),) * (3 - len(axes)) + tuple(axes)
+    return tuple(getattr(a, name) for name in ("size_in", "size_out", "kernel", "stride",
+                                               "dilation", "pad_before") for a in axes)
+
+
+def as_3d(x):
+    """(N, *S, C) with 1 to 3 spatial axes -> (N, D, H, W, C) (a view)."""
+    return x.reshape(x.shape[0], *(1,) * (5 - x.ndim), *x.shape[1:])
+
+
 def as_2d(x):
     """(N, L, C) -> (N, 1, L, C); 2-D data unchanged (views)."""
     return x.reshape(x.shape[0], 1, *x.shape[1:]) if x.ndim == 3 else x
@@ -96,40 +113,41 @@ def _output(x, axes, channels, dtype):
 
 
 def max_pool(x, axes):
-    """(y, index): the window maxima and the flat position h*W + w of each window's
-    winner (PyTorch's rule), for :func:`max_pool_backward`."""
+    """(y, index): the window maxima and the flat position (d*H + h)*W + w of each
+    window's winner in its image (PyTorch's rule), for :func:`max_pool_backward`."""
     y, index = _output(x, axes, x.shape[-1], x.dtype), _output(x, axes, x.shape[-1], np.int32)
-    kernels.max_pool(as_2d(x), geometry_2d(axes), as_2d(y), as_2d(index))
+    kernels.max_pool(as_3d(x), geometry_3d(axes), as_3d(y), as_3d(index))
     return y, index
 
 
 def max_pool_backward(dy, index, x_shape, dtype):
     """dx: each dy added at its window's winner."""
-    dx = np.zeros(x_shape, dtype)
+    dx = np.empty(x_shape, dtype)
     flat = dx.reshape(dx.shape[0], math.prod(dx.shape[1:]))
-    kernels.max_pool_backward(as_2d(dy), as_2d(index), flat)
+    kernels.max_pool_backward(as_3d(dy), as_3d(index), flat)
     return dx
 
 
-def _reciprocal_2d(divisor, axes):
-    """1 / divisor (1, *O, 1) as a full (OH, OW) array (1-D: (1, OW))."""
+def _reciprocal_3d(divisor, axes):
+    """1 / divisor (1, *O, 1) as a full (OD, OH, OW) array (unit axes in front)."""
     out = tuple(a.size_out for a in axes)
     full = np.broadcast_to(1 / divisor.reshape(divisor.shape[1:-1]), out)
-    return np.ascontiguousarray(full.reshape(-1, out[-1]))
+    return np.ascontiguousarray(full.reshape((1,) * (3 - len(out)) + out))
 
 
 def avg_pool(x, axes, divisor):
     """y: the window sums times 1 / ``divisor`` (1, *O, 1)."""
     y = _output(x, axes, x.shape[-1], x.dtype)
-    kernels.avg_pool(as_2d(x), geometry_2d(axes), _reciprocal_2d(divisor, axes), as_2d(y))
+    kernels.avg_pool(as_3d(x), geometry_3d(axes), _reciprocal_3d(divisor, axes), as_3d(y))
     return y
 
 
 def avg_pool_backward(dy, axes, divisor, x_shape, dtype):
-    """dx: dy / divisor added over every window that contains a position."""
-    dx = np.zeros(x_shape, dtype)
-    kernels.avg_pool_backward(as_2d(dy), geometry_2d(axes), _reciprocal_2d(divisor, axes),
-                              as_2d(dx))
+    """dx: dy / divisor added over every window that contains a position (stored once
+    where the windows tile the input)."""
+    dx = np.empty(x_shape, dtype)
+    kernels.avg_pool_backward(as_3d(dy), geometry_3d(axes), _reciprocal_3d(divisor, axes),
+                              as_3d(dx), tiles(axes))
     return dx
 
 

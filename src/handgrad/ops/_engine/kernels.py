@@ -1,5 +1,6 @@
 """The loops compiled by :mod:`.dispatch` (numba). Plain loops over positions, written
-for 2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d``.
+for 2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d`` (the pooling
+loops, in :mod:`.pool_kernels`, take 3-D arrays and ``geometry_3d``).
 
 Pooling and depthwise kernels are compiled twice from the same source: in parallel
 over the batch (``prange``; no two threads write the same element) on numba's
@@ -17,7 +18,7 @@ import os
 import threading
 from types import SimpleNamespace
 
-import numpy as np
+from .pool_kernels import pool_kernels
 
 _launch_lock = threading.Lock()  # held while a parallel kernel runs
 
@@ -99,89 +100,8 @@ def _window_rows(x, g, groups, cols, gather):
 
 
 def _batch_kernels(jit, prange):
-    """The loops over the batch, compiled with ``jit``; ``prange`` is numba.prange
-    (parallel) or range (serial)."""
-
-    @jit
-    def max_pool(x, g, y, index):
-        """PyTorch's rule: the first in-bounds position (even if -inf), replaced by any
-        later value that is larger or NaN. ``index`` is the winner's h*W + w (-1: none)."""
-        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, C = x.shape[0], x.shape[3]
-        for row in prange(N * OH):
-            n, oh = row // OH, row % OH
-            for ow in range(OW):
-                for c in range(C):
-                    y[n, oh, ow, c] = -np.inf
-                    index[n, oh, ow, c] = -1
-                for kh in range(KH):
-                    h = oh * SH + kh * DH - PH
-                    if h < 0 or h >= H:
-                        continue
-                    for kw in range(KW):
-                        w = ow * SW + kw * DW - PW
-                        if w < 0 or w >= W:
-                            continue
-                        p = h * W + w
-                        for c in range(C):  # branch-free, so the channel loop vectorizes
-                            v = x[n, h, w, c]
-                            take = (index[n, oh, ow, c] < 0) | (v > y[n, oh, ow, c]) | (v != v)
-                            y[n, oh, ow, c] = v if take else y[n, oh, ow, c]
-                            index[n, oh, ow, c] = p if take else index[n, oh, ow, c]
-
-    @jit
-    def max_pool_backward(dy, index, dx):
-        """dx[n, winner, c] += dy[n, o, c]; ``dx`` is (N, H*W*C), starting at zero."""
-        N, OH, OW, C = dy.shape
-        for n in prange(N):
-            for oh in range(OH):
-                for ow in range(OW):
-                    for c in range(C):
-                        p = index[n, oh, ow, c]
-                        if p >= 0:
-                            dx[n, p * C + c] += dy[n, oh, ow, c]
-
-    @jit
-    def avg_pool(x, g, scale, y):
-        """y = (sum of the in-bounds window values) * scale[oh, ow] (scale = 1/divisor)."""
-        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, C = x.shape[0], x.shape[3]
-        for row in prange(N * OH):
-            n, oh = row // OH, row % OH
-            for ow in range(OW):
-                for c in range(C):
-                    y[n, oh, ow, c] = 0
-                for kh in range(KH):
-                    h = oh * SH + kh * DH - PH
-                    if h < 0 or h >= H:
-                        continue
-                    for kw in range(KW):
-                        w = ow * SW + kw * DW - PW
-                        if w < 0 or w >= W:
-                            continue
-                        for c in range(C):
-                            y[n, oh, ow, c] += x[n, h, w, c]
-                for c in range(C):
-                    y[n, oh, ow, c] *= scale[oh, ow]
-
-    @jit
-    def avg_pool_backward(dy, g, scale, dx):
-        """dx[n, h, w, c] += dy[n, o, c] * scale[o] over the windows containing (h, w)."""
-        H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, C = dy.shape[0], dy.shape[3]
-        for n in prange(N):
-            for oh in range(OH):
-                for ow in range(OW):
-                    for kh in range(KH):
-                        h = oh * SH + kh * DH - PH
-                        if h < 0 or h >= H:
-                            continue
-                        for kw in range(KW):
-                            w = ow * SW + kw * DW - PW
-                            if w < 0 or w >= W:
-                                continue
-                            for c in range(C):
-                                dx[n, h, w, c] += dy[n, oh, ow, c] * scale[oh, ow]
+    """The loops over the batch (pooling's from :mod:`.pool_kernels`), compiled with
+    ``jit``; ``prange`` is numba.prange (parallel) or range (serial)."""
 
     @jit
     def depthwise(x, wt, g, y):
@@ -247,6 +167,5 @@ def _batch_kernels(jit, prange):
                                     for co in range(gi * mult, (gi + 1) * mult):
                                         dw_partial[n, t, co] += value * dy[n, oh, ow, co]
 
-    return {"max_pool": max_pool, "max_pool_backward": max_pool_backward,
-            "avg_pool": avg_pool, "avg_pool_backward": avg_pool_backward,
+    return {**pool_kernels(jit, prange),
             "depthwise": depthwise, "depthwise_backward": depthwise_backward}
