@@ -64,6 +64,8 @@ THREADS = """
 OPS_SCRIPT = THREADS + """
     from handgrad import ops
 
+    _accel.PARALLEL_POOL_BYTES = 0  # small pooling calls take the parallel kernels too
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((6, 13, 11, 4))
     w = {m: rng.standard_normal((3, 3, 1, 4 * m)) for m in (1, 2)}
@@ -167,7 +169,7 @@ LOCK_SCRIPT = """
         layer_after_serial = numba.threading_layer()
     except ValueError:  # no parallel kernel has launched a thread pool
         layer_after_serial = None
-    ops.max_pool2d(x, 2)
+    ops.conv2d(x, w, groups=4)
     print(json.dumps({"after_serial": layer_after_serial,
                       "after_parallel": numba.threading_layer()}))
 """
@@ -317,3 +319,11 @@ def test_threads_predicting_with_an_unbuilt_model_build_it_once():
     for got in results:
         assert np.array_equal(got, expected)  # same parameters, same kernels, same order
 
+
+@needs_numba
+def test_pooling_takes_the_parallel_kernel_only_for_large_inputs():
+    small = np.zeros((2, 4, 4, 3))
+    large = np.broadcast_to(0.0, (_accel.PARALLEL_POOL_BYTES // 8,))  # no memory behind it
+    for name in ("max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward"):
+        assert _accel._pool_kernel(name, small) is getattr(_accel.kernels.serial, name)
+        assert _accel._pool_kernel(name, large) is getattr(_accel.kernels, name)

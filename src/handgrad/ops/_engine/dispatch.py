@@ -11,12 +11,13 @@ A kernel in ``ops`` dispatches at its top (``if engine.covers(axes, x): return
 engine.max_pool(x, axes)``) and then does its NumPy math; each function below is
 one such compiled path and returns exactly what the NumPy code returns.
 
-Threads: the pooling and depthwise loops run in parallel over the batch on numba's
-threads, under a launch lock: a call that finds another thread inside a parallel
-kernel runs the serial twin instead (same loops, compiled with ``range``), so any
-number of threads may call the ops at once and none waits. im2col and col2im are
-compiled single-threaded only, since they run between BLAS calls whose threads they
-would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives them.
+Threads: the depthwise loops, and the pooling loops on inputs of
+``PARALLEL_POOL_BYTES`` or more, run in parallel over the batch on numba's threads,
+under a launch lock: a call that finds another thread inside a parallel kernel runs the
+serial twin instead (same loops, compiled with ``range``), so any number of threads may
+call the ops at once and none waits; smaller pooling calls run the serial twin. im2col
+and col2im are compiled single-threaded only, since they run between BLAS calls whose
+threads they would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives them.
 
 The pooling loops (:mod:`.pool_kernels`) are written for 3-D channels-last data, the
 other kernels for 2-D; data of fewer spatial axes gets unit axes in front, and 3-D data
@@ -41,6 +42,12 @@ try:  # pragma: no cover - exercised when the optional dependency is present
     import numba
 except ImportError:  # pragma: no cover
     numba = None
+
+# Pooling's batch-parallel twin pays only on large inputs: a parallel launch costs 50-100
+# us, and where the second core is busy with other work it adds a straggler, not speed.
+# On a 2-core machine shared with other work, forward + backward of a 2x2 pooling took
+# 1.25x the serial time at 4 MB of float32 input and 0.8-1.1x from 16 to 128 MB.
+PARALLEL_POOL_BYTES = 16 << 20
 
 _state = {"enabled": numba is not None and os.environ.get("HANDGRAD_NUMBA", "1") != "0"}
 
@@ -112,11 +119,17 @@ def _output(x, axes, channels, dtype):
     return np.empty((x.shape[0], *(a.size_out for a in axes), channels), dtype)
 
 
+def _pool_kernel(name, x):
+    """Pooling kernel ``name``: the batch-parallel one (:func:`.kernels.parallel_or_serial`)
+    for inputs of ``PARALLEL_POOL_BYTES`` or more, else its serial twin."""
+    return getattr(kernels if x.nbytes >= PARALLEL_POOL_BYTES else kernels.serial, name)
+
+
 def max_pool(x, axes):
     """(y, index): the window maxima and the flat position (d*H + h)*W + w of each
     window's winner in its image (PyTorch's rule), for :func:`max_pool_backward`."""
     y, index = _output(x, axes, x.shape[-1], x.dtype), _output(x, axes, x.shape[-1], np.int32)
-    kernels.max_pool(as_3d(x), geometry_3d(axes), as_3d(y), as_3d(index))
+    _pool_kernel("max_pool", x)(as_3d(x), geometry_3d(axes), as_3d(y), as_3d(index))
     return y, index
 
 
@@ -124,7 +137,7 @@ def max_pool_backward(dy, index, x_shape, dtype):
     """dx: each dy added at its window's winner."""
     dx = np.empty(x_shape, dtype)
     flat = dx.reshape(dx.shape[0], math.prod(dx.shape[1:]))
-    kernels.max_pool_backward(as_3d(dy), as_3d(index), flat)
+    _pool_kernel("max_pool_backward", dx)(as_3d(dy), as_3d(index), flat)
     return dx
 
 
@@ -138,7 +151,8 @@ def _reciprocal_3d(divisor, axes):
 def avg_pool(x, axes, divisor):
     """y: the window sums times 1 / ``divisor`` (1, *O, 1)."""
     y = _output(x, axes, x.shape[-1], x.dtype)
-    kernels.avg_pool(as_3d(x), geometry_3d(axes), _reciprocal_3d(divisor, axes), as_3d(y))
+    _pool_kernel("avg_pool", x)(as_3d(x), geometry_3d(axes), _reciprocal_3d(divisor, axes),
+                                as_3d(y))
     return y
 
 
@@ -146,8 +160,9 @@ def avg_pool_backward(dy, axes, divisor, x_shape, dtype):
     """dx: dy / divisor added over every window that contains a position (stored once
     where the windows tile the input)."""
     dx = np.empty(x_shape, dtype)
-    kernels.avg_pool_backward(as_3d(dy), geometry_3d(axes), _reciprocal_3d(divisor, axes),
-                              as_3d(dx), tiles(axes))
+    _pool_kernel("avg_pool_backward", dx)(as_3d(dy), geometry_3d(axes),
+                                          _reciprocal_3d(divisor, axes), as_3d(dx),
+                                          tiles(axes))
     return dx
 
 
