@@ -13,7 +13,8 @@ every tap of every window is one strided view of the shape of y::
 (PyTorch's tie rule then has nothing to choose) and no window holds a NaN; the count of
 marks tells, and :func:`max_backward` returns None otherwise (the caller routes ties and
 NaN windows tap by tap). A non-finite dy takes ``where`` instead of the product (inf * 0
-would be NaN). The work runs per block of a few images, which stays in the cache.
+would be NaN). The work runs per block of a few images, which stays in the cache: about
+``BLOCK_BYTES`` of output (and the window's size times that of input) per block.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def max_forward(x, axes):
     channels); then the last axis's taps, on the already reduced array."""
     y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
     last = axes[-1]
-    for images in image_blocks(x.shape, x.dtype.itemsize):
+    for images in image_blocks(y.shape, y.dtype.itemsize):
         z = _rows(x[images], axes, True)
         for axis in range(2 * len(axes) - 2, 0, -2):  # the earlier window axes, last first
             z = _fold_max(z, axis)
@@ -80,7 +81,7 @@ def max_backward(dy, x, y, axes):
         return None
     finite = bool(np.isfinite(dy).all())
     dx = np.empty(x.shape, dtype=dy.dtype)
-    for images in image_blocks(x.shape, x.dtype.itemsize):
+    for images in image_blocks(y.shape, y.dtype.itemsize):
         block = _rows(_spread_last(y[images], axes[-1]), axes, False)
         marks = _rows(x[images], axes, True) == block
         if np.count_nonzero(marks) != y[images].size:
