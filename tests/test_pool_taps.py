@@ -59,3 +59,19 @@ def test_overlapping_windows_with_nan_and_ties_match_the_loop_twin(rank):
     np.testing.assert_array_equal(y, y_ref)
     np.testing.assert_array_equal(index, index_ref)
     assert_close(dx, dx_ref, terms=4, scale=np.abs(dy).max(), what="dx")
+
+
+@pytest.mark.parametrize("length", [32767, 40000])
+def test_winners_far_into_a_long_image_match_the_loop_twin(length):
+    """The compiled path keeps each winner's position in int16 while an image has at most
+    32767 positions and in int32 beyond: both reach the far end of the image."""
+    rng = np.random.default_rng(length)
+    x = np.round(rng.standard_normal((1, length, 2)))  # ties
+    x[0, -3:] = 5.0  # the last windows' winners lie beyond int16's reach in the longer one
+    kwargs = {"kernel_size": 3, "stride": 2, "padding": 1}
+    y, cache = ops.max_pool1d(x, **kwargs)
+    y_ref, cache_ref = reference.max_pool1d(x, **kwargs)
+    dy = rng.standard_normal(y.shape)
+    np.testing.assert_array_equal(y, y_ref)
+    np.testing.assert_array_equal(ops.max_pool1d_backward(dy, cache),
+                                  reference.max_pool1d_backward(dy, cache_ref))

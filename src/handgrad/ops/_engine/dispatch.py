@@ -127,8 +127,11 @@ def _pool_kernel(name, x):
 
 def max_pool(x, axes):
     """(y, index): the window maxima and the flat position (d*H + h)*W + w of each
-    window's winner in its image (PyTorch's rule), for :func:`max_pool_backward`."""
-    y, index = _output(x, axes, x.shape[-1], x.dtype), _output(x, axes, x.shape[-1], np.int32)
+    window's winner in its image (PyTorch's rule), for :func:`max_pool_backward`; int16
+    where the image has at most 32767 positions (less memory to write and read back)."""
+    positions = math.prod(a.size_in for a in axes)
+    kind = np.int16 if positions <= np.iinfo(np.int16).max else np.int32
+    y, index = _output(x, axes, x.shape[-1], x.dtype), _output(x, axes, x.shape[-1], kind)
     _pool_kernel("max_pool", x)(as_3d(x), geometry_3d(axes), as_3d(y), as_3d(index))
     return y, index
 
