@@ -4,10 +4,14 @@ the flat geometry of ``dispatch.geometry_3d``: output ``o`` and tap ``k`` read i
 ``o*stride + k*dilation - pad`` along each axis.
 
 Every loop keeps the channel axis innermost: it is contiguous, so the per-tap work is
-one vectorized pass over C values. A window's first in-bounds tap is copied (not
-compared with a fill value), and a backward clears each image's dx just before it
-scatters into it, while the image is in the cache. The loops are compiled twice by
-:func:`.kernels.twins`: ``prange`` over the batch and serially.
+one vectorized pass over C values. For each row of outputs, the forwards and the
+average backward sweep each input row the windows read (one per (kd, kh)) from left to
+right, window by window, rather than all taps of one window before the next: each
+window still sees its taps in row-major order, and the memory is read as one sequential
+stream (1.3-2x faster than KD*KH interleaved ones once the input is out of the cache).
+A backward clears each image's dx just before it scatters into it, while the image is
+in the cache. The loops are compiled twice by :func:`.kernels.twins`: ``prange`` over
+the batch and serially.
 """
 
 from __future__ import annotations
@@ -28,35 +32,29 @@ def pool_kernels(jit, prange):
         for row in prange(N * OD * OH):
             n, od, oh = row // (OD * OH), row // OH % OD, row % OH
             for ow in range(OW):
-                first = True
-                for kd in range(KD):
-                    d = od * SD + kd * DD - PD
-                    if d < 0 or d >= D:
+                for c in range(C):
+                    y[n, od, oh, ow, c] = -np.inf
+                    index[n, od, oh, ow, c] = -1
+            for kd in range(KD):
+                d = od * SD + kd * DD - PD
+                if d < 0 or d >= D:
+                    continue
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
                         continue
-                    for kh in range(KH):
-                        h = oh * SH + kh * DH - PH
-                        if h < 0 or h >= H:
-                            continue
+                    for ow in range(OW):  # along input row (d, h), window by window
                         for kw in range(KW):
                             w = ow * SW + kw * DW - PW
                             if w < 0 or w >= W:
                                 continue
                             p = (d * H + h) * W + w
-                            if first:
-                                first = False
-                                for c in range(C):
-                                    y[n, od, oh, ow, c] = x[n, d, h, w, c]
-                                    index[n, od, oh, ow, c] = p
-                                continue
                             for c in range(C):  # branch-free, so it vectorizes
                                 v, best = x[n, d, h, w, c], y[n, od, oh, ow, c]
-                                take = (v > best) | (v != v)
+                                i = index[n, od, oh, ow, c]
+                                take = (i < 0) | (v > best) | (v != v)
                                 y[n, od, oh, ow, c] = v if take else best
-                                index[n, od, oh, ow, c] = p if take else index[n, od, oh, ow, c]
-                if first:
-                    for c in range(C):
-                        y[n, od, oh, ow, c] = -np.inf
-                        index[n, od, oh, ow, c] = -1
+                                index[n, od, oh, ow, c] = p if take else i
 
     @jit
     def max_pool_backward(dy, index, dx):
@@ -83,20 +81,22 @@ def pool_kernels(jit, prange):
             for ow in range(OW):
                 for c in range(C):
                     y[n, od, oh, ow, c] = 0
-                for kd in range(KD):
-                    d = od * SD + kd * DD - PD
-                    if d < 0 or d >= D:
+            for kd in range(KD):
+                d = od * SD + kd * DD - PD
+                if d < 0 or d >= D:
+                    continue
+                for kh in range(KH):
+                    h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
                         continue
-                    for kh in range(KH):
-                        h = oh * SH + kh * DH - PH
-                        if h < 0 or h >= H:
-                            continue
+                    for ow in range(OW):
                         for kw in range(KW):
                             w = ow * SW + kw * DW - PW
                             if w < 0 or w >= W:
                                 continue
                             for c in range(C):
                                 y[n, od, oh, ow, c] += x[n, d, h, w, c]
+            for ow in range(OW):
                 s = scale[od, oh, ow]
                 for c in range(C):
                     y[n, od, oh, ow, c] *= s
@@ -113,16 +113,16 @@ def pool_kernels(jit, prange):
                 dx[n] = 0
             for od in range(OD):
                 for oh in range(OH):
-                    for ow in range(OW):
-                        s = scale[od, oh, ow]
-                        for kd in range(KD):
-                            d = od * SD + kd * DD - PD
-                            if d < 0 or d >= D:
+                    for kd in range(KD):
+                        d = od * SD + kd * DD - PD
+                        if d < 0 or d >= D:
+                            continue
+                        for kh in range(KH):
+                            h = oh * SH + kh * DH - PH
+                            if h < 0 or h >= H:
                                 continue
-                            for kh in range(KH):
-                                h = oh * SH + kh * DH - PH
-                                if h < 0 or h >= H:
-                                    continue
+                            for ow in range(OW):
+                                s = scale[od, oh, ow]
                                 for kw in range(KW):
                                     w = ow * SW + kw * DW - PW
                                     if w < 0 or w >= W:
