@@ -75,6 +75,20 @@ def test_dilated_windows_of_the_tiles_size_are_not_tiles():
                  terms=4, what="dx")
 
 
+def test_a_nan_window_and_a_tied_window_do_not_make_up_for_each_other():
+    """The NaN window has no mark (NaN != NaN), the tied one two: the count of marks was
+    right and dx wrong (the NaN window's dy lost, the tied one's given twice)."""
+    x = -np.arange(16.0).reshape(1, 4, 4, 1)
+    x[0, 0, 0, 0] = np.nan
+    x[0, 0, 2, 0] = x[0, 1, 3, 0] = 1.0  # two maxima in the second window
+    dy = np.arange(1.0, 5.0).reshape(1, 2, 2, 1)
+    _, cache = ops.max_pool2d(x, 2)
+    _, cache_ref = reference.max_pool2d(x, 2)
+    dx = ops.max_pool2d_backward(dy, cache)
+    np.testing.assert_array_equal(dx, reference.max_pool2d_backward(dy, cache_ref))
+    assert dx[0, 0, 0, 0] == 1.0 and dx[0, 0, 2, 0] == 2.0 and dx[0, 1, 3, 0] == 0.0
+
+
 def test_ties_fall_back_to_the_first_maximum():
     x = np.zeros((1, 2, 2, 1))
     assert _tile_pool.max_backward(np.ones((1, 1, 1, 1)), x, np.zeros((1, 1, 1, 1)),

@@ -10,11 +10,13 @@ every tap of every window is one strided view of the shape of y::
                             earlier window axes: long contiguous rows in every pass)
 
 ``x == y`` marks each window's first maximum alone when no window holds two maxima
-(PyTorch's tie rule then has nothing to choose) and no window holds a NaN; the count of
-marks tells, and :func:`max_backward` returns None otherwise (the caller routes ties and
-NaN windows tap by tap). A non-finite dy takes ``where`` instead of the product (inf * 0
-would be NaN). The work runs per block of a few images, which stays in the cache: about
-``BLOCK_BYTES`` of output (and the window's size times that of input) per block.
+(PyTorch's tie rule then has nothing to choose) and no window holds a NaN: y holds no
+NaN (a NaN window has no mark, which a window with two would make up for in the count)
+and the count of marks is y's size. :func:`max_backward` returns None otherwise (the
+caller routes ties and NaN windows tap by tap). A non-finite dy takes ``where``
+instead of the product (inf * 0 would be NaN). The work runs per block of a few
+images, which stays in the cache: about ``BLOCK_BYTES`` of output (and the window's
+size times that of input) per block.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def max_forward(x, axes):
 def max_backward(dy, x, y, axes):
     """dx (x.shape) = dy at each window's maximum, or None where the windows do not tile
     the input or some window holds two maxima or a NaN."""
-    if not tiles(axes):
+    if not tiles(axes) or bool(np.isnan(y).any()):
         return None
     finite = bool(np.isfinite(dy).all())
     dx = np.empty(x.shape, dtype=dy.dtype)
