@@ -4,7 +4,8 @@ A tap ``k`` of output ``o`` reads input ``o * stride + k * dilation - pad_before
 along each axis. :func:`clipped_taps` gives, per tap, the strided slice of the
 *unpadded* input it reads and the slice of outputs that read it, so no kernel pads
 or crops a copy of the data: a padding position simply is never read (max pooling's
--inf and average pooling's 0 change nothing) nor written.
+-inf and average pooling's 0 change nothing) nor written. :func:`fold_taps` folds them
+into a pooling's output (a running maximum or sum).
 
 The winner of a max pooling window is its first maximum in row-major tap order, or
 its last NaN when it holds one (PyTorch's scan ``val > max or isnan(val)``).
@@ -49,6 +50,22 @@ def clipped_taps(axes):
             continue
         yield (tuple(c[0] for c in combo), (slice(None), *(c[1] for c in combo)),
                (slice(None), *(c[2] for c in combo)))
+
+
+def fold_taps(x, axes, combine, fill):
+    """The taps' windows of the unpadded input folded into y (N, *O, C): a copy of the
+    first tap that every output reads (else ``fill``), then ``combine(y, values, out=y)``
+    with each other tap (xp.maximum, xp.add) on the outputs that read it."""
+    xp = array_module(x)
+    shape = (x.shape[0], *(a.size_out for a in axes), x.shape[-1])
+    taps = list(clipped_taps(axes))
+    order, outputs = [x[inputs] for _, inputs, _ in taps], [out for _, _, out in taps]
+    first = next((i for i, values in enumerate(order) if values.shape == shape), None)
+    y = xp.full(shape, fill, dtype=x.dtype) if first is None else order[first].copy()
+    for i, (values, out) in enumerate(zip(order, outputs)):
+        if i != first:
+            combine(y[out], values, out=y[out])
+    return y
 
 
 def covers_once(axes) -> bool:

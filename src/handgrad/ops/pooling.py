@@ -42,6 +42,7 @@ from ._engine import dispatch as engine
 from ._pool_indices import (
     clipped_taps,
     covers_once,
+    fold_taps,
     max_pool_indices,
     max_pool_winners,
     nan_windows,
@@ -72,22 +73,6 @@ class PoolCache(Cache):
         return (self.x_shape[0], *(a.size_out for a in self.axes), self.x_shape[-1])
 
 
-def _fold_taps(x, axes, combine, fill):
-    """The taps' windows of the unpadded input folded into y (N, *O, C): a copy of the
-    first tap that every output reads (else ``fill``), then ``combine(y, values, out=y)``
-    with each other tap (xp.maximum, xp.add) on the outputs that read it."""
-    xp = array_module(x)
-    shape = (x.shape[0], *(a.size_out for a in axes), x.shape[-1])
-    taps = list(clipped_taps(axes))
-    order, outputs = [x[inputs] for _, inputs, _ in taps], [out for _, _, out in taps]
-    first = next((i for i, values in enumerate(order) if values.shape == shape), None)
-    y = xp.full(shape, fill, dtype=x.dtype) if first is None else order[first].copy()
-    for i, (values, out) in enumerate(zip(order, outputs)):
-        if i != first:
-            combine(y[out], values, out=y[out])
-    return y
-
-
 def _max_pool(call: PoolCall):
     """y = running maximum over the taps of the -inf-padded input (NaN propagates)."""
     x, axes = call.x, call.axes
@@ -105,7 +90,7 @@ def _max_pool(call: PoolCall):
     if separable is not None:
         y, stages = separable
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, stages=stages)
-    y = _fold_taps(x, axes, np.maximum, -np.inf)  # NaN windows
+    y = fold_taps(x, axes, np.maximum, -np.inf)  # NaN windows
     return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
 
 
@@ -178,7 +163,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
     if engine.covers(axes, x, most=3):
         return engine.avg_pool(x, axes, divisor), cache
-    y = _fold_taps(x, axes, xp.add, 0.0)
+    y = fold_taps(x, axes, xp.add, 0.0)
     y /= divisor
     return y, cache
 
