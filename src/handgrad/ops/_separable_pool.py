@@ -4,13 +4,20 @@ A pooling window is a product of 1-D windows, and both reductions are separable:
 
     max over (k_0, ..., k_{d-1}) = max over k_0 of ( ... max over k_{d-1} of x)
 
-so a d-D pooling is d 1-D poolings, the last spatial axis first. Each 1-D stage
-reads its input once per tap of *its* axis (kh + kw passes for a 2-D window instead
-of kh * kw), and every stage after the first runs on an already reduced array.
+so a d-D pooling is d 1-D poolings. Each 1-D stage reads its input once per tap of
+*its* axis (kh + kw passes for a 2-D window instead of kh * kw), and every stage after
+the first runs on an already reduced array.
 
-Max pooling's winner is the first maximum in row-major tap order (PyTorch). Reducing
-the last axis first keeps that order: each row's first maximum, then the first row
-holding the window's maximum. A stage starts from a tap that every output reads (its
+Sums (average pooling, :func:`sum_forward`) take the first spatial axis first, over rows
+that merge the last spatial axis with the channels (long contiguous passes), the last
+axis at the end; the backward (:func:`sum_backward`) spreads each stage's gradient back
+over its taps in the reverse order (a store for the first tap of each stride residue,
+an add for the rest, as the max stages' backward).
+
+Max pooling's stages run the last axis first. Its winner is the first maximum in
+row-major tap order (PyTorch). Reducing the last axis first keeps that order: each
+row's first maximum, then the first row holding the window's maximum. A stage starts
+from a tap that every output reads (its
 ``first``), takes the taps before it in descending order where they are ``>=`` the
 running maximum, then the taps after it where they are ``>``; each non-first tap keeps
 that boolean ``take`` (the shape of the outputs it reads), and a window's winner is its
@@ -24,6 +31,8 @@ returns None for them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from .._checks import array_module
 from ._blocks import image_blocks
@@ -45,15 +54,16 @@ class Stage:
     takes: tuple = ()
 
 
-def _stage_plan(window):
-    """(taps in processing order, residues, tiles) of one axis, or None when no tap
-    reads every output (the caller then takes the general path)."""
+def _stage_plan(window, full_first=True):
+    """(taps in processing order, residues, tiles) of one axis: a tap that every output
+    reads first, or None where there is none (the caller then takes the general path);
+    with ``full_first`` False, the taps in order where there is none."""
     taps = [t for t in _axis_taps(window) if t is not None]
     full = [i for i, (_, _, out) in enumerate(taps)
             if out.start == 0 and out.stop == window.size_out]
-    if not full:
+    if not full and full_first:
         return None
-    first = full[0]
+    first = full[0] if full else 0
     order = [first, *range(first - 1, -1, -1), *range(first + 1, len(taps))]
     taps = tuple(taps[i] for i in order)
     residues = tuple((k * window.dilation - window.pad_before) % window.stride
@@ -115,6 +125,60 @@ def _max_stage(xp, z, axis, taps, takes):
         compare(values, running, out=take)
         xp.maximum(running, values, out=running)
     return y
+
+
+def _merged(a):
+    """a (N, ..., L, C) as (N, ..., L * C): the last spatial axis merged with the channels."""
+    return a.reshape(*a.shape[:-2], a.shape[-2] * a.shape[-1])
+
+
+def _sum_plans(x_shape, axes):
+    """Per axis (first to last), the stage that sums it, its array axis and input shape
+    in the order :func:`sum_forward` runs them (the earlier axes on merged rows)."""
+    shape, stages = list(x_shape), []
+    for i, window in enumerate(axes):
+        last = i == len(axes) - 1
+        in_shape = tuple(shape) if last else (*shape[:-2], shape[-2] * shape[-1])
+        stages.append(Stage(i + 1, in_shape, *_stage_plan(window, full_first=False)))
+        shape[i + 1] = window.size_out
+    return stages
+
+
+def sum_forward(x, axes):
+    """y (N, *O, C): the sum of each window (the padding adds nothing)."""
+    stages = _sum_plans(x.shape, axes)
+    z = _merged(x)
+    for stage, window in zip(stages[:-1], axes):
+        z = _sum_stage(z, stage, window.size_out)
+    z = z.reshape(*z.shape[:-1], *x.shape[-2:])
+    return _sum_stage(z, stages[-1], axes[-1].size_out)
+
+
+def _sum_stage(z, stage, size_out):
+    """The sum over the taps of ``stage`` along its axis of z: a copy of its first tap
+    where every output reads it, else zeros, plus the other taps."""
+    taps, axis = stage.taps, stage.axis
+    _, inputs, outputs = taps[0]
+    if outputs.stop - outputs.start == size_out:
+        y = z[_at(axis, inputs)].copy()
+    else:
+        y = np.zeros((*z.shape[:axis], size_out, *z.shape[axis + 1:]), dtype=z.dtype)
+        y[_at(axis, outputs)] = z[_at(axis, inputs)]
+    for _, inputs, outputs in taps[1:]:
+        y[_at(axis, outputs)] += z[_at(axis, inputs)]
+    return y
+
+
+def sum_backward(share, axes, x_shape):
+    """dx (x_shape) = each window's ``share`` (N, *O, C) added at every position of it:
+    the stages of :func:`sum_forward` transposed, the last axis first."""
+    xp = array_module(share)
+    stages = _sum_plans(x_shape, axes)
+    dz = _scatter_stage(xp, share, stages[-1], [None] * len(stages[-1].taps), True)
+    dz = _merged(dz)
+    for stage in reversed(stages[:-1]):
+        dz = _scatter_stage(xp, dz, stage, [None] * len(stage.taps), True)
+    return dz.reshape(x_shape)
 
 
 def _masks(xp, stage, out_shape):

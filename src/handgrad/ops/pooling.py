@@ -16,7 +16,8 @@ Average pooling::
     y[n, o, c] = sum_k x_pad[n, o*s + k, c] / divisor[o]
     dx[n, i, c] = sum_o dy[n, o, c] / divisor[o]   over the windows o that contain i
 
-``divisor`` follows PyTorch: the window clipped to the padded input with
+NumPy path: the sums an axis at a time (``_separable_pool``); CuPy: a fold of every
+tap. ``divisor`` follows PyTorch: the window clipped to the padded input with
 ``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
 ``count_include_pad=None`` (the default) is False for ``padding="same"`` (TensorFlow's
 "same" pooling averages the input values only) and True otherwise (PyTorch).
@@ -48,7 +49,7 @@ from ._pool_indices import (
     nan_windows,
     overlapping,
 )
-from ._separable_pool import max_backward, max_forward
+from ._separable_pool import max_backward, max_forward, sum_backward, sum_forward
 from ._window_pool import window_max, window_max_backward
 from .declare import declare, exports
 
@@ -163,7 +164,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
     if engine.covers(axes, x, most=3):
         return engine.avg_pool(x, axes, divisor), cache
-    y = fold_taps(x, axes, xp.add, 0.0)
+    y = sum_forward(x, axes) if xp is np else fold_taps(x, axes, xp.add, 0.0)
     y /= divisor
     return y, cache
 
@@ -176,6 +177,8 @@ def _avg_pool_backward(op, forward, dy, cache):
                                         cache.dtype)
     xp = array_module(dy)
     share = dy / cache.divisor
+    if xp is np:
+        return sum_backward(share, cache.axes, cache.x_shape)
     add = overlapping(cache.axes)
     dx = _gradient_buffer(xp, cache, add)
     for _, inputs, outputs in clipped_taps(cache.axes):
