@@ -12,7 +12,8 @@ Sums (average pooling, :func:`sum_forward`) take the first spatial axis first, o
 that merge the last spatial axis with the channels (long contiguous passes), the last
 axis at the end; the backward (:func:`sum_backward`) spreads each stage's gradient back
 over its taps in the reverse order (a store for the first tap of each stride residue,
-an add for the rest, as the max stages' backward).
+an add for the rest, as the max stages' backward; positions no store writes start at
+zero).
 
 Max pooling's stages run the last axis first. Its winner is the first maximum in
 row-major tap order (PyTorch). Reducing the last axis first keeps that order: each
@@ -204,7 +205,7 @@ def _scatter_stage(xp, dz, stage, masks, finite, dx=None):
     if dx is None:
         dx = xp.empty(stage.in_shape, dtype=dz.dtype)
     if not stage.tiles:
-        dx[...] = 0
+        dx[_at(stage.axis, _unstored(stage))] = 0
     written = set()
     for (_, inputs, outputs), residue, mask in zip(stage.taps, stage.residues, masks):
         target, values = dx[_at(stage.axis, inputs)], dz[_at(stage.axis, outputs)]
@@ -214,6 +215,18 @@ def _scatter_stage(xp, dz, stage, masks, finite, dx=None):
         else:
             target += _select(xp, values, mask, finite)
     return dx
+
+
+def _unstored(stage):
+    """The positions along the stage's axis that no store writes (the first tap of each
+    stride residue stores, the others add): they start at zero."""
+    stored = np.zeros(stage.in_shape[stage.axis], dtype=bool)
+    residues = set()
+    for (_, inputs, _), residue in zip(stage.taps, stage.residues):
+        if residue not in residues:
+            residues.add(residue)
+            stored[inputs] = True
+    return np.flatnonzero(~stored)
 
 
 def _select(xp, values, mask, finite, out=None):
