@@ -122,31 +122,41 @@ def max_pool_indices(x, y, axes, flat=False):
     with ``flat`` its position in the whole of x (for a scatter into x.ravel()).
 
     Each window's winning tap number is gathered first (small ints), then turned into
-    ``shift(tap) + start(o)`` by one table lookup and broadcast adds."""
+    indices by :func:`tap_indices`."""
     xp = array_module(x)
     kernel = [a.kernel for a in axes]
-    scale = x.shape[-1] if flat else 1
-    weights = [math.prod(a.size_in for a in axes[i + 1:]) * scale for i in range(len(axes))]
     kind = np.min_scalar_type(math.prod(kernel))
     tap = xp.zeros(y.shape, dtype=kind)
-    shifts = np.zeros(math.prod(kernel), dtype=np.int64)
     for offsets, _, outputs, mask in max_pool_winners(x, y, axes, nan_windows(y)):
         number = int(np.ravel_multi_index(offsets, kernel))
-        shifts[number] = sum(k * a.dilation * w for k, a, w in zip(offsets, axes, weights))
         if number:
             tap[outputs] += mask * kind.type(number)
-    start = xp.zeros((1, *y.shape[1:-1], y.shape[-1] if flat else 1), dtype=np.int64)
+    return tap_indices(tap, axes, x.shape, flat)
+
+
+def tap_indices(tap, axes, x_shape, flat=False):
+    """int64 indices (N, *O, C) of the inputs that each window's tap number ``tap``
+    (row-major over the window) reads, as :func:`max_pool_indices` gives them:
+    ``shift(tap) + start(o)`` by one table lookup and broadcast adds."""
+    xp = array_module(tap)
+    kernel = [a.kernel for a in axes]
+    scale = x_shape[-1] if flat else 1
+    weights = [math.prod(a.size_in for a in axes[i + 1:]) * scale for i in range(len(axes))]
+    shifts = np.array([sum(k * a.dilation * w for k, a, w in zip(offsets, axes, weights))
+                       for offsets in itertools.product(*(range(k) for k in kernel))],
+                      dtype=np.int64)
+    start = xp.zeros((1, *tap.shape[1:-1], tap.shape[-1] if flat else 1), dtype=np.int64)
     for i, (a, weight) in enumerate(zip(axes, weights)):
-        shape = [1] * y.ndim
+        shape = [1] * tap.ndim
         shape[i + 1] = a.size_out
         start += ((xp.arange(a.size_out, dtype=np.int64) * a.stride - a.pad_before)
                   * weight).reshape(shape)
     index = xp.asarray(shifts)[tap]
     if flat:
         start += xp.arange(scale, dtype=np.int64)
-        plane = math.prod(x.shape[1:])
-        index += (xp.arange(x.shape[0], dtype=np.int64) * plane).reshape(
-            x.shape[0], *(1,) * (y.ndim - 1))
+        plane = math.prod(x_shape[1:])
+        index += (xp.arange(x_shape[0], dtype=np.int64) * plane).reshape(
+            x_shape[0], *(1,) * (tap.ndim - 1))
     index += start
     return index
 

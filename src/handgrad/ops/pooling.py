@@ -6,10 +6,11 @@ Max pooling (padding is -inf, so it never wins)::
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
 Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. NumPy path: tiling windows take
-``_tile_pool`` (x compared with y), others ``_separable_pool`` (an axis at a time); ties
-there and NaN windows take whole windows' taps (``_pool_indices``: ``add.at`` at each
-winner found by comparison, or ``dy * mask`` per tap).
+(PyTorch); a NaN in a window wins, as in PyTorch. NumPy path: unpadded windows of 25
+taps or more take ``_fold_pool`` (folds that keep each window's winning tap), other
+tiling windows ``_tile_pool`` (x compared with y), others ``_separable_pool`` (an axis
+at a time); ties there and NaN windows take whole windows' taps (``_pool_indices``:
+``add.at`` at each winner found by comparison, or ``dy * mask`` per tap).
 
 Average pooling::
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module, upstream_grad
-from . import _tile_pool
+from . import _fold_pool, _tile_pool
 from ._args.adaptive import check_return_indices
 from ._args.cache import Cache, check_cache
 from ._args.pool import PoolCall, prepare_global_pool, prepare_pool, resolve_count_include_pad
@@ -48,6 +49,7 @@ from ._pool_indices import (
     max_pool_winners,
     nan_windows,
     overlapping,
+    tap_indices,
 )
 from ._separable_pool import max_backward, max_forward, sum_backward, sum_forward
 from ._window_pool import window_max, window_max_backward
@@ -67,7 +69,7 @@ class PoolCache(Cache):
     divisor: object = None
     index: object = None  # compiled path: flat position of each window's winner
     stages: object = None  # NumPy path: the 1-D stages of a separable max pooling
-    tap: object = None  # GPU path: each window's winning tap (:mod:`._window_pool`)
+    tap: object = None  # GPU path, NumPy's large windows: each window's winning tap number
 
     @property
     def y_shape(self):
@@ -84,6 +86,10 @@ def _max_pool(call: PoolCall):
     if xp is not np:
         y, tap = window_max(xp, x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y, tap=tap)
+    if _fold_pool.applies(axes):
+        y, tap = _fold_pool.max_forward(x, axes)
+        if tap is not None:  # else a NaN window: the paths below find its last NaN
+            return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, tap=tap)
     if _tile_pool.tiles(axes):
         y = _tile_pool.max_forward(x, axes)
         return y, PoolCache(call.op, tuple(x.shape), x.dtype, axes, x=x, y=y)
@@ -99,7 +105,11 @@ def _with_indices(call, return_indices):
     """The max pooling's (y, cache), or (y, indices, cache): PyTorch's indices."""
     wanted = check_return_indices(call.op, return_indices)
     y, cache = _max_pool(call)
-    return (y, max_pool_indices(call.x, y, call.axes), cache) if wanted else (y, cache)
+    if not wanted:
+        return y, cache
+    if cache.tap is not None and cache.x is None:  # the NumPy fold's winning taps
+        return y, tap_indices(cache.tap, call.axes, call.x.shape), cache
+    return y, max_pool_indices(call.x, y, call.axes), cache
 
 
 def _max_pool_backward(op, forward, dy, cache):
@@ -112,6 +122,9 @@ def _max_pool_backward(op, forward, dy, cache):
     if cache.stages is not None:
         return max_backward(dy, cache.stages)
     xp = array_module(dy)
+    if cache.tap is not None and cache.x is None:  # the NumPy fold's winning taps
+        return _scatter_add(xp, dy, tap_indices(cache.tap, cache.axes, cache.x_shape, True),
+                            cache)
     if cache.tap is not None:
         return window_max_backward(xp, dy, cache.tap, cache.x_shape, cache.axes, cache.dtype)
     axes, y = cache.axes, cache.y
