@@ -9,7 +9,8 @@ import handgrad as hg
 from handgrad import io, ops
 from handgrad import layers as L
 from handgrad.model import Sequential
-from handgrad.ops import reference
+from handgrad.ops import pooling_extra, reference
+from handgrad.ops._args.adaptive import adaptive_bins
 from handgrad.testing import assert_close
 
 torch = pytest.importorskip("torch")
@@ -59,20 +60,77 @@ def test_indices_are_torchs(kernel_path, op, shape, kwargs, nan):
     assert np.array_equal(y, _last(y_torch), equal_nan=True)
 
 
-@pytest.mark.parametrize("rank, shape, size", [(1, (2, 9, 3), 3), (2, (2, 8, 6, 3), (4, 3)),
-                                               (3, (2, 4, 6, 2, 2), (2, 3, 1))])
-def test_tiling_adaptive_bins_run_as_max_pooling(kernel_path, rank, shape, size):
-    """64 -> 8 bins are max pooling windows: that op's forward and backward run (cache
-    ``inner``), with the loop reference's values and gradient, ties and NaNs included."""
-    op = f"adaptive_max_pool{rank}d"
-    x = _ties_and_nans(shape, rank)
-    y, cache = getattr(ops, op)(x, size)
-    assert cache.inner is not None
+UNIFORM = [  # every axis's bins are a pooling's windows [o*s, o*s + k)
+    (1, (2, 9, 3), 3),  # 9 -> 3: kernel = stride = 3 (tiles)
+    (1, (2, 15, 3), 7),  # 15 -> 7: kernel 3, stride 2
+    (2, (2, 8, 6, 3), (4, 3)),
+    (2, (2, 29, 10, 2), (7, 5)),  # 29 -> 7: kernel 5, stride 4; 10 -> 5 tiles
+    (2, (1, 64, 64, 2), (7, 8)),  # the benchmark's 64 -> 7 (kernel 10, stride 9), 64 -> 8
+    (3, (2, 4, 6, 2, 2), (2, 3, 1)),
+    (3, (1, 9, 4, 11, 2), (4, 2, 2)),  # 9 -> 4: kernel 3, stride 2; 11 -> 2: 6, 5
+]
+NOT_UNIFORM = [(1, (2, 64, 2), 6), (2, (2, 10, 6, 3), (4, 4)),
+               (2, (2, 15, 9, 2), (7, 5))]  # 15 -> 7 is a pooling's, 9 -> 5 is not
+
+
+def test_which_bins_are_a_poolings_windows():
+    windows = lambda *sizes: pooling_extra._pooling_windows(  # noqa: E731
+        tuple(adaptive_bins(n, m) for n, m in sizes))
+    assert windows((64, 8), (64, 7)) == ((8, 10), (8, 9))
+    assert windows((5, 1), (1, 1), (15, 7)) == ((5, 1, 3), (5, 1, 2))
+    assert windows((64, 6)) is None  # starts 0, 10, 21, ..: not one stride
+    assert windows((10, 3)) == ((4,), (3,))
+    assert windows((64, 7), (10, 4)) is None  # one axis is enough to refuse
+    assert windows((3, 7)) is None  # more outputs than inputs: a stride of 0
+    assert windows((4, 4)) == ((1,), (1,))
+
+
+def _general(monkeypatch, run):
+    """``run()`` with every bin taken for irregular: the general path's answer."""
+    with monkeypatch.context() as patch:
+        patch.setattr(pooling_extra, "_pooling_windows", lambda bins: None)
+        return run()
+
+
+@pytest.mark.parametrize("rank, shape, size", UNIFORM + NOT_UNIFORM)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_uniform_bins_run_as_a_pooling(kernel_path, monkeypatch, kind, rank, shape, size):
+    """Bins that are a pooling's windows run as that op (cache ``inner``) with the
+    general path's (bin matrices, resampling, the separable maxima), the loop twin's and
+    torch's values, gradient and indices; ties and NaNs (the first maximum, the last NaN)
+    included. Other bins keep the general path."""
+    op = f"adaptive_{kind}_pool{rank}d"
+    x = _ties_and_nans(shape, rank) if kind == "max" else \
+        np.random.default_rng(rank).standard_normal(shape)
+    extra = {"return_indices": True} if kind == "max" else {}
+    y, *indices, cache = getattr(ops, op)(x, size, **extra)
+    uniform = (rank, shape, size) in UNIFORM
+    assert (cache.inner is not None) == uniform
     dy = np.random.default_rng(1).standard_normal(y.shape)
-    y_ref, cache_ref = getattr(reference, op)(x, size)
-    assert np.array_equal(y, y_ref, equal_nan=True)
-    assert np.array_equal(getattr(ops, op + "_backward")(dy, cache),
-                          getattr(reference, op + "_backward")(dy, cache_ref))
+    dx = getattr(ops, op + "_backward")(dy, cache)
+
+    def general():
+        y, *indices, cache = getattr(ops, op)(x, size, **extra)
+        return y, indices, getattr(ops, op + "_backward")(dy, cache)
+
+    y_general, indices_general, dx_general = _general(monkeypatch, general)
+    y_ref, *_, cache_ref = getattr(reference, op)(x, size, **extra)
+    dx_ref = getattr(reference, op + "_backward")(dy, cache_ref)
+    y_torch, *i_torch = getattr(F, op)(_first(x), size, **extra) if extra else \
+        (getattr(F, op)(_first(x), size),)
+    for twin, twin_dx in ((y_general, dx_general), (y_ref, dx_ref)):
+        if kind == "max":  # one value per bin, overlapping bins add up to 2 ** rank dy
+            assert np.array_equal(y, twin, equal_nan=True)
+            assert_close(dx, twin_dx, terms=2 ** rank, what="dx")
+        else:
+            assert_close(y, twin, terms=x.size // y.size + 1, scale=np.abs(x).max(), what="y")
+            assert_close(dx, twin_dx, terms=2 ** rank, scale=np.abs(dy).max(), what="dx")
+    if kind == "max":
+        assert np.array_equal(y, _last(y_torch), equal_nan=True)
+        assert np.array_equal(indices[0], _last(i_torch[0]))
+        assert np.array_equal(indices_general[0], indices[0])
+    else:
+        assert_close(y, _last(y_torch), terms=x.size // y.size + 1, scale=np.abs(x).max())
 
 
 def test_indices_do_not_change_the_values_or_the_gradient():

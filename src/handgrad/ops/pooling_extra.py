@@ -8,9 +8,13 @@ bins ``[floor(o*L/out), ceil((o+1)*L/out))`` (neighbouring bins may overlap)::
     max:  y[n, o, c] = x[n, i*(o), c],  i*(o) the first maximum of bin o (a NaN wins,
           the last one, as PyTorch); dx[n, i, c] = sum_{o : i*(o) = i} dy[n, o, c]
 
-The average applies a 0/1 bin matrix per axis; the maximum is separable, a running
-comparison over the taps of the widest bin of one axis at a time (a shorter bin repeats
-its last position, which never wins).
+Where every axis's bins are a pooling's windows, bin o = [o*s, o*s + k) (64 -> 8:
+kernel = stride = 8; 64 -> 7: kernel 10, stride 9, neighbours sharing a position), the
+maximum runs as that max pooling and the average on the CPU as that average pooling
+(the same winners, the same divisors). Otherwise the average applies a 0/1 bin matrix
+per axis (compiled: interpolate's 'area' resampling passes); the maximum is separable, a
+running comparison over the taps of the widest bin of one axis at a time (a shorter bin
+repeats its last position, which never wins).
 ``return_indices=True`` also returns the winners as int64 (N, *O, C): PyTorch's flat
 index into each (n, c) spatial plane.
 
@@ -25,15 +29,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._checks import array_module, upstream_grad
 from ._args.adaptive import check_return_indices, prepare_adaptive
 from ._args.cache import Cache, check_cache
 from ._args.unpool import prepare_unpool
 from ._engine import taps as compiled
 from ._pool_indices import running_max
-from ._repeat import repeat
 from .declare import declare, exports
 from .pooling import (
+    avg_pool1d,
+    avg_pool1d_backward,
+    avg_pool2d,
+    avg_pool2d_backward,
+    avg_pool3d,
+    avg_pool3d_backward,
     max_pool1d,
     max_pool1d_backward,
     max_pool2d,
@@ -84,20 +95,22 @@ def _axis_taps(bins, xp):
 
 _MAX_POOLS = {1: (max_pool1d, max_pool1d_backward), 2: (max_pool2d, max_pool2d_backward),
               3: (max_pool3d, max_pool3d_backward)}
+_AVG_POOLS = {1: (avg_pool1d, avg_pool1d_backward), 2: (avg_pool2d, avg_pool2d_backward),
+              3: (avg_pool3d, avg_pool3d_backward)}
 
 
 def _adaptive_max(call, return_indices):
-    """Bins that tile the input (64 -> 8) are a max pooling's windows (kernel = stride):
-    that op runs (the same winners: the first maximum, or the last NaN). Otherwise
+    """Bins that are a max pooling's windows (:func:`_pooling_windows`: 64 -> 8, 64 -> 7)
+    run as that op (the same winners: the first maximum, or the last NaN). Otherwise
     separable: the maxima along the last spatial axis first, then along each earlier
     one, carrying the flat index of each running winner. Ties keep the earlier position
     of each axis, so the result is the first maximum in row-major order (and the last
     NaN, which always wins)."""
     x, rank = call.x, len(call.bins)
     xp = array_module(x)
-    windows = _fixed_windows(call.bins, x.shape[1:-1])
+    windows = _pooling_windows(call.bins)
     if windows is not None:
-        y, *indices, inner = _MAX_POOLS[rank][0](x, windows, return_indices=return_indices)
+        y, *indices, inner = _MAX_POOLS[rank][0](x, *windows, return_indices=return_indices)
         cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), inner=inner)
         return (y, *indices, cache)
     if compiled.covers(x):
@@ -139,11 +152,14 @@ def _bin_matrix(xp, bins, size_in, dtype):
 
 
 def _bin_sums(xp, a, bins, sizes, transpose):
-    """Sum over each bin along every spatial axis (``transpose``: spread each bin back)."""
+    """Sum over each bin along every spatial axis (``transpose``: spread each bin back):
+    per axis one product of the (O, L) bin matrix with a viewed as (before, L, after)."""
     for i, (b, size) in enumerate(zip(bins, sizes)):
         matrix = _bin_matrix(xp, b, size, a.dtype)
-        moved = xp.moveaxis(a, i + 1, -1)
-        a = xp.moveaxis(moved @ (matrix if transpose else matrix.T), -1, i + 1)
+        matrix = matrix.T if transpose else matrix
+        shape = a.shape
+        rows = a.reshape(math.prod(shape[:i + 1]), shape[i + 1], math.prod(shape[i + 2:]))
+        a = xp.matmul(matrix, rows).reshape(*shape[:i + 1], matrix.shape[0], *shape[i + 2:])
     return a
 
 
@@ -163,18 +179,32 @@ def _area_maps(bins, sizes, dtype):
                  for b, size in zip(bins, sizes))
 
 
-def _fixed_windows(bins, sizes):
-    """The window size per axis when every axis's bins tile it exactly, else None."""
-    factors = tuple(size // len(b) for b, size in zip(bins, sizes))
-    return factors if all(size == k * len(b) for b, size, k in zip(bins, sizes, factors)) \
-        else None
+def _pooling_windows(bins):
+    """(kernel, stride) per axis when every axis's bins are a pooling's windows, bin o
+    = [o * stride, o * stride + kernel) (64 -> 8: kernel = stride = 8; 64 -> 7: kernel
+    10, stride 9), else None. Such a pooling has as many outputs and, with no padding,
+    divides by the kernel's size as the bins' averages do."""
+    kernels, strides = [], []
+    for axis in bins:
+        kernel = axis[0][1] - axis[0][0]
+        stride = axis[1][0] - axis[0][0] if len(axis) > 1 else kernel
+        if stride < 1 or any(b != (o * stride, o * stride + kernel) for o, b in enumerate(axis)):
+            return None
+        kernels.append(kernel)
+        strides.append(stride)
+    return tuple(kernels), tuple(strides)
 
 
 def _adaptive_avg(call):
-    """Compiled: the separable resampling pass of interpolate's 'area' mode; NumPy: a
-    bin-matrix product per axis."""
+    """Bins that are an average pooling's windows (:func:`_pooling_windows`) run as that
+    op on the CPU. Otherwise compiled: the separable resampling pass of interpolate's
+    'area' mode; NumPy (and CuPy): a bin-matrix product per axis."""
     x = call.x
     xp = array_module(x)
+    windows = _pooling_windows(call.bins) if xp is np else None
+    if windows is not None:
+        y, inner = _AVG_POOLS[len(call.bins)][0](x, *windows)
+        return y, FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), inner=inner)
     if compiled.covers(x):
         y = resample(xp, x, _area_maps(call.bins, x.shape[1:-1], x.dtype))
     else:
@@ -184,18 +214,17 @@ def _adaptive_avg(call):
 
 
 def _adaptive_avg_backward(op, forward, dy, cache):
-    """Compiled: the transposed resampling passes; windows tiling the input: dy / count
-    repeated over each window (one broadcast copy); else the transposed bin matrices."""
+    """The average pooling's backward where the forward ran as one; else compiled: the
+    transposed resampling passes; NumPy: the transposed bin matrices."""
     cache = check_cache(op, cache, forward, FlatIndexCache)
+    if cache.inner is not None:
+        return _AVG_POOLS[len(cache.x_shape) - 2][1](dy, cache.inner)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
     sizes = cache.x_shape[1:-1]
     if compiled.covers(dy):
         return resample_backward(xp, dy, _area_maps(cache.bins, sizes, dy.dtype), cache.x_shape)
     share = dy / _bin_counts(xp, cache.bins, cache.dtype)
-    factors = _fixed_windows(cache.bins, sizes)
-    if factors is not None:
-        return repeat(xp, share, factors)
     return xp.ascontiguousarray(_bin_sums(xp, share, cache.bins, sizes, True))
 
 
