@@ -42,6 +42,7 @@ def _ties_and_nans(shape, seed):
     ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 4}),
     ("adaptive_max_pool3d", (2, 5, 7, 6, 2), {"output_size": (3, 2, 4)}),
     ("adaptive_max_pool3d", (1, 3, 2, 4, 3), {"output_size": (4, None, 3)}),
+    ("adaptive_max_pool2d", (2, 10, 6, 3), {"output_size": (4, 4)}),
     # bins that tile the input: run as a max pooling with kernel = stride
     ("adaptive_max_pool2d", (2, 8, 6, 3), {"output_size": (4, 3)}),
     ("adaptive_max_pool1d", (2, 9, 3), {"output_size": 3}),
@@ -70,7 +71,8 @@ UNIFORM = [  # every axis's bins are a pooling's windows [o*s, o*s + k)
     (3, (1, 9, 4, 11, 2), (4, 2, 2)),  # 9 -> 4: kernel 3, stride 2; 11 -> 2: 6, 5
 ]
 NOT_UNIFORM = [(1, (2, 64, 2), 6), (2, (2, 10, 6, 3), (4, 4)),
-               (2, (2, 15, 9, 2), (7, 5))]  # 15 -> 7 is a pooling's, 9 -> 5 is not
+               (2, (2, 15, 9, 2), (7, 5)),  # 15 -> 7 is a pooling's, 9 -> 5 is not
+               (1, (2, 1001, 2), 3)]  # bins of 334 taps
 
 
 def test_which_bins_are_a_poolings_windows():

@@ -12,9 +12,9 @@ Where every axis's bins are a pooling's windows, bin o = [o*s, o*s + k) (64 -> 8
 kernel = stride = 8; 64 -> 7: kernel 10, stride 9, neighbours sharing a position), the
 maximum runs as that max pooling and the average on the CPU as that average pooling
 (the same winners, the same divisors). Otherwise the average applies a 0/1 bin matrix
-per axis (compiled: interpolate's 'area' resampling passes); the maximum is separable, a
-running comparison over the taps of the widest bin of one axis at a time (a shorter bin
-repeats its last position, which never wins).
+per axis (compiled: interpolate's 'area' resampling passes); the maximum is separable
+(:mod:`._bin_max`), a running comparison over the taps of the widest bin of one axis at
+a time (a shorter bin repeats its last position, which never wins).
 ``return_indices=True`` also returns the winners as int64 (N, *O, C): PyTorch's flat
 index into each (n, c) spatial plane.
 
@@ -35,8 +35,8 @@ from .._checks import array_module, upstream_grad
 from ._args.adaptive import check_return_indices, prepare_adaptive
 from ._args.cache import Cache, check_cache
 from ._args.unpool import prepare_unpool
+from ._bin_max import bin_max
 from ._engine import taps as compiled
-from ._pool_indices import running_max
 from .declare import declare, exports
 from .pooling import (
     avg_pool1d,
@@ -81,18 +81,15 @@ def scatter_add(xp, index, values, plane_shape, dtype):
     positions = math.prod(plane_shape)
     lin = (xp.arange(n).reshape(-1, *(1,) * (values.ndim - 1)) * positions + index) * c
     lin = lin + xp.arange(c)
-    total = xp.bincount(lin.ravel(), weights=values.ravel(), minlength=n * positions * c)
+    if xp is np:  # add.at: no float64 copy of the whole output to convert back
+        total = np.zeros(n * positions * c, dtype=dtype)
+        np.add.at(total, lin.ravel(), values.ravel())
+    else:
+        total = xp.bincount(lin.ravel(), weights=values.ravel(), minlength=n * positions * c)
     return total.astype(dtype, copy=False).reshape(n, *plane_shape, c)
 
 
 # --------------------------------------------------------------------- adaptive
-def _axis_taps(bins, xp):
-    """Per tap k of one axis: the input position of every bin (clamped to its last one)."""
-    starts = xp.asarray([s for s, _ in bins])
-    last = xp.asarray([e - 1 for _, e in bins])
-    return [xp.minimum(starts + k, last) for k in range(max(e - s for s, e in bins))]
-
-
 _MAX_POOLS = {1: (max_pool1d, max_pool1d_backward), 2: (max_pool2d, max_pool2d_backward),
               3: (max_pool3d, max_pool3d_backward)}
 _AVG_POOLS = {1: (avg_pool1d, avg_pool1d_backward), 2: (avg_pool2d, avg_pool2d_backward),
@@ -102,12 +99,11 @@ _AVG_POOLS = {1: (avg_pool1d, avg_pool1d_backward), 2: (avg_pool2d, avg_pool2d_b
 def _adaptive_max(call, return_indices):
     """Bins that are a max pooling's windows (:func:`_pooling_windows`: 64 -> 8, 64 -> 7)
     run as that op (the same winners: the first maximum, or the last NaN). Otherwise
-    separable: the maxima along the last spatial axis first, then along each earlier
-    one, carrying the flat index of each running winner. Ties keep the earlier position
-    of each axis, so the result is the first maximum in row-major order (and the last
-    NaN, which always wins)."""
+    separable (:func:`.bin_max`, or its compiled twin): the maxima along the last
+    spatial axis first, then along each earlier one, carrying the flat index of each
+    winner. Ties keep the earlier position of each axis, so the result is the first
+    maximum in row-major order (and the last NaN, which always wins)."""
     x, rank = call.x, len(call.bins)
-    xp = array_module(x)
     windows = _pooling_windows(call.bins)
     if windows is not None:
         y, *indices, inner = _MAX_POOLS[rank][0](x, *windows, return_indices=return_indices)
@@ -117,20 +113,7 @@ def _adaptive_max(call, return_indices):
         y, flat = compiled.adaptive_max(x, call.bins)
         cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=flat)
         return (y, flat, cache) if return_indices else (y, cache)
-    spatial = x.shape[1:-1]
-    y, flat = x, None
-    for axis in reversed(range(1, rank + 1)):
-        stride = math.prod(spatial[axis:])
-        shape = [1] * x.ndim
-        shape[axis] = len(call.bins[axis - 1])
-        best = index = None
-        for taps in _axis_taps(call.bins[axis - 1], xp):
-            values = xp.take(y, taps, axis=axis)
-            at = taps.reshape(shape) * stride
-            at = at if flat is None else xp.take(flat, taps, axis=axis) + at
-            best, index = running_max(best, index, values, at, xp)
-        y, flat = best, index
-    y = xp.ascontiguousarray(y)
+    y, flat = bin_max(x, call.bins)
     cache = FlatIndexCache(call.op, tuple(x.shape), x.dtype, tuple(y.shape), index=flat)
     return (y, flat, cache) if return_indices else (y, cache)
 
