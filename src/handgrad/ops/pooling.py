@@ -5,12 +5,12 @@ Max pooling (padding is -inf, so it never wins)::
     y[n, o, c] = max_k x_pad[n, o*s + k*d, c]
     dx[n, i, c] = sum_o dy[n, o, c] * [i is the first maximum of window o]
 
-Ties send the whole gradient to the first maximum in row-major window order
-(PyTorch); a NaN in a window wins, as in PyTorch. NumPy path: unpadded windows of 25
-taps or more take ``_fold_pool`` (folds that keep each window's winning tap), other
-tiling windows ``_tile_pool`` (x compared with y), others ``_separable_pool`` (an axis
-at a time); ties there and NaN windows take whole windows' taps (``_pool_indices``:
-``add.at`` at each winner found by comparison, or ``dy * mask`` per tap).
+Ties send the whole gradient to the first maximum in row-major window order and a NaN
+wins (PyTorch). NumPy path: unpadded windows of 25 taps or more take ``_fold_pool``
+(folds that keep each window's winning tap), other tiling windows ``_tile_pool`` (x
+compared with y), others ``_separable_pool`` (an axis at a time); ties there and NaN
+windows take whole windows' taps (``_pool_indices``: ``add.at`` at each winner found by
+comparison, or ``dy * mask`` per tap).
 
 Average pooling::
 
@@ -21,10 +21,8 @@ NumPy path: the sums an axis at a time (``_separable_pool``); CuPy: a fold of ev
 tap. ``divisor`` follows PyTorch: the window clipped to the padded input with
 ``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
 ``count_include_pad=None`` (the default) is False for ``padding="same"`` (TensorFlow's
-"same" pooling averages the input values only) and True otherwise (PyTorch).
-
-As in PyTorch, only the batch axis may be empty; an empty spatial or channel axis is
-refused with a ValueError.
+"same" pooling averages the input values only) and True otherwise (PyTorch). Only the
+batch axis may be empty (PyTorch): an empty spatial or channel axis is a ValueError.
 """
 
 from __future__ import annotations
