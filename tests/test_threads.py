@@ -327,3 +327,26 @@ def test_pooling_takes_the_parallel_kernel_only_for_large_inputs():
     for name in ("max_pool", "max_pool_backward", "avg_pool", "avg_pool_backward"):
         assert _accel._pool_kernel(name, small) is getattr(_accel.kernels.serial, name)
         assert _accel._pool_kernel(name, large) is getattr(_accel.kernels, name)
+
+
+@needs_numba
+def test_resampling_takes_the_parallel_kernel_only_for_large_outputs_and_both_agree():
+    """Below ``PARALLEL_RESAMPLE_BYTES`` of output the serial twin runs; the parallel one
+    (blocks of rows on numba's threads) gives the same values bit for bit."""
+    from handgrad.ops._engine import taps
+
+    limit = taps.PARALLEL_RESAMPLE_BYTES
+    assert taps.resample_kernel(limit - 1) is taps._serial
+    assert taps.resample_kernel(limit) is taps._kernel
+    x = np.random.default_rng(4).standard_normal((3, 5, 6, 7, 4))
+    y, cache = ops.interpolate(x, size=(9, 4, 13), mode="trilinear")
+    maps = [(a.index, a.weight) for a in cache.maps]
+    serial = taps.resample(x, maps)
+    original = taps.PARALLEL_RESAMPLE_BYTES
+    try:
+        taps.PARALLEL_RESAMPLE_BYTES = 0
+        parallel = taps.resample(x, maps)
+    finally:
+        taps.PARALLEL_RESAMPLE_BYTES = original
+    np.testing.assert_array_equal(parallel, serial)
+    np.testing.assert_array_equal(serial, y)
