@@ -11,6 +11,8 @@ from handgrad import ops
 from handgrad.ops import _fold_pool, reference
 from handgrad.testing import assert_close
 
+from pool_inputs import pool_input, upstream
+
 pytestmark = pytest.mark.usefixtures("kernel_path")
 
 GEOMETRIES = [
@@ -41,23 +43,8 @@ def _run(rank, x, dy, kwargs):
 @pytest.mark.parametrize("kind", ["distinct", "ties", "zeros", "minus_inf", "nan", "inf_dy"])
 def test_large_windows_match_the_loop_twin(kernel_path, rank, shape, kwargs, dtype, kind):
     rng = np.random.default_rng(rank)
-    x = rng.permutation(np.prod(shape)).reshape(shape).astype(dtype)
-    if kind == "ties":
-        x = np.round(x / 50)
-    if kind == "zeros":
-        x = np.maximum(rng.standard_normal(shape), 0).astype(dtype)
-        x[0] = 0  # whole windows of zeros
-    if kind == "minus_inf":
-        x[0] = -np.inf
-    if kind == "nan":
-        x.reshape(-1)[rng.choice(x.size, 3, replace=False)] = np.nan
-    upstream = rng.standard_normal(np.prod(shape)).astype(dtype)
-
-    def dy(s):
-        out = upstream[:np.prod(s)].reshape(s).copy()
-        if kind == "inf_dy":
-            out.reshape(-1)[[0, -1]] = [np.inf, -np.inf]
-        return out
+    x = pool_input(shape, kind, dtype, rng, tie_step=50)
+    dy = upstream(np.prod(shape), kind, dtype, rng)
 
     cache = _run(rank, x, dy, kwargs)
     if kernel_path == "numpy":  # the folds ran unless a window holds a NaN

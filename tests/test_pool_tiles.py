@@ -10,6 +10,8 @@ from handgrad.ops import _tile_pool, reference
 from handgrad.ops._args.windows import WindowAxis
 from handgrad.testing import assert_close
 
+from pool_inputs import pool_input, upstream
+
 pytestmark = pytest.mark.usefixtures("kernel_path")
 
 TILED = [
@@ -35,18 +37,8 @@ def _both(rank, x, dy, kwargs):
 @pytest.mark.parametrize("kind", ["distinct", "ties", "nan", "inf_dy"])
 def test_tiled_windows_match_the_loop_twin(rank, shape, kwargs, dtype, kind):
     rng = np.random.default_rng(rank)
-    x = rng.permutation(np.prod(shape)).reshape(shape).astype(dtype)
-    if kind == "ties":
-        x = np.round(x / 7)
-    if kind == "nan":
-        x.reshape(-1)[rng.choice(x.size, 3, replace=False)] = np.nan
-    upstream = rng.standard_normal(np.prod(shape)).astype(dtype)
-
-    def dy(s):
-        out = upstream[:np.prod(s)].reshape(s).copy()
-        if kind == "inf_dy":
-            out.reshape(-1)[[0, -1]] = [np.inf, -np.inf]
-        return out
+    x = pool_input(shape, kind, dtype, rng, tie_step=7)
+    dy = upstream(np.prod(shape), kind, dtype, rng)
 
     _both(rank, x, dy, kwargs)
 
