@@ -145,6 +145,8 @@ def test_linear_upscale_takes_the_two_tap_phase_passes(monkeypatch, mode, shape,
     ("nearest-exact", (2, 5, 8, 2), {"size": (11, 3)}),
     ("trilinear", (2, 5, 4, 7, 3), {"size": (9, 11, 2)}),
     ("nearest", (1, 3, 5, 4, 2), {"size": (7, 2, 9)}),
+    ("nearest", (2, 4, 5, 3), {"scale_factor": 2}),
+    ("nearest", (1, 2, 3, 2, 2), {"size": (4, 9, 2)}),
     ("bilinear", (0, 3, 4, 2), {"size": 5}), ("area", (0, 6, 2), {"size": 3})])
 def test_one_pass_over_every_axis_matches_the_loop_twin(kernel_path, mode, shape, kwargs):
     """The compiled pass maps every axis at once (1-D and 2-D viewed as 3-D, rows cut into

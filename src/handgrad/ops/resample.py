@@ -279,7 +279,7 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     maps = tuple(axis_map("copy" if copy else mode, n, m, s, call.align_corners, x.dtype,
                           x.ndim - 2)
                  for n, m, s in zip(call.sizes_in, call.sizes_out, call.scales))
-    factors = repeat_factors(maps)
+    factors = repeat_factors(maps, x)
     y = resample(xp, x, maps) if factors is None else repeat(xp, x, factors)
     return y, ResampleCache("interpolate", tuple(x.shape), x.dtype, maps)
 
@@ -291,15 +291,20 @@ def interpolate_backward(dy, cache):
     cache = check_cache(op, cache, "interpolate", ResampleCache)
     dy = upstream_grad(op, dy, cache.y_shape, cache.dtype)
     xp = array_module(dy)
-    factors = repeat_factors(cache.maps)
+    factors = repeat_factors(cache.maps, dy)
     if factors is not None:
         return repeat_sum(xp, dy, factors)
     return resample_backward(xp, dy, cache.maps, cache.x_shape)
 
 
-def repeat_factors(maps):
+def repeat_factors(maps, array):
     """The integer factor k per axis when every axis repeats each input position k times
-    (:attr:`AxisMap.repeat_factor`), else None."""
+    (:attr:`AxisMap.repeat_factor`) and ``array`` does not take the compiled pass (its one
+    pass over the output beat NumPy's broadcast copy and block sums: nearest x2 of
+    (8, 32, 32, 32) forward + backward 1.3-2.3x torch with them, 1.05-1.6x without),
+    else None."""
+    if compiled.covers(array):
+        return None
     factors = tuple(a.repeat_factor for a in maps)
     return None if None in factors else factors
 
