@@ -334,10 +334,11 @@ def test_resampling_takes_the_parallel_kernel_only_for_large_outputs_and_both_ag
     """Below ``PARALLEL_RESAMPLE_BYTES`` of output the serial twin runs; the parallel one
     (blocks of rows on numba's threads) gives the same values bit for bit."""
     from handgrad.ops._engine import taps
+    from handgrad.ops._engine.kernels import sized
 
     limit = taps.PARALLEL_RESAMPLE_BYTES
-    assert taps.resample_kernel(limit - 1) is taps._serial
-    assert taps.resample_kernel(limit) is taps._kernel
+    assert sized(taps._kernel, limit - 1, limit) is taps._kernel.serial
+    assert sized(taps._kernel, limit, limit) is taps._kernel
     x = np.random.default_rng(4).standard_normal((3, 5, 6, 7, 4))
     y, cache = ops.interpolate(x, size=(9, 4, 13), mode="trilinear")
     maps = [(a.index, a.weight) for a in cache.maps]

@@ -107,7 +107,7 @@ def as_2d(x):
 
 
 if numba is not None:  # pragma: no branch
-    from .kernels import build_kernels
+    from .kernels import build_kernels, sized
 
     kernels = build_kernels(numba)
 else:  # pragma: no cover
@@ -122,7 +122,7 @@ def _output(x, axes, channels, dtype):
 def _pool_kernel(name, x):
     """Pooling kernel ``name``: the batch-parallel one (:func:`.kernels.parallel_or_serial`)
     for inputs of ``PARALLEL_POOL_BYTES`` or more, else its serial twin."""
-    return getattr(kernels if x.nbytes >= PARALLEL_POOL_BYTES else kernels.serial, name)
+    return sized(getattr(kernels, name), x.nbytes, PARALLEL_POOL_BYTES)
 
 
 def max_pool(x, axes):

@@ -46,7 +46,15 @@ def parallel_or_serial(parallel, serial):
 
     kernel.__name__ = kernel.__qualname__ = parallel.py_func.__name__
     kernel.__doc__ = parallel.py_func.__doc__
+    kernel.serial = serial
     return kernel
+
+
+def sized(kernel, nbytes, minimum):
+    """``kernel`` (from :func:`parallel_or_serial`) where its data has ``minimum`` bytes or
+    more, else its serial twin: a parallel launch costs 50-100 us, more than it saves on
+    small arrays."""
+    return kernel if nbytes >= minimum else kernel.serial
 
 
 def twins(numba, make):

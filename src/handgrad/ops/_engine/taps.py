@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dispatch import enabled, numba
+from .dispatch import as_3d, enabled, numba
 
 BLOCKS = 64
 """The rows of one resampling call are cut into at most this many blocks (the parallel
@@ -95,25 +95,18 @@ def _bin_max_kernel(jit, loop):
 
 
 if numba is not None:  # pragma: no branch
-    from .kernels import parallel_or_serial, twins
+    from .kernels import parallel_or_serial, sized, twins
 
-    _parallel, _serial = twins(numba, _resample_kernel)
-    _kernel = parallel_or_serial(_parallel, _serial)
-    _bin_max = parallel_or_serial(*twins(numba, _bin_max_kernel))
+    _kernel, _bin_max = (parallel_or_serial(*twins(numba, make))
+                         for make in (_resample_kernel, _bin_max_kernel))
 else:  # pragma: no cover
-    _kernel = _serial = _bin_max = None
+    _kernel = _bin_max = None
 
 PARALLEL_RESAMPLE_BYTES = 4 << 20
 """Calls that write this many bytes or more run the parallel kernel, smaller ones its
-serial twin: a parallel launch costs 50-100 us. Forward + backward on 2 cores, serial /
+serial twin (:func:`.kernels.sized`). Forward + backward on 2 cores, serial /
 parallel: trilinear x2 to (2, 16, 16, 16, 32) float32 0.3 / 0.6-0.9 ms, bilinear x2 to
 (8, 64, 64, 32) 1.9-2.1 / 1.6-1.8 ms."""
-
-
-def resample_kernel(out_bytes):
-    """The resampling kernel for an output of ``out_bytes``: the parallel one (under the
-    launch lock) from ``PARALLEL_RESAMPLE_BYTES``, else the serial twin."""
-    return _kernel if out_bytes >= PARALLEL_RESAMPLE_BYTES else _serial
 
 
 _IDENTITY = np.zeros((1, 1), np.int64)  # the map of a size-1 axis added to reach 3-D
@@ -129,21 +122,19 @@ def resample(x, taps):
     taps at once, ``taps`` = ``(index (T, m), weight (T, m) or None for weight 1)`` per
     axis; compiled, one pass over the output without temporaries."""
     x = np.ascontiguousarray(x)
-    padded = [(_IDENTITY, None)] * (5 - x.ndim) + list(taps)
+    y = np.empty((x.shape[0], *(index.shape[1] for index, _ in taps), x.shape[-1]), x.dtype)
+    if y.size == 0:  # an empty batch: nothing to compute
+        return y
     arrays = []
-    for index, weight in padded:
+    for index, weight in [(_IDENTITY, None)] * (5 - x.ndim) + list(taps):
         weight = np.ones(index.shape, x.dtype) if weight is None else weight
         arrays += [np.ascontiguousarray(index, dtype=np.int64),
                    np.ascontiguousarray(weight, dtype=x.dtype)]
-    spatial = [index.shape[1] for index, _ in padded]
-    y = np.empty((x.shape[0], *spatial, x.shape[-1]), x.dtype)
-    if y.size == 0:  # an empty batch or no channels: nothing to compute
-        return y.reshape((x.shape[0], *spatial[5 - x.ndim:], x.shape[-1]))
-    resample_kernel(y.nbytes)(x.reshape(x.shape[0], *[1] * (5 - x.ndim), *x.shape[1:]), *arrays, y)
+    sized(_kernel, y.nbytes, PARALLEL_RESAMPLE_BYTES)(as_3d(x), *arrays, as_3d(y))
     unread = ~(arrays[-1] != 0).any(axis=0)  # outputs along W that no tap reads
     if unread.any():
-        y[:, :, :, unread] = 0
-    return y.reshape((x.shape[0], *spatial[5 - x.ndim:], x.shape[-1]))
+        as_3d(y)[:, :, :, unread] = 0
+    return y
 
 
 def adaptive_max(x, bins):
