@@ -12,6 +12,7 @@ import pytest
 from handgrad import ops
 from handgrad._device import to_device, to_host
 from handgrad.ops._args.windows import WindowAxis
+from handgrad.ops._pool_indices import tap_indices
 from handgrad.testing import assert_close
 
 gather = importlib.import_module("handgrad.ops._gather")
@@ -59,6 +60,7 @@ def test_strided_im2col_and_sliced_col2im_match_the_cpu_take(axes, groups, chann
                                     dict(kernel_size=3, stride=2, ceil_mode=True)])
 @pytest.mark.parametrize("nan", [False, True])
 def test_window_max_matches_max_pool2d_with_ties_and_nan(kwargs, nan):
+    """y, the indices the winning taps give (the GPU's return_indices) and dx."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 9, 10, 3))
     x[1, 4, 4, 0] = x[1, 4, 5, 0]  # a tie: the first tap wins
@@ -67,6 +69,8 @@ def test_window_max_matches_max_pool2d_with_ties_and_nan(kwargs, nan):
     y, cache = ops.max_pool2d(x, **kwargs)
     got, tap = window_pool.window_max(np, x, cache.axes)
     np.testing.assert_array_equal(got, y)
+    _, indices, _ = ops.max_pool2d(x, return_indices=True, **kwargs)  # torch's indices
+    np.testing.assert_array_equal(tap_indices(tap, cache.axes, x.shape), indices)
     dy = rng.standard_normal(y.shape)
     dx = window_pool.window_max_backward(np, dy, tap, x.shape, cache.axes, x.dtype)
     # a position takes the dy of every window it wins (at most kernel_size**2 of them)

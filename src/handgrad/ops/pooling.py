@@ -105,7 +105,7 @@ def _with_indices(call, return_indices):
     y, cache = _max_pool(call)
     if not wanted:
         return y, cache
-    if cache.tap is not None and cache.x is None:  # the NumPy fold's winning taps
+    if cache.tap is not None:  # each window's winning tap (a GPU, or NumPy's folds)
         return y, tap_indices(cache.tap, call.axes, call.x.shape), cache
     return y, max_pool_indices(call.x, y, call.axes), cache
 
@@ -120,11 +120,11 @@ def _max_pool_backward(op, forward, dy, cache):
     if cache.stages is not None:
         return max_backward(dy, cache.stages)
     xp = array_module(dy)
-    if cache.tap is not None and cache.x is None:  # the NumPy fold's winning taps
+    if cache.tap is not None and xp is not np:  # a slice-add per tap
+        return window_max_backward(xp, dy, cache.tap, cache.x_shape, cache.axes, cache.dtype)
+    if cache.tap is not None:  # NumPy's folds: one scatter at the winners
         return _scatter_add(xp, dy, tap_indices(cache.tap, cache.axes, cache.x_shape, True),
                             cache)
-    if cache.tap is not None:
-        return window_max_backward(xp, dy, cache.tap, cache.x_shape, cache.axes, cache.dtype)
     axes, y = cache.axes, cache.y
     if xp is np and (dx := _tile_pool.max_backward(dy, cache.x, y, axes)) is not None:
         return dx
