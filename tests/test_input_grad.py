@@ -122,7 +122,7 @@ def test_graph_skips_dx_only_where_every_input_is_the_models(monkeypatch):
 
 def test_a_subclass_overriding_backward_keeps_its_own_pass():
     """SparseEvolution overrides Dense's _backward (it masks dW): input_grad=False must
-    still run that override, not Dense's parameter-only pass."""
+    still run that override (it takes no input_grad), not Dense's pass without dx."""
     model = Sequential([L.SparseEvolution(6, epsilon=2.0), L.ReLU(), L.Dense(2)], seed=0,
                        input_shape=(8,))
     x = np.random.default_rng(4).standard_normal((5, 8)).astype(np.float32)

@@ -11,6 +11,7 @@ batch statistics), ``grad`` (default: ``training``) whether the cache is kept: s
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import threading
 
@@ -39,12 +40,9 @@ def check_dtype(owner, dtype):
 
 @functools.cache
 def _skips_input_grad(cls) -> bool:
-    """Whether ``cls`` has a ``_parameter_backward`` made for its ``_backward`` (defined
-    in the same class or below it: a subclass that overrides ``_backward`` alone keeps
-    the whole pass)."""
-    def owner(name):
-        return next(i for i, k in enumerate(cls.__mro__) if name in vars(k))
-    return owner("_parameter_backward") <= owner("_backward")
+    """Whether ``cls._backward`` takes ``input_grad`` (its op can skip dx: convolutions,
+    dense); a subclass that overrides ``_backward`` without it keeps the whole pass."""
+    return "input_grad" in inspect.signature(cls._backward).parameters
 
 
 def snake_case(name: str) -> str:
@@ -218,14 +216,9 @@ class Layer(SecondOrder, WeightLists, Declarations, Hooked, Placement):
         if input_grad or not _skips_input_grad(type(self)):
             dx, grads = self._backward(dy, cache)
         else:
-            dx, grads = None, self._parameter_backward(dy, cache)
+            dx, grads = self._backward(dy, cache, input_grad=False)
         self._accumulate(grads)
         return dx if input_grad else None
-
-    def _parameter_backward(self, dy, cache):
-        """``_backward``'s parameter gradients without computing dx (for
-        ``input_grad=False``), in a layer whose op can skip dx."""
-        raise NotImplementedError
 
     @property
     def pending_backwards(self) -> int:

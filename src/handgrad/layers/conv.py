@@ -149,10 +149,6 @@ class ConvND(WeightedLayer):
                 dx = fold_by_mode(dx, x_shape, pads, self.padding_mode)
         return dx, self.weight_grads(dw, db)
 
-    def _parameter_backward(self, dy, cache):
-        """dW and db without dx (the op skips its col2im)."""
-        return self._backward(dy, cache, input_grad=False)[1]
-
     def _double_backward(self, q, dy, cache):
         """dx is linear in dy and W: dP/d dy = the op on q (no bias), dP/dW its weight
         gradient at input q; no x or b term. With a padding mode, q is padded the same

@@ -55,9 +55,6 @@ class Dense(WeightedLayer):
         dx, dw, db = ops.linear_backward(*self._deactivate(dy, cache), input_grad=input_grad)
         return dx, self.weight_grads(dw, db)
 
-    def _parameter_backward(self, dy, cache):
-        return self._backward(dy, cache, input_grad=False)[1]
-
     def _double_backward(self, q, dy, cache):
         """dx = dy W^T: dP/d dy = q W, dP/dW = q^T dy; no x or b term."""
         d_dy, dw = ops.linear_gradgrad(q, dy, self._affine_cache(cache))
