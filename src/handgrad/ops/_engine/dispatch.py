@@ -169,20 +169,37 @@ def avg_pool_backward(dy, axes, divisor, x_shape, dtype):
     return dx
 
 
+def _per_output_channel(x, channels):
+    """x (N, *S, C) with its channels repeated up to ``channels`` (a channel multiplier
+    m = channels / C: output channel co reads input channel co // m), else x itself:
+    the depthwise loops take one output channel per input channel."""
+    mult = channels // x.shape[-1]
+    return x if mult == 1 else np.repeat(x, mult, axis=-1)
+
+
 def depthwise(x, w, axes):
     """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y)."""
     y = _output(x, axes, w.shape[-1], x.dtype)
-    kernels.depthwise(as_2d(x), w.reshape(-1, w.shape[-1]), geometry_2d(axes), as_2d(y))
+    kernels.depthwise(as_2d(_per_output_channel(x, w.shape[-1])), w.reshape(-1, w.shape[-1]),
+                      geometry_2d(axes), as_2d(y))
     return y
 
 
 def depthwise_gradients(x_shape, w, dy, axes, x=None):
     """(dx, dw) of a depthwise convolution in one pass; without ``x`` only dx is
-    computed (dw is then zero)."""
+    computed (dw is then zero). The batch runs in one chunk per thread, each with its
+    own dw partial sums (its rows per tap and output column)."""
     taps_w = w.reshape(-1, w.shape[-1])
-    dx = np.zeros(x_shape, dy.dtype)
+    channels = dy.shape[-1]
+    dx = np.empty((*x_shape[:-1], channels), dy.dtype)
     want_dw = x is not None
-    partial = np.zeros((x_shape[0] if want_dw else 1, *taps_w.shape), dy.dtype)
-    kernels.depthwise_backward(as_2d(x if want_dw else dx), taps_w, as_2d(dy),
-                               geometry_2d(axes), as_2d(dx), partial, want_dw)
-    return dx, partial.sum(axis=0).reshape(w.shape)
+    chunks = min(dy.shape[0], numba.get_num_threads()) or 1
+    dw_shape = (taps_w.shape[0], as_2d(dy).shape[2], channels) if want_dw else (0, 0, 0)
+    dw_rows = np.empty((chunks, *dw_shape), dy.dtype)
+    kernels.depthwise_backward(as_2d(_per_output_channel(x, channels) if want_dw else dx),
+                               taps_w, as_2d(dy), geometry_2d(axes), as_2d(dx), dw_rows,
+                               want_dw)
+    if channels != x_shape[-1]:  # the repeated input channels' gradients added up
+        dx = dx.reshape(*x_shape, channels // x_shape[-1]).sum(axis=-1)
+    dw = dw_rows.sum(axis=(0, 2)) if want_dw else np.zeros(taps_w.shape, dy.dtype)
+    return dx, dw.reshape(w.shape)

@@ -113,67 +113,69 @@ def _batch_kernels(jit, prange):
 
     @jit
     def depthwise(x, wt, g, y):
-        """y[n, o, co] = sum_taps x[n, i, co // m] * wt[t, co], m = C_y // C_x."""
+        """y[n, o, c] = sum_taps x[n, i, c] * wt[t, c] (one channel per group), an output
+        row at a time: per tap, a sweep along the row, one contiguous vectorized loop
+        over the channels per position (the row stays in the L1 cache between taps)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, CO = x.shape[0], y.shape[3]
-        mult = CO // x.shape[3]
+        N, C = x.shape[0], y.shape[3]
         for row in prange(N * OH):
             n, oh = row // OH, row % OH
-            for ow in range(OW):
-                for co in range(CO):
-                    y[n, oh, ow, co] = 0
-                for kh in range(KH):
-                    h = oh * SH + kh * DH - PH
-                    if h < 0 or h >= H:
-                        continue
-                    for kw in range(KW):
+            y_row = y[n, oh]
+            y_row[:] = 0
+            for kh in range(KH):
+                h = oh * SH + kh * DH - PH
+                if h < 0 or h >= H:
+                    continue
+                x_row = x[n, h]
+                for kw in range(KW):
+                    w_tap = wt[kh * KW + kw]
+                    for ow in range(OW):
                         w = ow * SW + kw * DW - PW
                         if w < 0 or w >= W:
                             continue
-                        t = kh * KW + kw
-                        if mult == 1:  # one contiguous, vectorizable loop over channels
-                            for co in range(CO):
-                                y[n, oh, ow, co] += x[n, h, w, co] * wt[t, co]
-                            continue
-                        for gi in range(x.shape[3]):
-                            value = x[n, h, w, gi]
-                            for co in range(gi * mult, (gi + 1) * mult):
-                                y[n, oh, ow, co] += value * wt[t, co]
+                        x_in, out = x_row[w], y_row[ow]
+                        for c in range(C):
+                            out[c] += x_in[c] * w_tap[c]
 
     @jit
-    def depthwise_backward(x, wt, dy, g, dx, dw_partial, want_dw):
-        """dx[n, i, co // m] += dy[n, o, co] * wt[t, co]; with ``want_dw`` also
-        dw_partial[n, t, co] = sum_o x[n, i, co // m] * dy[n, o, co] (summed over n later)."""
+    def depthwise_backward(x, wt, dy, g, dx, dw_rows, want_dw):
+        """dx[n, i, c] = sum over (o, t) reading i of dy[n, o, c] * wt[t, c]; with ``want_dw``
+        also dw_rows[k, t, ow, c] = sum over the images n of chunk k and the rows oh of
+        x[n, i, c] * dy[n, oh, ow, c] (summed over k and ow by the caller: no sum depends
+        on the one before it, where a running sum per tap would). The batch is split in
+        ``dw_rows.shape[0]`` chunks, one per thread; dx is written whole."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-        N, CO = dy.shape[0], dy.shape[3]
-        mult = CO // dx.shape[3]
-        for n in prange(N):
-            for oh in range(OH):
-                for ow in range(OW):
+        N, C = dy.shape[0], dy.shape[3]
+        chunks = dw_rows.shape[0]
+        for chunk in prange(chunks):
+            if want_dw:
+                dw_rows[chunk] = 0
+            for n in range(chunk * N // chunks, (chunk + 1) * N // chunks):
+                dx_image = dx[n]
+                dx_image[:] = 0
+                for oh in range(OH):
+                    dy_row = dy[n, oh]
                     for kh in range(KH):
                         h = oh * SH + kh * DH - PH
                         if h < 0 or h >= H:
                             continue
+                        x_row, dx_row = x[n, h], dx_image[h]
                         for kw in range(KW):
-                            w = ow * SW + kw * DW - PW
-                            if w < 0 or w >= W:
-                                continue
                             t = kh * KW + kw
-                            if mult == 1:
-                                for co in range(CO):
-                                    dx[n, h, w, co] += dy[n, oh, ow, co] * wt[t, co]
-                                    if want_dw:
-                                        dw_partial[n, t, co] += x[n, h, w, co] * dy[n, oh, ow, co]
-                                continue
-                            for gi in range(dx.shape[3]):
-                                total = dx[n, h, w, gi]
-                                for co in range(gi * mult, (gi + 1) * mult):
-                                    total += dy[n, oh, ow, co] * wt[t, co]
-                                dx[n, h, w, gi] = total
+                            w_tap = wt[t]
+                            for ow in range(OW):
+                                w = ow * SW + kw * DW - PW
+                                if w < 0 or w >= W:
+                                    continue
+                                grad, out = dy_row[ow], dx_row[w]
                                 if want_dw:
-                                    value = x[n, h, w, gi]
-                                    for co in range(gi * mult, (gi + 1) * mult):
-                                        dw_partial[n, t, co] += value * dy[n, oh, ow, co]
+                                    x_in, dw_out = x_row[w], dw_rows[chunk, t, ow]
+                                    for c in range(C):
+                                        out[c] += grad[c] * w_tap[c]
+                                        dw_out[c] += x_in[c] * grad[c]
+                                else:
+                                    for c in range(C):
+                                        out[c] += grad[c] * w_tap[c]
 
     return {**pool_kernels(jit, prange),
             "depthwise": depthwise, "depthwise_backward": depthwise_backward}
