@@ -128,8 +128,28 @@ def _kernels(w, groups):
     return _conv_forward, _conv_input_grad, _conv_weight_grad, _conv_gradients
 
 
+def _channel_rows(a):
+    """a (N, *S, C) as rows of its last spatial axis's positions times the channels (a
+    view; each row repeats the channels). Adding or summing over such long rows is about
+    twice as fast as over rows of C values, where NumPy's loop is restarted every C."""
+    return a.reshape(-1, a.shape[-2] * a.shape[-1])
+
+
+def _add_bias(xp, y, b):
+    """y += b over the channels, in rows of :func:`_channel_rows` (y contiguous: the rows
+    are a view of it)."""
+    if not y.flags.c_contiguous:
+        y += b
+        return
+    rows = _channel_rows(y)
+    xp.add(rows, xp.tile(b, y.shape[-2]), out=rows)
+
+
 def _bias_grad(dy):
-    return dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+    """db = sum of dy over all but the channels: each column of :func:`_channel_rows`
+    summed, then the positions of a row (two short sums: also closer to exact than one
+    running sum over N*prod(S) rows)."""
+    return _channel_rows(dy).sum(axis=0).reshape(-1, dy.shape[-1]).sum(axis=0)
 
 
 def _forward(call: ConvCall):
@@ -140,7 +160,7 @@ def _forward(call: ConvCall):
     else:
         y = forward(xp, call.x, call.w, call.axes, call.groups)
     if call.b is not None:
-        y += call.b
+        _add_bias(xp, y, call.b)
     return y, call
 
 
