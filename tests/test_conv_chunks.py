@@ -1,6 +1,6 @@
 """The CPU im2col + GEMM convolution runs over chunks of whole images; any chunk size (one
 image per chunk, a few, the whole batch) must give the loop reference's forward and
-gradients, with the compiled gather and with NumPy's."""
+gradients, with the compiled scatter (col2im) and with NumPy's."""
 
 import numpy as np
 import pytest
@@ -35,7 +35,7 @@ def _outputs(module, op, inputs, kwargs, dy):
                 ids=lambda p: f"{['image', 'images', 'batch'][(p[0] > 1) + (p[0] > 700)]}-"
                               f"{'compiled' if p[1] else 'numpy'}")
 def chunked(request, monkeypatch):
-    """Chunks of one image, a few, or the whole batch, gathered compiled or by NumPy."""
+    """Chunks of one image, a few, or the whole batch, scattered compiled or by NumPy."""
     from handgrad.ops import _gemm_chunks
     from handgrad.ops._engine import gemm_conv
 

@@ -14,9 +14,9 @@ then overwrites the same buffer with ``dy @ W^T`` and scatters it into ``dx``'s 
 those images. Each GEMM writes its result in place (``out=``): ``y`` directly, ``dw``
 accumulated. Everything stays in the input dtype.
 
-``windows`` gathers and scatters a chunk: the compiled loop
-(:class:`~handgrad.ops._engine.gemm_conv.CompiledWindows`) or NumPy's ``take`` with
-index arrays (:class:`~handgrad.ops._gather.TakeWindows`). Its ``gather(x, cols)``
+``windows`` gathers and scatters a chunk: NumPy's ``take`` with index arrays
+(:class:`~handgrad.ops._gather.TakeWindows`), whose scatter is the compiled loop where
+that is faster (:class:`~handgrad.ops._engine.gemm_conv.CompiledWindows`). Its ``gather(x, cols)``
 fills ``cols`` with the windows of the images ``x``; ``scatter(dx, cols, scratch)``
 adds ``cols`` into their ``dx`` (zero at first); ``cols`` is the chunk's view
 (groups, rows, K*Cg) at the start of the flat ``scratch``, which has ``Cg`` spare

@@ -62,12 +62,12 @@ def _ungrouped_weight(dw, w_shape):
 
 
 def _cpu_windows(xp, axes, groups, w_shape, *arrays):
-    """How :mod:`._gemm_chunks` gathers windows on the CPU: the compiled loop (NumPy
-    arrays, 1-D/2-D, rows of at least ``MIN_ROW_CHANNELS`` input channels per group;
-    shorter ones gather faster in NumPy) or NumPy's ``take``; None on a GPU."""
+    """How :mod:`._gemm_chunks` gathers and scatters windows on the CPU: NumPy's ``take``
+    both ways, or with the compiled scatter where it is faster (NumPy arrays, 1-D/2-D,
+    :func:`~._engine.gemm_conv.scatters_compiled`); None on a GPU."""
     if xp is not np:
         return None
-    if w_shape[-2] >= gemm_conv.MIN_ROW_CHANNELS and engine.covers(axes, *arrays):
+    if gemm_conv.scatters_compiled(w_shape[-2], groups) and engine.covers(axes, *arrays):
         return gemm_conv.CompiledWindows(axes, groups)
     return TakeWindows(axes, groups)
 

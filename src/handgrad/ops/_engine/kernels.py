@@ -8,7 +8,7 @@ over the batch (``prange``; no two threads write the same element) on numba's
 workqueue pool aborts the process when two threads launch into it at once, so a
 lock admits one parallel call at a time and a call that finds it taken runs the
 serial twin: concurrent callers never wait for each other, and each still uses a
-core. im2col and col2im, which run between BLAS calls, are single-threaded only: there a
+core. col2im, which runs between BLAS calls, is single-threaded only: there a
 second busy thread pool fought BLAS's threads for the 2 cores and made a training
 epoch several times slower. Only imported when numba is installed."""
 
@@ -71,18 +71,18 @@ def build_kernels(numba):
     jit = numba.njit(cache=True, nogil=True)
     parallel, serial = twins(numba, _batch_kernels)
     either = {name: parallel_or_serial(parallel[name], serial[name]) for name in parallel}
-    return SimpleNamespace(window_rows=jit(_window_rows),
+    return SimpleNamespace(col2im_rows=jit(_col2im_rows),
                            parallel=SimpleNamespace(**parallel),
                            serial=SimpleNamespace(**serial), **either)
 
 
-def _window_rows(x, g, groups, cols, gather):
-    """im2col with ``gather``: cols[gr, m, t*Cg + c] = x[n, h, w, gr*Cg + c] (zero outside
-    the input); else its adjoint col2im: x[n, h, w, gr*Cg + c] += cols[gr, m, t*Cg + c]
-    (x starts at zero). Output m = (n*OH + oh)*OW + ow, tap t = kh*KW + kw, reading
-    h = oh*SH + kh*DH - PH and w = ow*SW + kw*DW - PW."""
+def _col2im_rows(dx, g, groups, cols):
+    """col2im, the adjoint of im2col: dx[n, h, w, gr*Cg + c] += cols[gr, m, t*Cg + c] (dx
+    starts at zero; taps outside the input add nothing). Output m = (n*OH + oh)*OW + ow,
+    tap t = kh*KW + kw, reading h = oh*SH + kh*DH - PH and w = ow*SW + kw*DW - PW. Each
+    pixel and column row is a 1-D view, so the channel loop is vectorized."""
     H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-    N, C = x.shape[0], x.shape[3]
+    N, C = dx.shape[0], dx.shape[3]
     cg = C // groups
     for n in range(N):
         for oh in range(OH):
@@ -90,21 +90,17 @@ def _window_rows(x, g, groups, cols, gather):
                 m = (n * OH + oh) * OW + ow
                 for kh in range(KH):
                     h = oh * SH + kh * DH - PH
+                    if h < 0 or h >= H:
+                        continue
                     for kw in range(KW):
                         w = ow * SW + kw * DW - PW
-                        base = (kh * KW + kw) * cg
-                        inside = 0 <= h < H and 0 <= w < W
+                        if w < 0 or w >= W:
+                            continue
+                        base, pixel = (kh * KW + kw) * cg, dx[n, h, w]
                         for gr in range(groups):
-                            if not inside:
-                                if gather:
-                                    for c in range(cg):
-                                        cols[gr, m, base + c] = 0
-                            elif gather:
-                                for c in range(cg):
-                                    cols[gr, m, base + c] = x[n, h, w, gr * cg + c]
-                            else:
-                                for c in range(cg):
-                                    x[n, h, w, gr * cg + c] += cols[gr, m, base + c]
+                            row, first = cols[gr, m], gr * cg
+                            for c in range(cg):
+                                pixel[first + c] += row[base + c]
 
 
 def _batch_kernels(jit, prange):
