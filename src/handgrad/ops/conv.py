@@ -67,7 +67,7 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
     :func:`~._engine.gemm_conv.scatters_compiled`); None on a GPU."""
     if xp is not np:
         return None
-    if gemm_conv.scatters_compiled(w_shape[-2], groups) and engine.covers(axes, *arrays):
+    if gemm_conv.scatters_compiled(w_shape[-2], groups, axes) and engine.covers(axes, *arrays):
         return gemm_conv.CompiledWindows(axes, groups)
     return TakeWindows(axes, groups)
 
