@@ -34,18 +34,25 @@ class RearrangeCache(Cache):
     factor: int
 
 
-def _shuffled(x, r):
-    """(N, H, W, C*r*r) -> (N, H*r, W*r, C) in torch's (C, r, r) channel order."""
+def _shuffled(xp, x, r):
+    """(N, H, W, C*r*r) -> (N, H*r, W*r, C) in torch's (C, r, r) channel order: one copy
+    of a transposed view, whose inner loop writes runs of C values."""
     n, h, w, crr = x.shape
     c = crr // (r * r)
     y = x.reshape(n, h, w, c, r, r).transpose(0, 1, 4, 2, 5, 3)
-    return y.reshape(n, h * r, w * r, c)
+    return xp.ascontiguousarray(y).reshape(n, h * r, w * r, c)
 
 
-def _unshuffled(x, r):
-    """(N, H*r, W*r, C) -> (N, H, W, C*r*r), the inverse of :func:`_shuffled`."""
+def _unshuffled(xp, x, r):
+    """(N, H*r, W*r, C) -> (N, H, W, C*r*r), the inverse of :func:`_shuffled`: one copy
+    per phase (i, j), each reading runs of C values. The copy of the whole transposed
+    view would move r values at a time (4.5x slower for r = 2, C = 32, float32)."""
     n, hr, wr, c = x.shape
-    y = x.reshape(n, hr // r, r, wr // r, r, c).transpose(0, 1, 3, 5, 2, 4)
+    y = xp.empty((n, hr // r, wr // r, c, r, r), x.dtype)
+    phases = x.reshape(n, hr // r, r, wr // r, r, c)
+    for i in range(r):
+        for j in range(r):
+            y[..., i, j] = phases[:, :, i, :, j]
     return y.reshape(n, hr // r, wr // r, c * r * r)
 
 
@@ -72,7 +79,7 @@ def open_rearrange_cache(op, forward, dy, cache):
 def _pixel(op, x, factor, unshuffle):
     """The forward of pixel_shuffle (``unshuffle`` False) or pixel_unshuffle."""
     x, r = prepare_pixel_shuffle(op, x, factor, unshuffle)
-    y = array_module(x).ascontiguousarray((_unshuffled if unshuffle else _shuffled)(x, r))
+    y = (_unshuffled if unshuffle else _shuffled)(array_module(x), x, r)
     return y, RearrangeCache(op, tuple(x.shape), tuple(y.shape), x.dtype, r)
 
 
@@ -80,7 +87,7 @@ def _pixel_backward(forward, dy, cache, unshuffle):
     """The backward of ``forward``: the inverse rearrangement of ``dy``."""
     cache, dy = open_rearrange_cache(f"{forward}_backward", forward, dy, cache)
     inverse = _shuffled if unshuffle else _unshuffled
-    return array_module(dy).ascontiguousarray(inverse(dy, cache.factor))
+    return inverse(array_module(dy), dy, cache.factor)
 
 
 def pixel_shuffle(x, upscale_factor):
@@ -115,11 +122,23 @@ def prepare_channel_shuffle(op, x, groups):
     return x, groups
 
 
+SHORT_RUN = 4
+"""A transposed copy whose output runs are this short or shorter goes row by row."""
+
+
 def _transpose_channels(xp, x, rows):
-    """Channels seen as a (rows, C // rows) matrix, transposed."""
+    """Channels seen as a (rows, C // rows) matrix, transposed. The copy of the transposed
+    view writes runs of ``rows`` values; for few rows, one copy per row (reading runs of
+    C // rows) is faster: 2 rows of 16, float32, 0.13 against 0.45 ms for (8, 32, 32, 32),
+    while 8 rows of 16 in float64 took 4x longer that way."""
     c = x.shape[-1]
     blocks = x.reshape(*x.shape[:-1], rows, c // rows)
-    return xp.ascontiguousarray(xp.swapaxes(blocks, -1, -2)).reshape(x.shape)
+    if rows > SHORT_RUN:
+        return xp.ascontiguousarray(xp.swapaxes(blocks, -1, -2)).reshape(x.shape)
+    y = xp.empty((*x.shape[:-1], c // rows, rows), x.dtype)
+    for row in range(rows):
+        y[..., row] = blocks[..., row, :]
+    return y.reshape(x.shape)
 
 
 def channel_shuffle(x, groups):
