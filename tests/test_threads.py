@@ -260,16 +260,18 @@ def test_parallel_and_serial_variants_compute_identical_results(dtype):
         _assert_same("avg_pool", x3, g3, scale, np.empty_like(y3))
         _assert_same("avg_pool_backward", dy, g3, scale, np.full_like(x3, np.nan),
                      tiles(cache.axes))
-        for multiplier in (1, 3):
+        for multiplier in (1, 3):  # the loops take the input's channels repeated m times
             n_taps = g[4] * g[5]
+            x_rep = np.repeat(x, multiplier, axis=-1)
             wt = np.random.default_rng(5).standard_normal(
-                (n_taps, x.shape[-1] * multiplier)).astype(dtype)
+                (n_taps, x_rep.shape[-1])).astype(dtype)
             out = np.empty((*y.shape[:3], wt.shape[1]), dtype)
-            _assert_same("depthwise", x, wt, g, out)
+            _assert_same("depthwise", x_rep, wt, g, out)
             dy_w = np.random.default_rng(6).standard_normal(out.shape).astype(dtype)
-            for want_dw in (True, False):
-                partial = np.zeros((x.shape[0] if want_dw else 1, *wt.shape), dtype)
-                _assert_same("depthwise_backward", x, wt, dy_w, g, np.zeros_like(x), partial,
+            for want_dw in (True, False):  # two chunks of the batch (2 and 3 images)
+                rows = (n_taps, out.shape[2], wt.shape[1]) if want_dw else (0, 0, 0)
+                _assert_same("depthwise_backward", x_rep, wt, dy_w, g,
+                             np.full_like(x_rep, np.nan), np.full((2, *rows), np.nan, dtype),
                              want_dw)
 
 

@@ -193,7 +193,7 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
     channels = dy.shape[-1]
     dx = np.empty((*x_shape[:-1], channels), dy.dtype)
     want_dw = x is not None
-    chunks = min(dy.shape[0], numba.get_num_threads()) or 1
+    chunks = min(dy.shape[0], numba.config.NUMBA_NUM_THREADS) or 1  # no pool launch here
     dw_shape = (taps_w.shape[0], as_2d(dy).shape[2], channels) if want_dw else (0, 0, 0)
     dw_rows = np.empty((chunks, *dw_shape), dy.dtype)
     kernels.depthwise_backward(as_2d(_per_output_channel(x, channels) if want_dw else dx),
