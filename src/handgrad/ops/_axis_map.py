@@ -43,7 +43,7 @@ class AxisMap:
     @functools.cached_property
     def phase(self):
         """The NumPy two-tap phase plan (:mod:`._phase_taps`), or None."""
-        return phase.phase_plan(self.index, self.weight, self.n)
+        return phase.phase_plan(self.index, self.weight, self.n, self.transposed)
 
     @functools.cached_property
     def repeat_factor(self):

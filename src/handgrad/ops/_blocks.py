@@ -35,14 +35,14 @@ def plan_blocks(out_shape, itemsize, whole=False):
     return blocks, per_block * row_size
 
 
-def image_blocks(shape, itemsize):
-    """Slices of a few whole images (about ``BLOCK_BYTES`` each) of an array of ``shape``
+def image_blocks(shape, itemsize, block_bytes=BLOCK_BYTES):
+    """Slices of a few whole images (about ``block_bytes`` each) of an array of ``shape``
     (N, ...) tiling the batch: every stage of a block runs before the next block, while
     its data is in the cache."""
     image = itemsize
     for size in shape[1:]:
         image *= size
-    step = max(1, BLOCK_BYTES // max(image, 1))
+    step = max(1, block_bytes // max(image, 1))
     return [slice(i, min(i + step, shape[0])) for i in range(0, shape[0], step)]
 
 
