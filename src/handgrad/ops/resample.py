@@ -43,6 +43,7 @@ from . import _phase_taps as phase
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._axis_map import AxisMap, read_only
+from ._block_threads import run_blocks
 from ._blocks import image_blocks
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
@@ -312,7 +313,8 @@ RESAMPLE_BLOCK_BYTES = 1 << 21
 def _run_passes(xp, x, passes, out_shape):
     """x (N, ...) through ``passes`` (functions z, out=None -> z, one per axis) a few
     images at a time: the intermediates stay small (reused memory, in the cache) and each
-    block's last pass writes into the one output array. A GPU (where each pass is a
+    block's last pass writes into the one output array; the blocks run on two threads
+    (:func:`._block_threads.run_blocks`). A GPU (where each pass is a
     kernel launch and there is no cache to fit) takes the whole batch."""
     if xp is not np:
         for run in passes:
@@ -320,11 +322,15 @@ def _run_passes(xp, x, passes, out_shape):
         return xp.ascontiguousarray(x)
     y = xp.empty(out_shape, dtype=x.dtype)
     widest = max(math.prod(x.shape[1:]), math.prod(out_shape[1:]))
-    for images in image_blocks((x.shape[0], widest), x.dtype.itemsize, RESAMPLE_BLOCK_BYTES):
+
+    def block(images):
         z = x[images]
         for run in passes[:-1]:
             z = run(z)
         passes[-1](z, out=y[images])
+
+    run_blocks(block, image_blocks((x.shape[0], widest), x.dtype.itemsize,
+                                   RESAMPLE_BLOCK_BYTES))
     return y
 
 

