@@ -92,3 +92,34 @@ def test_interpolation_gives_the_same_bits_on_two_threads(monkeypatch, mode, ali
         results.append((y, dx))
     for one, two in zip(*results):
         np.testing.assert_array_equal(one, two)
+
+
+def _pool_inputs(dtype, ties):
+    x = np.random.default_rng(5).standard_normal((5, 12, 10, 3)).astype(dtype)
+    if ties:  # two maxima in some 2x2 windows: the tiled backward declines, the other runs
+        x[1, 2:4, 4:6] = 7.0
+        x[3, 0, 0, 0] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("kwargs", [{"kernel_size": 2}, {"kernel_size": 3, "stride": 2,
+                                                          "padding": 1}])
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pooling_gives_the_same_bits_on_two_threads(monkeypatch, kwargs, ties, dtype):
+    """The NumPy max pooling blocks (tiled windows, and the separable stages) one image per
+    block, on one and on two threads."""
+    from handgrad.ops import _blocks, _separable_pool
+
+    x = _pool_inputs(dtype, ties)
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", 1)
+    monkeypatch.setattr(_separable_pool, "STAGE_BLOCK_BYTES", 1)
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(_block_threads, "THREADS", threads)
+        with dispatch.use_compiled(False):
+            y, cache = ops.max_pool2d(x, **kwargs)
+            dx = ops.max_pool2d_backward(np.cos(np.nan_to_num(y)), cache)
+        results.append((y, dx))
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)

@@ -35,10 +35,11 @@ def plan_blocks(out_shape, itemsize, whole=False):
     return blocks, per_block * row_size
 
 
-def image_blocks(shape, itemsize, block_bytes=BLOCK_BYTES):
+def image_blocks(shape, itemsize, block_bytes=None):
     """Slices of a few whole images (about ``block_bytes`` each) of an array of ``shape``
     (N, ...) tiling the batch: every stage of a block runs before the next block, while
-    its data is in the cache."""
+    its data is in the cache (``block_bytes`` None: ``BLOCK_BYTES``)."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     image = itemsize
     for size in shape[1:]:
         image *= size

@@ -36,8 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import array_module
+from ._block_threads import run_blocks
 from ._blocks import image_blocks
 from ._pool_indices import _axis_taps, covers_once
+
+STAGE_BLOCK_BYTES = 1 << 20
+"""Input bytes per block of images: max pool 3x3/2 of (32, 32, 32, 32) forward + backward
+on two threads took 3.1-3.5 ms (float32) in blocks of 1 MB, 3.6-3.8 ms in 512 KB."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +109,14 @@ def max_forward(x, axes):
     takes = [[xp.empty(_out_shape(in_shape, axis, out.stop - out.start), dtype=bool)
               for _, _, out in taps[1:]] for axis, in_shape, taps, _, _ in plans]
     y = xp.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
-    for images in image_blocks(x.shape, x.dtype.itemsize):
+
+    def block(images):
         z = x[images]
         for (axis, _, taps, _, _), stage_takes in zip(plans, takes):
             z = _max_stage(xp, z, axis, taps, [t[images] for t in stage_takes])
         y[images] = z
+
+    run_blocks(block, image_blocks(x.shape, x.dtype.itemsize, STAGE_BLOCK_BYTES))
     if bool(xp.isnan(y).any()):
         return None
     return y, tuple(Stage(axis, in_shape, taps, residues, tiles, tuple(stage_takes))
@@ -251,13 +259,15 @@ def max_backward(dy, stages):
     xp = array_module(dy)
     finite = bool(xp.isfinite(dy).all())
     dx = xp.empty(stages[0].in_shape, dtype=dy.dtype)
-    for images in image_blocks(dx.shape, dx.dtype.itemsize):
+
+    def block_of_images(images):
         dz = dy[images]
         for i in range(len(stages) - 1, -1, -1):
-            stage = stages[i]
-            block = _block_stage(stage, images)
+            block = _block_stage(stages[i], images)
             masks = _masks(xp, block, dz.shape)
             dz = _scatter_stage(xp, dz, block, masks, finite, dx[images] if i == 0 else None)
+
+    run_blocks(block_of_images, image_blocks(dx.shape, dx.dtype.itemsize, STAGE_BLOCK_BYTES))
     return dx
 
 

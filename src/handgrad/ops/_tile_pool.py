@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._block_threads import run_blocks
 from ._blocks import image_blocks
 from ._pool_indices import covers_once
 
@@ -67,12 +68,15 @@ def max_forward(x, axes):
     channels); then the last axis's taps, on the already reduced array."""
     y = np.empty((x.shape[0], *(a.size_out for a in axes), x.shape[-1]), dtype=x.dtype)
     last = axes[-1]
-    for images in image_blocks(y.shape, y.dtype.itemsize):
+
+    def block(images):
         z = _rows(x[images], axes, True)
         for axis in range(2 * len(axes) - 2, 0, -2):  # the earlier window axes, last first
             z = _fold_max(z, axis)
         z = z.reshape(*z.shape[:-1], last.size_out, last.kernel, x.shape[-1])
         _fold_max(z, -2, out=y[images])
+
+    run_blocks(block, image_blocks(y.shape, y.dtype.itemsize))
     return y
 
 
@@ -83,15 +87,19 @@ def max_backward(dy, x, y, axes):
         return None
     finite = bool(np.isfinite(dy).all())
     dx = np.empty(x.shape, dtype=dy.dtype)
-    for images in image_blocks(y.shape, y.dtype.itemsize):
-        block = _rows(_spread_last(y[images], axes[-1]), axes, False)
-        marks = _rows(x[images], axes, True) == block
+
+    def block(images):
+        """Whether each window of the block has one maximum (dx written if so)."""
+        spread = _rows(_spread_last(y[images], axes[-1]), axes, False)
+        marks = _rows(x[images], axes, True) == spread
         if np.count_nonzero(marks) != y[images].size:
-            return None
+            return False
         grad = _rows(_spread_last(dy[images], axes[-1]), axes, False)
         target = _rows(dx[images], axes, True)
         if finite:
             np.multiply(grad, marks, out=target)
         else:
             target[...] = np.where(marks, grad, np.zeros((), dtype=dy.dtype))
-    return dx
+        return True
+
+    return dx if all(run_blocks(block, image_blocks(y.shape, y.dtype.itemsize))) else None
