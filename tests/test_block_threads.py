@@ -123,3 +123,27 @@ def test_max_pooling_gives_the_same_bits_on_two_threads(monkeypatch, kwargs, tie
         results.append((y, dx))
     for one, two in zip(*results):
         np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("kwargs, w_shape", [({"padding": 1, "groups": 4}, (3, 3, 1, 4)),
+                                             ({"padding": 2, "groups": 4}, (5, 3, 1, 8))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_halves_give_the_same_results(monkeypatch, kwargs, w_shape, dtype):
+    """The NumPy depthwise einsums on the two halves of the batch: y and dx the same bits
+    as on one thread, dw (the halves' sums added) within the rounding of the sum."""
+    from handgrad.testing import assert_close
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 9, 8, 4)).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    monkeypatch.setattr(_block_threads, "MIN_HALF_BYTES", 0)
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(_block_threads, "THREADS", threads)
+        with dispatch.use_compiled(False):
+            y, cache = ops.conv2d(x, w, **kwargs)
+            results.append((y, *ops.conv2d_backward(np.cos(y), cache)[:2]))
+    (y1, dx1, dw1), (y2, dx2, dw2) = results
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(dx1, dx2)
+    assert_close(dw2, dw1, dtype=dtype, terms=y1[..., 0].size, what="dw")

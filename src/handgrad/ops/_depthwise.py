@@ -24,6 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
+from ._block_threads import batch_halves, run_blocks
 from ._blocks import block_taps, block_view, plan_blocks
 from ._engine import dispatch as engine
 
@@ -178,16 +179,22 @@ def _subscripts(n_axes, merged):
 
 def _tap_sums(x_rep, w, axes):
     """y (N, *O, C_y) = sum over taps of window * weight, as one einsum over a sliding-window
-    view of x_rep (N, *S, C_y) (NumPy's fused multiply-add loop: one pass, no temporaries)."""
+    view of x_rep (N, *S, C_y) (NumPy's fused multiply-add loop: one pass, no temporaries);
+    each half of a large batch on its own thread (:func:`._block_threads.batch_halves`)."""
     merged = _merged(axes, w.shape[-1])
-    x_pad = pad_input(np, x_rep, axes)
     y = np.empty((x_rep.shape[0], *(a.size_out for a in axes), w.shape[-1]), dtype=x_rep.dtype)
     weights = _tap_weights(np, w, axes, merged).reshape(*w.shape[:-2], -1)
-    if merged is not None:
-        axes, x_pad = merged, _flat(x_pad)
     windows, out, weight_letters = _subscripts(len(axes), merged is not None)
-    np.einsum(f"{windows},{weight_letters}->{out}", _windows(x_pad, axes), weights,
-              out=y if merged is None else _flat(y))
+
+    def images(part):
+        x_pad = pad_input(np, x_rep[part], axes)
+        if merged is None:
+            view, target = _windows(x_pad, axes), y[part]
+        else:
+            view, target = _windows(_flat(x_pad), merged), _flat(y[part])
+        np.einsum(f"{windows},{weight_letters}->{out}", view, weights, out=target)
+
+    run_blocks(images, batch_halves(x_rep.shape[0], y.nbytes))
     return y
 
 
@@ -205,14 +212,23 @@ def _gather_axes(axes):
 
 def _tap_weight_grad(x_rep, dy, axes, w_shape):
     """dw (*K, 1, C_y) = sum over (n, o) of window * dy: one einsum per tap (a dot
-    product per channel, faster than one einsum reducing over every tap at once)."""
+    product per channel, faster than one einsum reducing over every tap at once); each
+    half of a large batch on its own thread, the two sums added."""
     merged = _merged(axes, w_shape[-1])
-    x_pad = pad_input(np, x_rep, axes)
-    if merged is not None:
-        axes, x_pad, dy = merged, _flat(x_pad), _flat(dy)
-    windows, kernel = _windows(x_pad, axes), tuple(a.kernel for a in axes)
+    kernel = tuple(a.kernel for a in axes)
     out = _subscripts(len(axes), merged is not None)[1]
-    dw = np.empty((*kernel, dy.shape[-1]), dtype=dy.dtype)
-    for tap in np.ndindex(*kernel):
-        dw[tap] = np.einsum(f"{out},{out}->{out[-1]}", windows[(Ellipsis, *tap)], dy)
+
+    def images(part):
+        x_pad, grad = pad_input(np, x_rep[part], axes), dy[part]
+        if merged is None:
+            windows = _windows(x_pad, axes)
+        else:
+            windows, grad = _windows(_flat(x_pad), merged), _flat(grad)
+        dw = np.empty((*kernel, grad.shape[-1]), dtype=dy.dtype)
+        for tap in np.ndindex(*kernel):
+            dw[tap] = np.einsum(f"{out},{out}->{out[-1]}", windows[(Ellipsis, *tap)], grad)
+        return dw
+
+    parts = run_blocks(images, batch_halves(x_rep.shape[0], dy.nbytes))
+    dw = parts[0] if len(parts) == 1 else parts[0] + parts[1]
     return dw.reshape(*w_shape[:-2], -1, w_shape[-1]).sum(axis=-2).reshape(w_shape)
