@@ -147,3 +147,33 @@ def test_depthwise_halves_give_the_same_results(monkeypatch, kwargs, w_shape, dt
     np.testing.assert_array_equal(y1, y2)
     np.testing.assert_array_equal(dx1, dx2)
     assert_close(dw2, dw1, dtype=dtype, terms=y1[..., 0].size, what="dw")
+
+
+def test_callers_on_several_threads_share_the_worker(two_threads, monkeypatch):
+    """Four threads interpolate at once (the NumPy path, chosen once for all of them:
+    ``use_compiled`` is process-wide), each handing half its blocks to the one worker:
+    every result is the one thread's."""
+    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)
+    images = [np.random.default_rng(seed).standard_normal((4, 7, 9, 3)) for seed in range(4)]
+
+    def run(x):
+        y, cache = ops.interpolate(x, scale_factor=2, mode="bilinear")
+        return y, ops.interpolate_backward(np.sin(y), cache)
+
+    results = [None] * len(images)
+
+    def caller(i):
+        for _ in range(5):
+            results[i] = run(images[i])
+
+    with dispatch.use_compiled(False):
+        expected = [run(x) for x in images]
+        threads = [threading.Thread(target=caller, args=(i,)) for i in range(len(images))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    for want, got in zip(expected, results):
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(a, b)
