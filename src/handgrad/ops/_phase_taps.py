@@ -62,6 +62,13 @@ def _spread(w, start, n):
     return w if np.ndim(w) == 0 else np.pad(w, (start, n - start - w.size), mode="edge")
 
 
+def one_run(ok):
+    """(lo, hi): the one run of True positions of the 1-D ``ok`` (those outside it are the
+    borders), or None where there is no such single run."""
+    lo, hi = int(ok.argmax()), ok.size - int(ok[::-1].argmax())
+    return (lo, hi) if ok[lo:hi].all() else None
+
+
 def _forward_runs(index, weight, n, k):
     """The forward's runs and border taps (see :class:`PhasePlan`), or None."""
     runs, outside = [], []
@@ -69,10 +76,10 @@ def _forward_runs(index, weight, n, k):
     for r in range(k):
         i0, i1 = index[0, r::k], index[1, r::k]
         d = i0 - j
-        ok = (i1 == i0 + 1) & (d == d[n // 2])
-        lo, hi = int(ok.argmax()), n - int(ok[::-1].argmax())
-        if not ok[lo:hi].all():
+        run = one_run((i1 == i0 + 1) & (d == d[n // 2]))
+        if run is None:
             return None
+        lo, hi = run
         w = weight[:, r::k][:, lo:hi]
         start = lo + int(d[n // 2])
         runs.append((r, lo, hi, start - lo, _spread(w[0], start, n), _spread(w[1], start + 1, n)))
@@ -84,13 +91,13 @@ def _forward_runs(index, weight, n, k):
 def _backward_runs(index, weight, n, k):
     """The backward's run, groups and border (see :class:`PhasePlan`) of the transposed
     taps ``index, weight`` (K, n), or None where they are not ``k i + e_t`` on one run."""
-    offsets = index - k * np.arange(n)
-    ok = (offsets == offsets[:, n // 2, None]).all(axis=0)
-    lo, hi = int(ok.argmax()), n - int(ok[::-1].argmax())
-    if not ok[lo:hi].all():
-        return None
     if weight is None:
         return None
+    offsets = index - k * np.arange(n)
+    run = one_run((offsets == offsets[:, n // 2, None]).all(axis=0))
+    if run is None:
+        return None
+    lo, hi = run
     constant, varying = {}, []
     for e, w in zip(offsets[:, n // 2].tolist(), weight[:, lo:hi]):
         w = _weight(w)

@@ -205,11 +205,10 @@ def _affine_plan(index, n):
     plan, j = [], np.arange(g)
     for r in range(p):
         d = index[:, r::p] - s * j
-        ok = (d == d[:, g // 2, None]).all(axis=0)
-        lo, hi = int(ok.argmax()), g - int(ok[::-1].argmax())
-        if not ok[lo:hi].all():
+        run = phase.one_run((d == d[:, g // 2, None]).all(axis=0))
+        if run is None:
             return None
-        plan.append((r, lo, hi, d[:, g // 2]))
+        plan.append((r, *run, d[:, g // 2]))
     return p, s, plan
 
 
