@@ -14,6 +14,12 @@ from ._args.windows import taps
 BLOCK_BYTES = 1 << 19  # output bytes per block: its passes stay in the L2 cache
 
 
+def merged_last(a):
+    """a (N, ..., L, C) as (N, ..., L * C): the last spatial axis merged with the channels,
+    so each pass runs over rows of L * C values (a view of a C-contiguous array)."""
+    return a.reshape(*a.shape[:-2], a.shape[-2] * a.shape[-1])
+
+
 def plan_blocks(out_shape, itemsize, whole=False):
     """(blocks, elements): ``(images, rows)`` slices tiling (N, O_0) so that a block
     of the output (N, *O, C) holds about ``BLOCK_BYTES`` (whole images, or rows of

@@ -25,7 +25,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
 from ._block_threads import batch_halves, run_blocks
-from ._blocks import block_taps, block_view, plan_blocks
+from ._blocks import block_taps, block_view, merged_last, plan_blocks
 from ._engine import dispatch as engine
 
 
@@ -35,19 +35,14 @@ def _repeated(xp, x, multiplier):
 
 def _merged(axes, channels):
     """The window axes of the arrays with the last spatial axis and the channels merged
-    (``_flat``), or None where that axis has a stride (or is the only one): a tap of the
-    merged axis reads ``size_out * channels`` consecutive values."""
+    (``merged_last``), or None where that axis has a stride (or is the only one): a tap
+    of the merged axis reads ``size_out * channels`` consecutive values."""
     last = axes[-1]
     if len(axes) < 2 or last.stride != 1:
         return None
     return (*axes[:-1], WindowAxis(last.size_in * channels, last.kernel, 1,
                                    last.dilation * channels, last.pad_before * channels,
                                    last.size_out * channels))
-
-
-def _flat(array):
-    """(N, *S, C) -> (N, *S[:-1], S[-1] * C) (a view of a C-contiguous array)."""
-    return array.reshape(*array.shape[:-2], array.shape[-2] * array.shape[-1])
 
 
 def _tap_weights(xp, w, axes, merged):
@@ -69,7 +64,7 @@ def depthwise_forward(xp, x, w, axes, groups):
     y_full = xp.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), dtype=x.dtype)
     y = y_full
     if merged is not None:
-        axes, x_pad, y = merged, _flat(x_pad), _flat(y_full)
+        axes, x_pad, y = merged, merged_last(x_pad), merged_last(y_full)
     product = xp.empty_like(y)
     for tap, window in taps(axes):
         if tap == 0:
@@ -93,9 +88,9 @@ def _gradient_passes(xp, dy, axes, groups, x_shape, w_shape, x=None, w=None):
         buffer, inner = padded_zeros(xp, rep_shape, axes, dy.dtype)
     tap_axes, x_taps, dx_taps = axes, x_pad, None if w is None else buffer
     if merged is not None:
-        tap_axes, dy = merged, _flat(dy)
-        x_taps = None if x is None else _flat(x_pad)
-        dx_taps = None if w is None else _flat(buffer)
+        tap_axes, dy = merged, merged_last(dy)
+        x_taps = None if x is None else merged_last(x_pad)
+        dx_taps = None if w is None else merged_last(buffer)
     dw = None if x is None else xp.zeros((n_taps, dy.shape[-1]), dtype=dy.dtype)
     blocks, elements = plan_blocks(dy.shape, dy.dtype.itemsize, whole=xp is not np)
     scratch = xp.empty(elements, dtype=dy.dtype)
@@ -191,7 +186,7 @@ def _tap_sums(x_rep, w, axes):
         if merged is None:
             view, target = _windows(x_pad, axes), y[part]
         else:
-            view, target = _windows(_flat(x_pad), merged), _flat(y[part])
+            view, target = _windows(merged_last(x_pad), merged), merged_last(y[part])
         np.einsum(f"{windows},{weight_letters}->{out}", view, weights, out=target)
 
     run_blocks(images, batch_halves(x_rep.shape[0], y.nbytes))
@@ -223,7 +218,7 @@ def _tap_weight_grad(x_rep, dy, axes, w_shape):
         if merged is None:
             windows = _windows(x_pad, axes)
         else:
-            windows, grad = _windows(_flat(x_pad), merged), _flat(grad)
+            windows, grad = _windows(merged_last(x_pad), merged), merged_last(grad)
         dw = np.empty((*kernel, grad.shape[-1]), dtype=dy.dtype)
         for tap in np.ndindex(*kernel):
             dw[tap] = np.einsum(f"{out},{out}->{out[-1]}", windows[(Ellipsis, *tap)], grad)

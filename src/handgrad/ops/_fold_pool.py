@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from ._blocks import merged_last
+
 MIN_TAPS = 25  # measured: 5x5 windows and larger gain, 4x4 and smaller lose to the others
 
 
@@ -46,7 +48,7 @@ def max_forward(x, axes):
     row-major over the window (small unsigned ints), or tap None where y holds a NaN."""
     spatial, channels = x.shape[1:-1], x.shape[-1]
     key_dtype = np.min_scalar_type(math.prod(a.kernel for a in axes) - 1)
-    z, key = x.reshape(*x.shape[:-2], spatial[-1] * channels), None
+    z, key = merged_last(x), None
     for i, window in enumerate(axes):
         if i == len(axes) - 1:  # the last axis apart from the channels again
             z = z.reshape(*z.shape[:-1], spatial[-1], channels)

@@ -37,7 +37,7 @@ import numpy as np
 
 from .._checks import array_module
 from ._block_threads import run_blocks
-from ._blocks import image_blocks
+from ._blocks import image_blocks, merged_last
 from ._pool_indices import _axis_taps, covers_once
 
 STAGE_BLOCK_BYTES = 1 << 20
@@ -136,11 +136,6 @@ def _max_stage(xp, z, axis, taps, takes):
     return y
 
 
-def _merged(a):
-    """a (N, ..., L, C) as (N, ..., L * C): the last spatial axis merged with the channels."""
-    return a.reshape(*a.shape[:-2], a.shape[-2] * a.shape[-1])
-
-
 def _sum_plans(x_shape, axes):
     """Per axis (first to last), the stage that sums it, its array axis and input shape
     in the order :func:`sum_forward` runs them (the earlier axes on merged rows)."""
@@ -156,7 +151,7 @@ def _sum_plans(x_shape, axes):
 def sum_forward(x, axes):
     """y (N, *O, C): the sum of each window (the padding adds nothing)."""
     stages = _sum_plans(x.shape, axes)
-    z = _merged(x)
+    z = merged_last(x)
     for stage, window in zip(stages[:-1], axes):
         z = _sum_stage(z, stage, window.size_out)
     z = z.reshape(*z.shape[:-1], *x.shape[-2:])
@@ -184,7 +179,7 @@ def sum_backward(share, axes, x_shape):
     xp = array_module(share)
     stages = _sum_plans(x_shape, axes)
     dz = _scatter_stage(xp, share, stages[-1], [None] * len(stages[-1].taps), True)
-    dz = _merged(dz)
+    dz = merged_last(dz)
     for stage in reversed(stages[:-1]):
         dz = _scatter_stage(xp, dz, stage, [None] * len(stage.taps), True)
     return dz.reshape(x_shape)
