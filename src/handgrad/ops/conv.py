@@ -128,28 +128,18 @@ def _kernels(w, groups):
     return _conv_forward, _conv_input_grad, _conv_weight_grad, _conv_gradients
 
 
-def _channel_rows(a):
-    """a (N, *S, C) as rows of its last spatial axis's positions times the channels (a
-    view; each row repeats the channels). Adding or summing over such long rows is about
-    twice as fast as over rows of C values, where NumPy's loop is restarted every C."""
-    return a.reshape(-1, a.shape[-2] * a.shape[-1])
-
-
 def _add_bias(xp, y, b):
-    """y += b over the channels, in rows of :func:`_channel_rows` (y contiguous: the rows
-    are a view of it)."""
-    if not y.flags.c_contiguous:
-        y += b
-        return
-    rows = _channel_rows(y)
-    xp.add(rows, xp.tile(b, y.shape[-2]), out=rows)
+    """y += b over the channels, b tiled over the last spatial axis as a (W, C) array: NumPy
+    then runs one inner loop over W * C values, not one per position over C (4 MB of
+    float32, one core: 0.17-0.21 against 0.26-0.36 ms)."""
+    xp.add(y, xp.tile(b, y.shape[-2]).reshape(y.shape[-2:]), out=y)
 
 
 def _bias_grad(dy):
-    """db = sum of dy over all but the channels: each column of :func:`_channel_rows`
-    summed, then the positions of a row (two short sums: also closer to exact than one
-    running sum over N*prod(S) rows)."""
-    return _channel_rows(dy).sum(axis=0).reshape(-1, dy.shape[-1]).sum(axis=0)
+    """db = sum of dy over all but the channels: the leading axes first (an inner loop over
+    W * C values), then the positions of the last spatial axis (4 MB of float32: 0.08-0.12
+    against 0.53-0.59 ms; two short sums, closer to exact than one over N*prod(S) rows)."""
+    return dy.sum(axis=tuple(range(dy.ndim - 2))).sum(axis=0)
 
 
 def _forward(call: ConvCall):
