@@ -15,9 +15,10 @@ Threads: the depthwise loops, and the pooling loops on inputs of
 ``PARALLEL_POOL_BYTES`` or more, run in parallel over the batch on numba's threads,
 under a launch lock: a call that finds another thread inside a parallel kernel runs the
 serial twin instead (same loops, compiled with ``range``), so any number of threads may
-call the ops at once and none waits; smaller pooling calls run the serial twin. im2col
-and col2im are compiled single-threaded only, since they run between BLAS calls whose
-threads they would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives them.
+call the ops at once and none waits; smaller pooling calls run the serial twin. col2im
+is compiled single-threaded only, since it runs between BLAS calls whose threads it
+would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives it (im2col stays
+NumPy's ``take``, see :mod:`.gemm_conv`).
 
 The pooling loops (:mod:`.pool_kernels`) are written for 3-D channels-last data, the
 other kernels for 2-D; data of fewer spatial axes gets unit axes in front, and 3-D data
