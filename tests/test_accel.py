@@ -47,30 +47,39 @@ def test_environment_variable_turns_the_compiled_kernels_off():
 
 
 def _step(x, w, wd, pool_cache=None):
-    """conv -> depthwise conv -> max pool -> average pool, then backward from dq = 1:
-    returns (q, dx, dw, dwd) and the max pool's cache. With ``pool_cache``, the
-    backward sends the gradient to that cache's winners instead."""
-    y, c1 = ops.conv2d(x, w, padding=1)
-    z, c2 = ops.conv2d(y, wd, padding=1, groups=8)
-    p, c3 = ops.max_pool2d(z, 3, stride=2, padding=1)
-    q, c4 = ops.avg_pool2d(p, 2, ceil_mode=True, count_include_pad=False)
-    dp = ops.avg_pool2d_backward(np.ones_like(q), c4)
+    """conv -> depthwise conv -> max pool (3, stride 2: overlapping windows) -> average
+    pool, 2-D or 3-D by x, then backward from dq = 1: returns (q, dx, dw, dwd) and the max
+    pool's cache. With ``pool_cache``, the backward sends the gradient to that cache's
+    winners instead."""
+    nd = x.ndim - 2
+    conv, conv_backward = getattr(ops, f"conv{nd}d"), getattr(ops, f"conv{nd}d_backward")
+    y, c1 = conv(x, w, padding=1)
+    z, c2 = conv(y, wd, padding=1, groups=8)
+    p, c3 = getattr(ops, f"max_pool{nd}d")(z, 3, stride=2, padding=1)
+    q, c4 = getattr(ops, f"avg_pool{nd}d")(p, 2, ceil_mode=True, count_include_pad=False)
+    dp = getattr(ops, f"avg_pool{nd}d_backward")(np.ones_like(q), c4)
+    max_backward = getattr(ops, f"max_pool{nd}d_backward")
     if pool_cache is None:
-        dz = ops.max_pool2d_backward(dp, c3)
+        dz = max_backward(dp, c3)
     else:
-        dz = ops.max_pool2d_backward(dp.astype(pool_cache.dtype), pool_cache).astype(dp.dtype)
-    dy, dwd, _ = ops.conv2d_backward(dz, c2)
-    dx, dw, _ = ops.conv2d_backward(dy, c1)
+        dz = max_backward(dp.astype(pool_cache.dtype), pool_cache).astype(dp.dtype)
+    dy, dwd, _ = conv_backward(dz, c2)
+    dx, dw, _ = conv_backward(dy, c1)
     return (q, dx, dw, dwd), c3
+
+
+# (x, w, wd) shapes: 2-D, and 3-D (its convolutions run the NumPy code on both paths, the
+# compiled pooling loops take 3-D data)
+STEP_SHAPES = {"2d": ((4, 9, 9, 8), (3, 3, 8, 8), (3, 3, 1, 8)),
+               "3d": ((2, 4, 5, 4, 8), (3, 3, 3, 8, 8), (2, 3, 2, 1, 8))}
 
 
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_both_paths_agree_on_a_small_network_step(dtype):
+@pytest.mark.parametrize("rank", STEP_SHAPES)
+def test_both_paths_agree_on_a_small_network_step(dtype, rank):
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((4, 9, 9, 8)).astype(dtype)
-    w = rng.standard_normal((3, 3, 8, 8)).astype(dtype)
-    wd = rng.standard_normal((3, 3, 1, 8)).astype(dtype)
+    x, w, wd = (rng.standard_normal(shape).astype(dtype) for shape in STEP_SHAPES[rank])
     results = []
     for flag in (False, True):
         with _accel.use_compiled(flag):
@@ -79,54 +88,28 @@ def test_both_paths_agree_on_a_small_network_step(dtype):
     # (a window's max of |z| bounds |z| at the winner).
     with _accel.use_compiled(False):
         sizes, _ = _step(*(np.abs(a).astype(np.float64) for a in (x, w, wd)), results[0][1])
-    # Terms summed per stage: KxC (conv), K (depthwise), 1 (max), 2x2 + 1 (average and
-    # its division); backward: 1 (average), <= 2x2 (overlapping 3x3 max windows at
-    # stride 2), K (depthwise dx), then K x C (conv dx) or N x H x W (dwd, dw).
-    kernel, positions = 3 * 3, math.prod(x.shape[:-1])
-    forward, backward = [kernel * x.shape[-1], kernel, 1, 5], [1, 4]
-    stages = {"q": forward, "dx": [*forward, *backward, kernel, kernel * x.shape[-1]],
-              "dw": [*forward, *backward, kernel, positions],
+    # Terms summed per stage: KxC (conv), K' (depthwise), 1 (max), 2^d + 1 (average and
+    # its division); backward: 1 (average), <= 2^d (overlapping 3-wide max windows at
+    # stride 2), K' (depthwise dx), then K x C (conv dx) or N x prod(S) (dwd, dw).
+    nd = x.ndim - 2
+    kernel, depthwise = math.prod(w.shape[:-2]), math.prod(wd.shape[:-2])
+    positions = math.prod(x.shape[:-1])
+    forward, backward = [kernel * x.shape[-1], depthwise, 1, 2**nd + 1], [1, 2**nd]
+    stages = {"q": forward, "dx": [*forward, *backward, depthwise, kernel * x.shape[-1]],
+              "dw": [*forward, *backward, depthwise, positions],
               "dwd": [*forward, *backward, positions]}  # the order _step returns
     for name, a, b, size in zip(stages, results[0][0], results[1][0], sizes):
         assert_close(a, b, dtype=dtype, terms=chain_terms(*stages[name]),
                      scale=finite_max(size), what=name)
 
 
-def _step_3d(x, w, wd):
-    """conv3d (C = 8 per group: the compiled col2im's size) -> depthwise conv3d -> max and
-    average pooling, and the backward from ones: every 3-D window op and its gradient. The
-    pooling windows do not overlap and every divisor is a power of two, so the gradients
-    round alike on both paths; the averages' window sums add the same values in another
-    order (the NumPy path sums an axis at a time)."""
-    y, c1 = ops.conv3d(x, w, padding=1)
-    z, c2 = ops.conv3d(y, wd, padding=1, groups=8)
-    p, c3 = ops.max_pool3d(z, 2, padding=1)
-    q, c4 = ops.avg_pool3d(p, 2, ceil_mode=True, count_include_pad=False)
-    dz = ops.max_pool3d_backward(ops.avg_pool3d_backward(np.ones_like(q), c4), c3)
-    dy, dwd, _ = ops.conv3d_backward(dz, c2)
-    dx, dw, _ = ops.conv3d_backward(dy, c1)
-    return q, dx, dw, dwd
-
-
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
-def test_3d_window_ops_give_the_numpy_results_with_the_kernels_on():
-    """The compiled convolution kernels are written for 1-D and 2-D data: 3-D convolutions
-    run the NumPy code instead of reaching a 2-D kernel; the pooling loops take 3-D data.
-    Either way, the same numbers: bit for bit, but for the average's window sums (within
-    the rounding of 8 terms)."""
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((2, 4, 5, 4, 8))
-    w = rng.standard_normal((3, 3, 3, 8, 8))
-    wd = rng.standard_normal((2, 3, 2, 1, 8))
+def test_3d_convolutions_take_the_numpy_path_and_3d_pooling_the_loops():
+    """The compiled convolution kernels are written for 1-D and 2-D data, so a 3-D
+    convolution runs the NumPy code instead of reaching a 2-D kernel; the pooling loops
+    take 1-D to 3-D data."""
+    x = np.zeros((2, 4, 5, 4, 8))
     axes = ops.conv_geometry((4, 5, 4), (3, 3, 3), padding=1).axes
     with _accel.use_compiled(True):
         assert not _accel.covers(axes, x) and _accel.covers(axes[:2], x)
         assert _accel.covers(axes, x, most=3)
-    results = []
-    for flag in (False, True):
-        with _accel.use_compiled(flag):
-            results.append(_step_3d(x, w, wd))
-    (q_numpy, *grads_numpy), (q_compiled, *grads_compiled) = results
-    assert_close(q_compiled, q_numpy, dtype=np.float64, terms=8, what="q")
-    for name, a, b in zip(("dx", "dw", "dwd"), grads_numpy, grads_compiled):
-        np.testing.assert_array_equal(a, b, err_msg=name)
