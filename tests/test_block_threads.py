@@ -67,15 +67,6 @@ def test_a_bad_thread_count_is_refused(monkeypatch):
         _block_threads._threads_from_env()
 
 
-def test_a_forked_child_makes_its_own_worker(two_threads):
-    _block_threads.run_blocks(lambda block: None, range(2))
-    assert _block_threads._state["pool"] is not None
-    pool = _block_threads._state["pool"]
-    _block_threads._forget_pool_after_fork()
-    assert _block_threads._state["pool"] is None
-    pool.shutdown()
-
-
 @pytest.mark.parametrize("mode, align", [("bilinear", False), ("bilinear", True),
                                          ("trilinear", False)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

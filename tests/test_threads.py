@@ -203,6 +203,29 @@ def test_a_process_forked_during_a_parallel_kernel_can_run_parallel_kernels():
     assert run_script(FORK_SCRIPT)["child_lock_free"]
 
 
+FORK_BLOCKS_SCRIPT = """
+    import json, os, signal
+    from handgrad.ops import _block_threads
+
+    _block_threads.THREADS = 2
+    _block_threads.run_blocks(lambda block: None, range(2))  # the parent's worker runs
+    pid = os.fork()
+    if pid == 0:  # no worker thread came along: a stale pool would queue forever
+        signal.alarm(20)
+        done = _block_threads.run_blocks(lambda block: 2 * block, range(4))
+        os._exit(0 if done == [0, 2, 4, 6] else 1)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"child": os.waitstatus_to_exitcode(status)}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is not available")
+def test_a_forked_child_runs_numpy_blocks_on_its_own_worker():
+    """The NumPy block loops' worker does not survive a fork; the child makes its own
+    (with the parent's pool kept, its blocks would wait forever: the alarm ends it)."""
+    assert run_script(FORK_BLOCKS_SCRIPT)["child"] == 0
+
+
 @needs_numba
 def test_the_users_threading_layer_choice_is_kept():
     code = ("import json, numba; import handgrad.ops; "
