@@ -30,10 +30,12 @@ def _resample_kernel(jit, loop):
     def resample_3d(x, index_d, weight_d, index_h, weight_h, index_w, weight_w, y):
         """y (N, OD, OH, OW, C) = x (N, D, H, W, C) through the taps (index, weight: (T, m))
         of the three axes. Per output row (n, d, h): the rows x[n, i_d, i_h] (W*C values)
-        blended with weights w_d w_h into a scratch row, then each output w the sum of
-        w_w * scratch[i_w] (C values). Taps of weight 0 are skipped (a clamped tap reads
-        nothing: an inf there would give NaN, not 0), except each output's first along
-        W (the caller zeroes the outputs no tap reads)."""
+        blended with weights w_d w_h into a scratch row (or that row itself, where one
+        tap of weight 1 reads it: nearest x2 of (8, 32, 32, 32) forward, one core, float32
+        0.24 -> 0.19 ms, float64 0.78 -> 0.55), then each output w the sum of w_w *
+        row[i_w] (C values). Taps of weight 0 are skipped (a clamped tap reads nothing:
+        an inf there would give NaN, not 0), except each output's first along W (the
+        caller zeroes the outputs no tap reads)."""
         out_d, out_h = y.shape[1], y.shape[2]
         rows = y.shape[0] * out_d * out_h
         per_block = -(-rows // min(rows, BLOCKS))
@@ -42,29 +44,38 @@ def _resample_kernel(jit, loop):
             blend = scratch.reshape(-1)
             for r in range(np.int64(block) * per_block, min(rows, (block + 1) * per_block)):
                 n, d, h = r // (out_d * out_h), (r // out_h) % out_d, r % out_h
-                first = True
+                live = last_d = last_h = 0
                 for td in range(index_d.shape[0]):
                     for th in range(index_h.shape[0]):
-                        scale = weight_d[td, d] * weight_h[th, h]
-                        if scale == 0:
-                            continue
-                        source = x[n, index_d[td, d], index_h[th, h]].reshape(-1)
-                        if first:
-                            for k in range(blend.shape[0]):
-                                blend[k] = scale * source[k]
-                        else:
-                            for k in range(blend.shape[0]):
-                                blend[k] += scale * source[k]
-                        first = False
-                if first:  # no tap reads this row
-                    blend[:] = 0
+                        if weight_d[td, d] * weight_h[th, h] != 0:
+                            live, last_d, last_h = live + 1, td, th
+                row = scratch
+                if live == 1 and weight_d[last_d, d] * weight_h[last_h, h] == 1:
+                    row = x[n, index_d[last_d, d], index_h[last_h, h]]  # no copy
+                else:
+                    first = True
+                    for td in range(index_d.shape[0]):
+                        for th in range(index_h.shape[0]):
+                            scale = weight_d[td, d] * weight_h[th, h]
+                            if scale == 0:
+                                continue
+                            source = x[n, index_d[td, d], index_h[th, h]].reshape(-1)
+                            if first:
+                                for k in range(blend.shape[0]):
+                                    blend[k] = scale * source[k]
+                            else:
+                                for k in range(blend.shape[0]):
+                                    blend[k] += scale * source[k]
+                            first = False
+                    if first:  # no tap reads this row
+                        blend[:] = 0
                 for w in range(y.shape[3]):
                     out = y[n, d, h, w]
-                    scale, source = weight_w[0, w], scratch[index_w[0, w]]
+                    scale, source = weight_w[0, w], row[index_w[0, w]]
                     for c in range(out.shape[0]):
                         out[c] = scale * source[c]
                     for t in range(1, index_w.shape[0]):
-                        scale, source = weight_w[t, w], scratch[index_w[t, w]]
+                        scale, source = weight_w[t, w], row[index_w[t, w]]
                         if scale != 0:
                             for c in range(out.shape[0]):
                                 out[c] += scale * source[c]
