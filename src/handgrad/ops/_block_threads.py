@@ -22,6 +22,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 _WORKER_NAME = "handgrad-blocks"
 
 
@@ -71,6 +73,12 @@ def batch_halves(n, nbytes):
     if THREADS < 2 or n < 2 or nbytes < 2 * MIN_HALF_BYTES:
         return [slice(0, n)]
     return [slice(0, (n + 1) // 2), slice((n + 1) // 2, n)]
+
+
+def array_halves(xp, n, nbytes):
+    """:func:`batch_halves` for NumPy arrays (``xp`` is numpy); the whole batch for
+    another array module (a GPU runs each op as one launch and has no cache to fit)."""
+    return batch_halves(n, nbytes) if xp is np else [slice(0, n)]
 
 
 def _run_all(work, blocks):

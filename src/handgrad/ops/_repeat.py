@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from ._block_threads import batch_halves, run_blocks
+from ._block_threads import array_halves, run_blocks
 from ._blocks import image_blocks
 
 SUM_BLOCK_BYTES = 1 << 20
@@ -36,7 +36,7 @@ def repeat(xp, x, factors):
     def block(images):
         blocked(y[images], factors)[...] = x[images][spread]
 
-    run_blocks(block, batch_halves(x.shape[0], y.nbytes) if xp is np else [slice(None)])
+    run_blocks(block, array_halves(xp, x.shape[0], y.nbytes))
     return y
 
 
