@@ -20,6 +20,7 @@ import numpy as np
 
 from .._checks import array_module, describe, float_array, is_int, positive_int, upstream_grad
 from ._args.cache import Cache, check_cache
+from ._block_threads import array_halves, run_blocks
 from .declare import declare, exports
 from .embedding import check_ids
 
@@ -35,12 +36,18 @@ class RearrangeCache(Cache):
 
 
 def _shuffled(xp, x, r):
-    """(N, H, W, C*r*r) -> (N, H*r, W*r, C) in torch's (C, r, r) channel order: one copy
+    """(N, H, W, C*r*r) -> (N, H*r, W*r, C) in torch's (C, r, r) channel order: a copy
     of a transposed view, whose inner loop writes runs of C values."""
     n, h, w, crr = x.shape
     c = crr // (r * r)
-    y = x.reshape(n, h, w, c, r, r).transpose(0, 1, 4, 2, 5, 3)
-    return xp.ascontiguousarray(y).reshape(n, h * r, w * r, c)
+    source = x.reshape(n, h, w, c, r, r).transpose(0, 1, 4, 2, 5, 3)
+    y = xp.empty((n, h, r, w, r, c), x.dtype)
+
+    def copy(images):
+        y[images] = source[images]
+
+    run_blocks(copy, array_halves(xp, n, y.nbytes))
+    return y.reshape(n, h * r, w * r, c)
 
 
 def _unshuffled(xp, x, r):
@@ -50,9 +57,13 @@ def _unshuffled(xp, x, r):
     n, hr, wr, c = x.shape
     y = xp.empty((n, hr // r, wr // r, c, r, r), x.dtype)
     phases = x.reshape(n, hr // r, r, wr // r, r, c)
-    for i in range(r):
-        for j in range(r):
-            y[..., i, j] = phases[:, :, i, :, j]
+
+    def copy(images):
+        for i in range(r):
+            for j in range(r):
+                y[images, ..., i, j] = phases[images, :, i, :, j]
+
+    run_blocks(copy, array_halves(xp, n, y.nbytes))
     return y.reshape(n, hr // r, wr // r, c * r * r)
 
 
