@@ -334,16 +334,16 @@ def _run_passes(xp, x, passes, out_shape):
 
 
 def resample(xp, x, maps):
-    """x (N, *S, C) mapped through each axis's :class:`AxisMap`: compiled, all axes in
-    one pass (nearest at integer factors too: its one pass over the output beat NumPy's
-    broadcast copy and block sums, nearest x2 of (8, 32, 32, 32) forward + backward
-    1.05-1.6x torch against 1.3-2.3x); else repeated positions by one broadcast copy, or
-    one axis after another."""
-    if compiled.covers(x):
-        return compiled.resample(x, [(a.index, a.weight) for a in maps])
+    """x (N, *S, C) mapped through each axis's :class:`AxisMap`: repeated positions
+    (nearest at integer factors) by a broadcast copy on the two NumPy threads (faster
+    than the compiled pass: nearest x2 of (8, 32, 32, 32) interleaved with torch,
+    float32 0.36-0.38 against 0.42-0.50 ms, float64 0.54-0.62 against 0.96-1.02);
+    else compiled, all axes in one pass; else one axis after another."""
     factors = _repeat_factors(maps)
     if factors is not None:
         return repeat(xp, x, factors)
+    if compiled.covers(x):
+        return compiled.resample(x, [(a.index, a.weight) for a in maps])
     passes = []
     for axis in _axis_order(len(maps)):
         a = maps[axis - 1]
@@ -355,8 +355,9 @@ def resample(xp, x, maps):
 
 def resample_backward(xp, dy, maps, x_shape):
     """dy mapped through the transposed maps of :func:`resample` (reverse order) back
-    to ``x_shape``: compiled, all the transposed maps in one pass; else the sum of each
-    block of repeats, or one axis after another."""
+    to ``x_shape``: compiled, all the transposed maps in one pass (the sums of repeated
+    positions too: float32 0.40-0.65 against NumPy's 0.62-0.65 ms in the case above);
+    else the sum of each block of repeats, or one axis after another."""
     if compiled.covers(dy):
         return compiled.resample(dy, [a.transposed for a in maps])
     factors = _repeat_factors(maps)
