@@ -376,3 +376,27 @@ def test_resampling_takes_the_parallel_kernel_only_for_large_outputs_and_both_ag
         taps.PARALLEL_RESAMPLE_BYTES = original
     np.testing.assert_array_equal(parallel, serial)
     np.testing.assert_array_equal(serial, y)
+
+
+@needs_numba
+def test_resampling_a_large_batch_in_halves_on_two_threads_gives_the_serial_bits():
+    """From 2 MB of output a batch is resampled half per NumPy thread (the serial twin on
+    each half); the values are those of the serial kernel over the whole batch."""
+    from handgrad.ops import _block_threads
+    from handgrad.ops._engine import taps
+
+    x = np.random.default_rng(5).standard_normal((5, 16, 16, 64))
+    y, cache = ops.interpolate(x, scale_factor=2, mode="bilinear")
+    assert y.nbytes >= 2 * _block_threads.MIN_HALF_BYTES
+    assert len(_block_threads.array_halves(np, x.shape[0], y.nbytes)) == _block_threads.THREADS
+    dy = np.random.default_rng(6).standard_normal(y.shape)
+    for source, taps_of_axes, out in ((x, [(a.index, a.weight) for a in cache.maps], y),
+                                      (dy, [a.transposed for a in cache.maps],
+                                       ops.interpolate_backward(dy, cache))):
+        whole = np.empty_like(out)
+        arrays = []
+        for index, weight in [(taps._IDENTITY, None)] + taps_of_axes:
+            arrays += [np.ascontiguousarray(index, dtype=np.int64),
+                       np.ones(index.shape) if weight is None else np.ascontiguousarray(weight)]
+        taps._kernel.serial(_accel.as_3d(source), *arrays, _accel.as_3d(whole))
+        np.testing.assert_array_equal(out, whole)

@@ -7,15 +7,17 @@ does it axis after axis::
 with 1-D and 2-D arrays viewed as 3-D (size-1 axes, one tap of weight 1). Per output row
 the outer two axes' taps blend whole input rows (long contiguous runs) into a scratch
 row, then the last axis's taps read C values at a time: no full-size temporaries, and
-one write of the output. Compiled in parallel over blocks of rows and serially; the
-parallel one runs under the launch lock of :mod:`.kernels` (a call that finds it taken
-runs the serial twin). Also adaptive max pooling's per-axis pass.
+one write of the output. Compiled serially, run on half a batch per NumPy thread, and in
+parallel over blocks of rows for one large image (under the launch lock of
+:mod:`.kernels`: a call that finds it taken runs the serial twin). Also adaptive max
+pooling's per-axis pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .._block_threads import array_halves, run_blocks
 from .dispatch import as_3d, enabled, numba
 
 BLOCKS = 64
@@ -114,14 +116,10 @@ else:  # pragma: no cover
     _kernel = _bin_max = None
 
 PARALLEL_RESAMPLE_BYTES = 32 << 20
-"""Calls that write this many bytes or more run the parallel kernel, smaller ones its
-serial twin (:func:`.kernels.sized`). Each pass is memory-bound and short, and waking
-the second thread costs about as much as it saves: x2 upsampling of (8, 32, 32, C)
-maps, each kernel alone, interleaved in one process, wall ms serial / parallel:
-nearest forward, 4 MB written (float32) 0.16-0.29 / 0.40-0.66, 8 MB (float64)
-0.62-0.84 / 0.82-1.16; bilinear forward 4 MB 0.42-0.65 / 0.66-1.41, 8 MB 0.72-1.34 /
-0.83-1.62; backward the same or better serially. From 32 MB the parallel one was as
-fast or faster (bilinear backward 4.3-4.4 / 3.3 ms)."""
+"""A single image (no batch to halve) writing this many bytes or more runs the parallel
+kernel, a smaller one its serial twin (:func:`.kernels.sized`): each pass is
+memory-bound and short, and waking numba's threads cost about what they saved below
+that (bilinear x2 forward, 4 MB written, 0.42-0.65 ms serial against 0.66-1.41)."""
 
 
 _IDENTITY = np.zeros((1, 1), np.int64)  # the map of a size-1 axis added to reach 3-D
@@ -135,7 +133,11 @@ def covers(*arrays) -> bool:
 def resample(x, taps):
     """y (N, *S_out, C): x (N, *S, C) (1 to 3 spatial axes) mapped through every axis's
     taps at once, ``taps`` = ``(index (T, m), weight (T, m) or None for weight 1)`` per
-    axis; compiled, one pass over the output without temporaries."""
+    axis; compiled, one pass over the output without temporaries. Half the batch on each
+    NumPy thread (:func:`..._block_threads.array_halves`; the kernel releases the GIL):
+    x2 upsampling of (8, 32, 32, 32) interleaved with torch, wall ms, bilinear float64
+    forward 1.43-1.61 -> 1.04-1.10, backward 1.34-1.44 -> 0.92-0.95, nearest float64
+    backward 0.96-1.32 -> 0.75-0.77, the same bits."""
     x = np.ascontiguousarray(x)
     y = np.empty((x.shape[0], *(index.shape[1] for index, _ in taps), x.shape[-1]), x.dtype)
     if y.size == 0:  # an empty batch: nothing to compute
@@ -145,7 +147,12 @@ def resample(x, taps):
         weight = np.ones(index.shape, x.dtype) if weight is None else weight
         arrays += [np.ascontiguousarray(index, dtype=np.int64),
                    np.ascontiguousarray(weight, dtype=x.dtype)]
-    sized(_kernel, y.nbytes, PARALLEL_RESAMPLE_BYTES)(as_3d(x), *arrays, as_3d(y))
+    halves = array_halves(np, x.shape[0], y.nbytes)
+    if len(halves) > 1:  # the serial twin on each half, on the two NumPy threads
+        run_blocks(lambda images: _kernel.serial(as_3d(x[images]), *arrays,
+                                                 as_3d(y[images])), halves)
+    else:
+        sized(_kernel, y.nbytes, PARALLEL_RESAMPLE_BYTES)(as_3d(x), *arrays, as_3d(y))
     unread = ~(arrays[-1] != 0).any(axis=0)  # outputs along W that no tap reads
     if unread.any():
         as_3d(y)[:, :, :, unread] = 0
