@@ -379,16 +379,19 @@ def test_resampling_takes_the_parallel_kernel_only_for_large_outputs_and_both_ag
 
 
 @needs_numba
-def test_resampling_a_large_batch_in_halves_on_two_threads_gives_the_serial_bits():
+def test_resampling_a_large_batch_in_halves_on_two_threads_gives_the_serial_bits(
+        monkeypatch):
     """From 2 MB of output a batch is resampled half per NumPy thread (the serial twin on
     each half); the values are those of the serial kernel over the whole batch."""
     from handgrad.ops import _block_threads
     from handgrad.ops._engine import taps
 
+    monkeypatch.setattr(_block_threads, "THREADS", 2)  # whatever HANDGRAD_NUMPY_THREADS says
+
     x = np.random.default_rng(5).standard_normal((5, 16, 16, 64))
     y, cache = ops.interpolate(x, scale_factor=2, mode="bilinear")
     assert y.nbytes >= 2 * _block_threads.MIN_HALF_BYTES
-    assert len(_block_threads.array_halves(np, x.shape[0], y.nbytes)) == _block_threads.THREADS
+    assert len(_block_threads.array_halves(np, x.shape[0], y.nbytes)) == 2
     dy = np.random.default_rng(6).standard_normal(y.shape)
     for source, taps_of_axes, out in ((x, [(a.index, a.weight) for a in cache.maps], y),
                                       (dy, [a.transposed for a in cache.maps],
@@ -400,3 +403,29 @@ def test_resampling_a_large_batch_in_halves_on_two_threads_gives_the_serial_bits
                        np.ones(index.shape) if weight is None else np.ascontiguousarray(weight)]
         taps._kernel.serial(_accel.as_3d(source), *arrays, _accel.as_3d(whole))
         np.testing.assert_array_equal(out, whole)
+
+
+@needs_numba
+def test_depthwise_on_a_large_batch_runs_in_halves_and_gives_the_serial_bits(monkeypatch):
+    """From 2 MB of output a depthwise convolution runs the serial loops on half the
+    batch per NumPy thread; y, dx and dw are the bits of the serial loops over the whole
+    batch (whose dw sums the same two chunks of images)."""
+    from handgrad.ops import _block_threads
+
+    monkeypatch.setattr(_block_threads, "THREADS", 2)  # whatever HANDGRAD_NUMPY_THREADS says
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((4, 32, 32, 64)), rng.standard_normal((3, 3, 1, 64))
+    with _accel.use_compiled(True):
+        y, cache = ops.conv2d(x, w, padding=1, groups=64)
+        dy = rng.standard_normal(y.shape)
+        dx, dw, _ = ops.conv2d_backward(dy, cache)
+    assert len(_block_threads.array_halves(np, 4, dy.nbytes)) == 2
+    g, taps_w = _accel.geometry_2d(cache.axes), w.reshape(9, 64)
+    serial = _accel.kernels.serial
+    y_whole, dx_whole = np.empty_like(y), np.empty_like(x)
+    serial.depthwise(x, taps_w, g, y_whole)
+    dw_rows = np.empty((2, 9, 32, 64))
+    serial.depthwise_backward(x, taps_w, dy, g, dx_whole, dw_rows, True)
+    np.testing.assert_array_equal(y, y_whole)
+    np.testing.assert_array_equal(dx, dx_whole)
+    np.testing.assert_array_equal(dw, dw_rows.sum(axis=(0, 2)).reshape(w.shape))
