@@ -429,3 +429,26 @@ def test_depthwise_on_a_large_batch_runs_in_halves_and_gives_the_serial_bits(mon
     np.testing.assert_array_equal(y, y_whole)
     np.testing.assert_array_equal(dx, dx_whole)
     np.testing.assert_array_equal(dw, dw_rows.sum(axis=(0, 2)).reshape(w.shape))
+
+
+@needs_numba
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_pooling_a_large_batch_in_halves_gives_the_bits_of_the_whole_batch(pool, monkeypatch):
+    """From 2 MB a pooling kernel runs its serial twin on half the batch per NumPy thread;
+    y and dx are the bits of one call over the whole batch."""
+    from handgrad.ops import _block_threads
+
+    monkeypatch.setattr(_block_threads, "THREADS", 2)  # whatever HANDGRAD_NUMPY_THREADS says
+    x = np.random.default_rng(8).standard_normal((4, 32, 32, 64))
+    forward, backward = getattr(ops, f"{pool}_pool2d"), getattr(ops, f"{pool}_pool2d_backward")
+    results = []
+    for halves in (True, False):
+        if not halves:
+            monkeypatch.setattr(_accel, "array_halves", lambda xp, n, nbytes: [slice(0, n)])
+        with _accel.use_compiled(True):
+            y, cache = forward(x, 3, 2, 1)
+            dy = np.random.default_rng(9).standard_normal(y.shape)
+            results.append((y, backward(dy, cache)))
+    assert len(_block_threads.array_halves(np, 4, x.nbytes)) == 2
+    for got, expected in zip(*results):
+        np.testing.assert_array_equal(got, expected)

@@ -11,14 +11,14 @@ A kernel in ``ops`` dispatches at its top (``if engine.covers(axes, x): return
 engine.max_pool(x, axes)``) and then does its NumPy math; each function below is
 one such compiled path and returns exactly what the NumPy code returns.
 
-Threads: the depthwise loops run their serial twin (same loops, compiled with
-``range``) on each half of a batch on the two NumPy threads of
-:mod:`handgrad.ops._block_threads` (the loops release the GIL), and in parallel on
-numba's threads for one image; the pooling loops on inputs of ``PARALLEL_POOL_BYTES`` or
-more run in parallel over the batch on numba's threads. A numba-parallel call runs under
-a launch lock: a call that finds another thread inside a parallel kernel runs the
-serial twin instead, so any number of threads may call the ops at once and none waits;
-smaller pooling calls run the serial twin. col2im
+Threads: on a batch of 2 MB or more the depthwise and pooling loops run their serial
+twin (same loops, compiled with ``range``) on each half of the batch on the two NumPy
+threads of :mod:`handgrad.ops._block_threads` (the loops release the GIL; this beat
+numba's parallel launch). Otherwise the depthwise loops run in parallel on numba's
+threads, and the pooling loops do for inputs of ``PARALLEL_POOL_BYTES`` or more (one
+large image), else serially. A numba-parallel call runs under a launch lock: a call
+that finds another thread inside a parallel kernel runs the serial twin instead, so any
+number of threads may call the ops at once and none waits. col2im
 is compiled single-threaded only, since it runs between BLAS calls whose threads it
 would fight (see ``kernels``); :mod:`handgrad.ops._gemm_chunks` drives it (im2col stays
 NumPy's ``take``, see :mod:`.gemm_conv`).
@@ -130,6 +130,16 @@ def _pool_kernel(name, x):
     return sized(getattr(kernels, name), x.nbytes, PARALLEL_POOL_BYTES)
 
 
+def _run_pool(name, data, args_for):
+    """Pooling kernel ``name`` on ``args_for(images)`` (its arguments for a slice of the
+    batch): the serial twin on each half of a batch of 2 MB or more on the NumPy threads
+    (:func:`_on_halves`); else :func:`_pool_kernel` on the whole batch."""
+    whole = _pool_kernel(name, data)
+    _on_halves(data.shape[0], data.nbytes,
+               lambda _, images, serial: getattr(serial, name)(*args_for(images)),
+               lambda: whole(*args_for(slice(None))))
+
+
 def max_pool(x, axes):
     """(y, index): the window maxima and the flat position (d*H + h)*W + w of each
     window's winner in its image (PyTorch's rule), for :func:`max_pool_backward`; int16
@@ -137,7 +147,8 @@ def max_pool(x, axes):
     positions = math.prod(a.size_in for a in axes)
     kind = np.int16 if positions <= np.iinfo(np.int16).max else np.int32
     y, index = _output(x, axes, x.shape[-1], x.dtype), _output(x, axes, x.shape[-1], kind)
-    _pool_kernel("max_pool", x)(as_3d(x), geometry_3d(axes), as_3d(y), as_3d(index))
+    x3, g, y3, index3 = as_3d(x), geometry_3d(axes), as_3d(y), as_3d(index)
+    _run_pool("max_pool", x, lambda images: (x3[images], g, y3[images], index3[images]))
     return y, index
 
 
@@ -145,7 +156,9 @@ def max_pool_backward(dy, index, x_shape, dtype):
     """dx: each dy added at its window's winner."""
     dx = np.empty(x_shape, dtype)
     flat = dx.reshape(dx.shape[0], math.prod(dx.shape[1:]))
-    _pool_kernel("max_pool_backward", dx)(as_3d(dy), as_3d(index), flat)
+    dy3, index3 = as_3d(dy), as_3d(index)
+    _run_pool("max_pool_backward", dx,
+              lambda images: (dy3[images], index3[images], flat[images]))
     return dx
 
 
@@ -159,8 +172,8 @@ def _reciprocal_3d(divisor, axes):
 def avg_pool(x, axes, divisor):
     """y: the window sums times 1 / ``divisor`` (1, *O, 1)."""
     y = _output(x, axes, x.shape[-1], x.dtype)
-    _pool_kernel("avg_pool", x)(as_3d(x), geometry_3d(axes), _reciprocal_3d(divisor, axes),
-                                as_3d(y))
+    x3, g, scale, y3 = as_3d(x), geometry_3d(axes), _reciprocal_3d(divisor, axes), as_3d(y)
+    _run_pool("avg_pool", x, lambda images: (x3[images], g, scale, y3[images]))
     return y
 
 
@@ -168,9 +181,10 @@ def avg_pool_backward(dy, axes, divisor, x_shape, dtype):
     """dx: dy / divisor added over every window that contains a position (stored once
     where the windows tile the input)."""
     dx = np.empty(x_shape, dtype)
-    _pool_kernel("avg_pool_backward", dx)(as_3d(dy), geometry_3d(axes),
-                                          _reciprocal_3d(divisor, axes), as_3d(dx),
-                                          tiles(axes))
+    dy3, g, scale, dx3 = as_3d(dy), geometry_3d(axes), _reciprocal_3d(divisor, axes), as_3d(dx)
+    tiled = tiles(axes)
+    _run_pool("avg_pool_backward", dx,
+              lambda images: (dy3[images], g, scale, dx3[images], tiled))
     return dx
 
 
