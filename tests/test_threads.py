@@ -289,7 +289,8 @@ def test_parallel_and_serial_variants_compute_identical_results(dtype):
             wt = np.random.default_rng(5).standard_normal(
                 (n_taps, x_rep.shape[-1])).astype(dtype)
             out = np.empty((*y.shape[:3], wt.shape[1]), dtype)
-            _assert_same("depthwise", x_rep, wt, g, out)
+            bias = np.random.default_rng(7).standard_normal(wt.shape[1]).astype(dtype)
+            _assert_same("depthwise", x_rep, wt, g, bias, out)
             dy_w = np.random.default_rng(6).standard_normal(out.shape).astype(dtype)
             for want_dw in (True, False):  # two chunks of the batch (2 and 3 images)
                 rows = (n_taps, out.shape[2], wt.shape[1]) if want_dw else (0, 0, 0)
@@ -423,7 +424,7 @@ def test_depthwise_on_a_large_batch_runs_in_halves_and_gives_the_serial_bits(mon
     g, taps_w = _accel.geometry_2d(cache.axes), w.reshape(9, 64)
     serial = _accel.kernels.serial
     y_whole, dx_whole = np.empty_like(y), np.empty_like(x)
-    serial.depthwise(x, taps_w, g, y_whole)
+    serial.depthwise(x, taps_w, g, np.zeros(64), y_whole)
     dw_rows = np.empty((2, 9, 32, 64))
     serial.depthwise_backward(x, taps_w, dy, g, dx_whole, dw_rows, True)
     np.testing.assert_array_equal(y, y_whole)

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._args.windows import WindowAxis, pad_input, padded_zeros, taps
+from ._bias import add_bias
 from ._block_threads import batch_halves, run_blocks
 from ._blocks import block_taps, block_view, merged_last, plan_blocks
 from ._engine import dispatch as engine
@@ -51,17 +52,26 @@ def _tap_weights(xp, w, axes, merged):
     return taps_w if merged is None else xp.tile(taps_w, (1, axes[-1].size_out))
 
 
-def depthwise_forward(xp, x, w, axes, groups):
-    """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y)."""
+def depthwise_forward(xp, x, w, axes, groups, b=None):
+    """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y), plus b
+    (C_y,) when given (added by the compiled loop as it starts each row)."""
     if engine.covers(axes, x, w):
-        return engine.depthwise(x, w, axes)
+        return engine.depthwise(x, w, axes, b)
     if xp is np:
-        return _tap_sums(_repeated(np, x, w.shape[-1] // groups), w, axes)
-    # a GPU: a multiply and an add per tap over the whole output (no cache to block for)
+        y = _tap_sums(_repeated(np, x, w.shape[-1] // groups), w, axes)
+    else:
+        y = _gpu_tap_sums(xp, _repeated(xp, x, w.shape[-1] // groups), w, axes)
+    return y if b is None else add_bias(xp, y, b)
+
+
+def _gpu_tap_sums(xp, x_rep, w, axes):
+    """On a GPU: a multiply and an add per tap over the whole output (no cache to block
+    for)."""
     merged = _merged(axes, w.shape[-1])
     taps_w = _tap_weights(xp, w, axes, merged)
-    x_pad = pad_input(xp, _repeated(xp, x, w.shape[-1] // groups), axes)
-    y_full = xp.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), dtype=x.dtype)
+    x_pad = pad_input(xp, x_rep, axes)
+    y_full = xp.empty((x_rep.shape[0], *(a.size_out for a in axes), w.shape[-1]),
+                      dtype=x_rep.dtype)
     y = y_full
     if merged is not None:
         axes, x_pad, y = merged, merged_last(x_pad), merged_last(y_full)

@@ -196,15 +196,17 @@ def _per_output_channel(x, channels):
     return x if mult == 1 else np.repeat(x, mult, axis=-1)
 
 
-def depthwise(x, w, axes):
-    """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y); half
-    the batch per NumPy thread (:func:`_on_halves`)."""
+def depthwise(x, w, axes, b=None):
+    """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y), plus
+    the bias b (C_y,) when given; half the batch per NumPy thread (:func:`_on_halves`)."""
     y = _output(x, axes, w.shape[-1], x.dtype)
     x, y2 = as_2d(_per_output_channel(x, w.shape[-1])), as_2d(y)
     taps_w, g = w.reshape(-1, w.shape[-1]), geometry_2d(axes)
+    bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
     _on_halves(y.shape[0], y.nbytes,
-               lambda _, images, serial: serial.depthwise(x[images], taps_w, g, y2[images]),
-               lambda: kernels.depthwise(x, taps_w, g, y2))
+               lambda _, images, serial: serial.depthwise(x[images], taps_w, g, bias,
+                                                          y2[images]),
+               lambda: kernels.depthwise(x, taps_w, g, bias, y2))
     return y
 
 

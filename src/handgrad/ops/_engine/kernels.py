@@ -109,16 +109,18 @@ def _batch_kernels(jit, prange):
     ``jit``; ``prange`` is numba.prange (parallel) or range (serial)."""
 
     @jit
-    def depthwise(x, wt, g, y):
-        """y[n, o, c] = sum_taps x[n, i, c] * wt[t, c] (one channel per group), an output
-        row at a time: per tap, a sweep along the row, one contiguous vectorized loop
-        over the channels per position (the row stays in the L1 cache between taps)."""
+    def depthwise(x, wt, g, bias, y):
+        """y[n, o, c] = bias[c] + sum_taps x[n, i, c] * wt[t, c] (one channel per group),
+        an output row at a time: the bias, then per tap a sweep along the row, one
+        contiguous vectorized loop over the channels per position (the row stays in the
+        L1 cache between taps; adding the bias here saves a pass over y)."""
         H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
         N, C = x.shape[0], y.shape[3]
         for row in prange(N * OH):
             n, oh = row // OH, row % OH
             y_row = y[n, oh]
-            y_row[:] = 0
+            for ow in range(OW):
+                y_row[ow] = bias
             for kh in range(KH):
                 h = oh * SH + kh * DH - PH
                 if h < 0 or h >= H:
