@@ -40,7 +40,7 @@ import os
 import numpy as np
 
 from .._args.windows import WindowAxis
-from .._block_threads import array_halves, run_blocks
+from .._block_threads import batch_halves, on_halves
 from .._tile_pool import tiles
 
 try:  # pragma: no cover - exercised when the optional dependency is present
@@ -133,11 +133,10 @@ def _pool_kernel(name, x):
 def _run_pool(name, data, args_for):
     """Pooling kernel ``name`` on ``args_for(images)`` (its arguments for a slice of the
     batch): the serial twin on each half of a batch of 2 MB or more on the NumPy threads
-    (:func:`_on_halves`); else :func:`_pool_kernel` on the whole batch."""
-    whole = _pool_kernel(name, data)
-    _on_halves(data.shape[0], data.nbytes,
-               lambda _, images, serial: getattr(serial, name)(*args_for(images)),
-               lambda: whole(*args_for(slice(None))))
+    (:func:`.._block_threads.on_halves`); else :func:`_pool_kernel` on the whole batch."""
+    whole, serial = _pool_kernel(name, data), getattr(kernels.serial, name)
+    on_halves(data.shape[0], data.nbytes, lambda _, images: serial(*args_for(images)),
+              lambda: whole(*args_for(slice(None))))
 
 
 def max_pool(x, axes):
@@ -198,31 +197,20 @@ def _per_output_channel(x, channels):
 
 def depthwise(x, w, axes, b=None):
     """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y), plus
-    the bias b (C_y,) when given; half the batch per NumPy thread (:func:`_on_halves`)."""
+    the bias b (C_y,) when given; half the batch per NumPy thread (a batch of 2 MB or more:
+    :func:`.._block_threads.on_halves`). Interleaved with torch, forward + backward of a
+    depthwise 3x3 on (32, 32, 32, 32): float32 5.8-6.7 -> 4.2-4.3 ms, float64 11.1-12.0 ->
+    7.1-7.9 ms against numba's parallel loops (waking its workers cost more than the
+    second core gave back)."""
     y = _output(x, axes, w.shape[-1], x.dtype)
     x, y2 = as_2d(_per_output_channel(x, w.shape[-1])), as_2d(y)
     taps_w, g = w.reshape(-1, w.shape[-1]), geometry_2d(axes)
     bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
-    _on_halves(y.shape[0], y.nbytes,
-               lambda _, images, serial: serial.depthwise(x[images], taps_w, g, bias,
-                                                          y2[images]),
-               lambda: kernels.depthwise(x, taps_w, g, bias, y2))
+    on_halves(y.shape[0], y.nbytes,
+              lambda _, images: kernels.serial.depthwise(x[images], taps_w, g, bias,
+                                                         y2[images]),
+              lambda: kernels.depthwise(x, taps_w, g, bias, y2))
     return y
-
-
-def _on_halves(n, nbytes, run_part, run_whole):
-    """``run_part(k, images, kernels.serial)`` for each half k of a batch of ``n`` on the two
-    NumPy threads (the serial kernels release the GIL), where the batch splits
-    (:func:`.._block_threads.array_halves`), else ``run_whole()`` (numba's parallel
-    loop for one image). Interleaved with torch, forward + backward of a depthwise 3x3
-    on (32, 32, 32, 32): float32 5.8-6.7 -> 4.2-4.3 ms, float64 11.1-12.0 -> 7.1-7.9 ms
-    against numba's parallel loops (waking its workers cost more than the second core
-    gave back)."""
-    halves = array_halves(np, n, nbytes)
-    if len(halves) == 1:
-        return run_whole()
-    run_blocks(lambda k: run_part(k, halves[k], kernels.serial), range(len(halves)))
-    return None
 
 
 def depthwise_gradients(x_shape, w, dy, axes, x=None):
@@ -234,20 +222,20 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
     channels = dy.shape[-1]
     dx = np.empty((*x_shape[:-1], channels), dy.dtype)
     want_dw = x is not None
-    halves = array_halves(np, dy.shape[0], dy.nbytes)
-    chunks = len(halves) if len(halves) > 1 else \
-        min(dy.shape[0], numba.config.NUMBA_NUM_THREADS) or 1  # no pool launch here
+    halves = batch_halves(dy.shape[0], dy.nbytes)
+    numba_chunks = min(dy.shape[0], numba.config.NUMBA_NUM_THREADS) or 1  # no pool launch
+    chunks = len(halves) if len(halves) > 1 else numba_chunks
     dw_shape = (taps_w.shape[0], as_2d(dy).shape[2], channels) if want_dw else (0, 0, 0)
     dw_rows = np.empty((chunks, *dw_shape), dy.dtype)
     source = as_2d(_per_output_channel(x, channels) if want_dw else dx)
     g, dy2, dx2 = geometry_2d(axes), as_2d(dy), as_2d(dx)
 
-    def run_part(k, images, serial):
-        serial.depthwise_backward(source[images], taps_w, dy2[images], g, dx2[images],
-                                  dw_rows[k:k + 1], want_dw)
+    def run_part(k, images):
+        kernels.serial.depthwise_backward(source[images], taps_w, dy2[images], g, dx2[images],
+                                          dw_rows[k:k + 1], want_dw)
 
-    _on_halves(dy.shape[0], dy.nbytes, run_part,
-               lambda: kernels.depthwise_backward(source, taps_w, dy2, g, dx2, dw_rows, want_dw))
+    on_halves(dy.shape[0], dy.nbytes, run_part,
+              lambda: kernels.depthwise_backward(source, taps_w, dy2, g, dx2, dw_rows, want_dw))
     if channels != x_shape[-1]:  # the repeated input channels' gradients added up
         dx = dx.reshape(*x_shape, channels // x_shape[-1]).sum(axis=-1)
     dw = dw_rows.sum(axis=(0, 2)) if want_dw else np.zeros(taps_w.shape, dy.dtype)

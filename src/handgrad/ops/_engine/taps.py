@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._block_threads import array_halves, run_blocks
+from .._block_threads import on_halves
 from .dispatch import as_3d, enabled, numba
 
 BLOCKS = 64
@@ -134,7 +134,7 @@ def resample(x, taps):
     """y (N, *S_out, C): x (N, *S, C) (1 to 3 spatial axes) mapped through every axis's
     taps at once, ``taps`` = ``(index (T, m), weight (T, m) or None for weight 1)`` per
     axis; compiled, one pass over the output without temporaries. Half the batch on each
-    NumPy thread (:func:`..._block_threads.array_halves`; the kernel releases the GIL):
+    NumPy thread (:func:`.._block_threads.on_halves`; the kernel releases the GIL):
     x2 upsampling of (8, 32, 32, 32) interleaved with torch, wall ms, bilinear float64
     forward 1.43-1.61 -> 1.04-1.10, backward 1.34-1.44 -> 0.92-0.95, nearest float64
     backward 0.96-1.32 -> 0.75-0.77, the same bits."""
@@ -147,12 +147,10 @@ def resample(x, taps):
         weight = np.ones(index.shape, x.dtype) if weight is None else weight
         arrays += [np.ascontiguousarray(index, dtype=np.int64),
                    np.ascontiguousarray(weight, dtype=x.dtype)]
-    halves = array_halves(np, x.shape[0], y.nbytes)
-    if len(halves) > 1:  # the serial twin on each half, on the two NumPy threads
-        run_blocks(lambda images: _kernel.serial(as_3d(x[images]), *arrays,
-                                                 as_3d(y[images])), halves)
-    else:
-        sized(_kernel, y.nbytes, PARALLEL_RESAMPLE_BYTES)(as_3d(x), *arrays, as_3d(y))
+    on_halves(x.shape[0], y.nbytes,
+              lambda _, images: _kernel.serial(as_3d(x[images]), *arrays, as_3d(y[images])),
+              lambda: sized(_kernel, y.nbytes, PARALLEL_RESAMPLE_BYTES)(as_3d(x), *arrays,
+                                                                      as_3d(y)))
     unread = ~(arrays[-1] != 0).any(axis=0)  # outputs along W that no tap reads
     if unread.any():
         as_3d(y)[:, :, :, unread] = 0
