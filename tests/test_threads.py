@@ -433,8 +433,10 @@ def test_depthwise_on_a_large_batch_runs_in_halves_and_gives_the_serial_bits(mon
 
 
 @needs_numba
-@pytest.mark.parametrize("pool", ["max", "avg"])
-def test_pooling_a_large_batch_in_halves_gives_the_bits_of_the_whole_batch(pool, monkeypatch):
+@pytest.mark.parametrize("pool, args", [("max", (3, 2, 1)), ("avg", (3, 2, 1)),
+                                        ("adaptive_max", (7,))])
+def test_pooling_a_large_batch_in_halves_gives_the_bits_of_the_whole_batch(pool, args,
+                                                                           monkeypatch):
     """From 2 MB a pooling kernel runs its serial twin on half the batch per NumPy thread;
     y and dx are the bits of one call over the whole batch."""
     from handgrad.ops import _block_threads
@@ -445,7 +447,7 @@ def test_pooling_a_large_batch_in_halves_gives_the_bits_of_the_whole_batch(pool,
     for threads in (2, 1):  # halves, then the whole batch in one call
         monkeypatch.setattr(_block_threads, "THREADS", threads)
         with _accel.use_compiled(True):
-            y, cache = forward(x, 3, 2, 1)
+            y, cache = forward(x, *args)
             dy = np.random.default_rng(9).standard_normal(y.shape)
             results.append((y, backward(dy, cache)))
     monkeypatch.setattr(_block_threads, "THREADS", 2)

@@ -15,6 +15,8 @@ pooling's per-axis pass.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._block_threads import on_halves
@@ -161,17 +163,35 @@ def adaptive_max(x, bins):
     """(y, index) of adaptive max pooling of x (N, *S, C) over ``bins`` (per spatial
     axis, (start, end) per output), compiled and separable: the last axis first, each
     pass carrying the flat index of its winners (row-major first maximum, last NaN)."""
-    spatial = x.shape[1:-1]
     y, flat = np.ascontiguousarray(x), np.zeros((1, 1, 1), np.int64)
     for axis in reversed(range(1, len(bins) + 1)):
-        starts = np.array([b[0] for b in bins[axis - 1]], np.int64)
-        ends = np.array([b[1] for b in bins[axis - 1]], np.int64)
-        shape = list(y.shape)
-        n, shape[axis] = shape[axis], len(starts)
-        outer = int(np.prod(shape[:axis]))
-        out, index = np.empty(shape, x.dtype), np.empty(shape, np.int64)
-        _bin_max(y.reshape(outer, n, -1), flat if flat.ndim == 3 else
-                 flat.reshape(outer, n, -1), int(np.prod(spatial[axis:])), starts, ends,
-                 out.reshape(outer, len(starts), -1), index.reshape(outer, len(starts), -1))
-        y, flat = out, index
+        y, flat = _bin_max_pass(y, flat, axis, bins[axis - 1], x.shape[1:-1])
     return y, flat
+
+
+def _bin_max_pass(y, flat, axis, bins, spatial):
+    """One axis of :func:`adaptive_max`: (out, index) of y binned along ``axis``, the
+    winners' flat positions carried from ``flat`` (its shape (1, 1, 1) before the first
+    pass). Half the batch per NumPy thread (:func:`.._block_threads.on_halves`):
+    interleaved with torch, forward + backward of (8, 64, 64, 32) to 8 x 8 or 7 x 7,
+    0.62-1.38 -> 0.66-1.23 ms, float64 to 7 x 7 1.31-1.38 -> 0.91-1.13 ms."""
+    starts = np.array([b[0] for b in bins], np.int64)
+    ends = np.array([b[1] for b in bins], np.int64)
+    shape = list(y.shape)
+    n, shape[axis] = shape[axis], len(starts)
+    outer = math.prod(shape[:axis])
+    out, index = np.empty(shape, y.dtype), np.empty(shape, np.int64)
+    source, out3 = y.reshape(outer, n, -1), out.reshape(outer, len(starts), -1)
+    index3 = index.reshape(outer, len(starts), -1)
+    carried = flat.reshape(outer, n, -1) if flat.ndim > 3 else None
+    stride, per_image = math.prod(spatial[axis:]), outer // max(y.shape[0], 1)
+
+    def run(rows, kernel):
+        kernel(source[rows], flat if carried is None else carried[rows], stride, starts,
+               ends, out3[rows], index3[rows])
+
+    on_halves(y.shape[0], y.nbytes,
+              lambda _, images: run(slice(images.start * per_image, images.stop * per_image),
+                                    _bin_max.serial),
+              lambda: run(slice(None), _bin_max))
+    return out, index
