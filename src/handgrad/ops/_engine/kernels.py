@@ -1,16 +1,19 @@
-"""The loops compiled by :mod:`.dispatch` (numba). Plain loops over positions, written
-for 2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d`` (the pooling
+"""The loops compiled by :mod:`.dispatch` (numba). Plain loops over positions, written for
+2-D channels-last arrays; ``g`` is the geometry tuple of ``geometry_2d`` (the pooling
 loops, in :mod:`.pool_kernels`, take 3-D arrays and ``geometry_3d``).
 
-Pooling and depthwise kernels are compiled twice from the same source: in parallel
-over the batch (``prange``; no two threads write the same element) on numba's
-"workqueue" threads, which block instead of spinning, and serially (``range``). The
-workqueue pool aborts the process when two threads launch into it at once, so a
-lock admits one parallel call at a time and a call that finds it taken runs the
-serial twin: concurrent callers never wait for each other, and each still uses a
-core. col2im, which runs between BLAS calls, is single-threaded only: there a
-second busy thread pool fought BLAS's threads for the 2 cores and made a training
-epoch several times slower. Only imported when numba is installed."""
+Pooling and depthwise kernels are compiled twice from the same source: in parallel over
+the batch (``prange``; no two threads write the same element) on numba's "workqueue"
+threads, which block instead of spinning, and serially (``range``). The workqueue pool
+aborts the process when two threads launch into it at once, so a lock admits one
+parallel call at a time and a call that finds it taken runs the serial twin: concurrent
+callers never wait for each other, and each still uses a core. A batch of 2 MB or more
+runs the serial twin on each half on the NumPy block threads instead
+(:func:`handgrad.ops._block_threads.on_halves`): waking numba's workers cost about what
+the second core gave back on these short calls. col2im, which runs between BLAS calls,
+is single-threaded only: there a second busy thread pool fought BLAS's threads for the 2
+cores and made a training epoch several times slower. Only imported when numba is
+installed."""
 
 from __future__ import annotations
 
