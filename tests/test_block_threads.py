@@ -168,3 +168,31 @@ def test_callers_on_several_threads_share_the_worker(two_threads, monkeypatch):
     for want, got in zip(expected, results):
         for a, b in zip(want, got):
             np.testing.assert_array_equal(a, b)
+
+
+def _forward_backward(op, x, *args, **kwargs):
+    """(y, dx) of ``ops.<op>`` and its backward with dy = cos(y)."""
+    y, cache = getattr(ops, op)(x, *args, **kwargs)
+    return y, getattr(ops, op + "_backward")(np.cos(y), cache)
+
+
+@pytest.mark.parametrize("op, args, kwargs", [
+    ("pad", (2,), {"mode": "reflect"}), ("pad", (((1, 3), (2, 0)),), {"mode": "replicate"}),
+    ("pad", (1,), {"mode": "circular"}), ("pad", (2,), {"mode": "constant", "value": 0.5}),
+    ("pixel_shuffle", (2,), {}), ("pixel_unshuffle", (2,), {}),
+    ("interpolate", (), {"scale_factor": 2, "mode": "nearest"})])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_copies_by_half_batches_give_the_same_bits_on_two_threads(monkeypatch, op, args,
+                                                                  kwargs, compiled):
+    """pad, pixel (un)shuffle and nearest upsampling copy (and sum) half the batch per
+    thread, on both kernel paths: the same bits as one thread (5 images: halves of 3 and
+    2, every split from the first byte)."""
+    x = np.random.default_rng(7).standard_normal((5, 6, 8, 4))
+    monkeypatch.setattr(_block_threads, "MIN_HALF_BYTES", 0)
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(_block_threads, "THREADS", threads)
+        with dispatch.use_compiled(compiled):
+            results.append(_forward_backward(op, x, *args, **kwargs))
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)

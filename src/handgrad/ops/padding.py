@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from .._checks import array_module, choice, describe, float_array, is_int, upstream_grad
 from ._args.cache import Cache, check_cache
+from ._block_threads import array_halves, run_blocks
 from .declare import declare, exports
 
 MODES = ("constant", "reflect", "replicate", "circular")
@@ -127,8 +128,18 @@ def pad(x, padding, mode="constant", value=0.0):
     x, pads, mode, value = prepare_pad("pad", x, padding, mode, value)
     xp = array_module(x)
     cache = PadCache("pad", tuple(x.shape), x.dtype, pads, mode)
-    rank = len(pads)
     y = xp.empty(cache.y_shape, dtype=x.dtype)
+    run_blocks(lambda images: _pad_into(xp, x[images], y[images], cache, value),
+               array_halves(xp, x.shape[0], y.nbytes))
+    return y, cache
+
+
+def _pad_into(xp, x, y, cache, value):
+    """y = x padded by ``cache``'s pads and mode (y has the padded shape): x copied into
+    the centre of y, then each axis's borders filled in axis order (the earlier axes
+    whole, the later ones at their centre) from y itself."""
+    pads, mode = cache.pads, cache.mode
+    rank = len(pads)
     y[_centre(cache)] = x
     for axis, (before, after) in enumerate(pads, start=1):
         size, later = x.shape[axis], _centres(cache, range(axis + 1, rank + 1))
@@ -143,7 +154,6 @@ def pad(x, padding, mode="constant", value=0.0):
                 continue
             part = y[_at(y.ndim, axis, before + start, before + stop, later)]
             y[target] = xp.flip(part, axis) if mode == "reflect" else part
-    return y, cache
 
 
 def _centre(cache):
@@ -153,14 +163,18 @@ def _centre(cache):
             slice(None))
 
 
-def _folded(xp, g, cache, first):
+def _folded(xp, g, cache, first, out=None):
     """The gradient of the padding of axes ``first``.. (the earlier ones already at the
     input's size): g's centre on those axes, plus, for each axis a, the part of g on a's
     borders (at the centre of the axes between, whole on the later ones) folded along
     the later axes and added onto the positions it copied."""
     rank = len(cache.pads)
-    out = g[(slice(None),) * first + tuple(part for _, part in
-                                           _centres(cache, range(first, rank + 1)))].copy()
+    centre = g[(slice(None),) * first + tuple(part for _, part in
+                                              _centres(cache, range(first, rank + 1)))]
+    if out is None:
+        out = centre.copy()
+    else:
+        out[...] = centre
     if cache.mode == "constant":
         return out
     for axis in range(first, rank + 1):
@@ -185,7 +199,11 @@ def pad_backward(dy, cache):
     borders are small slabs added in place."""
     cache = check_cache("pad_backward", cache, "pad", PadCache)
     dy = upstream_grad("pad_backward", dy, cache.y_shape, cache.dtype)
-    return _folded(array_module(dy), dy, cache, 1)
+    xp = array_module(dy)
+    dx = xp.empty(cache.x_shape, dtype=dy.dtype)
+    run_blocks(lambda images: _folded(xp, dy[images], cache, 1, out=dx[images]),
+               array_halves(xp, dx.shape[0], dy.nbytes))
+    return dx
 
 
 from .samples import rearrange as _s  # noqa: E402  (the declaration's samples)
