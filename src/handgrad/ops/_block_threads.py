@@ -82,16 +82,13 @@ def array_halves(xp, n, nbytes):
 
 
 def on_halves(n, nbytes, run_part, run_whole):
-    """``run_part(k, images)`` for each half k of a NumPy batch of ``n`` whose output
-    takes ``nbytes``, on the two threads, where the batch splits (:func:`batch_halves`);
-    else ``run_whole()``. For the compiled kernels, which release the GIL: their serial
-    twins on the halves beat numba's parallel launch on short calls (see
+    """``[run_part(images) for each half]`` of a NumPy batch of ``n`` whose output takes
+    ``nbytes``, on the two threads, where the batch splits (:func:`batch_halves`); else
+    ``[run_whole()]``. For the compiled kernels, which release the GIL: their serial twins
+    on the halves beat numba's parallel launch on short calls (see
     :mod:`._engine.dispatch`)."""
     halves = batch_halves(n, nbytes)
-    if len(halves) == 1:
-        run_whole()
-    else:
-        run_blocks(lambda k: run_part(k, halves[k]), range(len(halves)))
+    return [run_whole()] if len(halves) == 1 else run_blocks(run_part, halves)
 
 
 def _run_all(work, blocks):

@@ -40,7 +40,7 @@ import os
 import numpy as np
 
 from .._args.windows import WindowAxis
-from .._block_threads import batch_halves, on_halves
+from .._block_threads import on_halves
 from .._tile_pool import tiles
 
 try:  # pragma: no cover - exercised when the optional dependency is present
@@ -135,7 +135,7 @@ def _run_pool(name, data, args_for):
     batch): the serial twin on each half of a batch of 2 MB or more on the NumPy threads
     (:func:`.._block_threads.on_halves`); else :func:`_pool_kernel` on the whole batch."""
     whole, serial = _pool_kernel(name, data), getattr(kernels.serial, name)
-    on_halves(data.shape[0], data.nbytes, lambda _, images: serial(*args_for(images)),
+    on_halves(data.shape[0], data.nbytes, lambda images: serial(*args_for(images)),
               lambda: whole(*args_for(slice(None))))
 
 
@@ -207,8 +207,7 @@ def depthwise(x, w, axes, b=None):
     taps_w, g = w.reshape(-1, w.shape[-1]), geometry_2d(axes)
     bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
     on_halves(y.shape[0], y.nbytes,
-              lambda _, images: kernels.serial.depthwise(x[images], taps_w, g, bias,
-                                                         y2[images]),
+              lambda images: kernels.serial.depthwise(x[images], taps_w, g, bias, y2[images]),
               lambda: kernels.depthwise(x, taps_w, g, bias, y2))
     return y
 
@@ -222,21 +221,21 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
     channels = dy.shape[-1]
     dx = np.empty((*x_shape[:-1], channels), dy.dtype)
     want_dw = x is not None
-    halves = batch_halves(dy.shape[0], dy.nbytes)
-    numba_chunks = min(dy.shape[0], numba.config.NUMBA_NUM_THREADS) or 1  # no pool launch
-    chunks = len(halves) if len(halves) > 1 else numba_chunks
     dw_shape = (taps_w.shape[0], as_2d(dy).shape[2], channels) if want_dw else (0, 0, 0)
-    dw_rows = np.empty((chunks, *dw_shape), dy.dtype)
     source = as_2d(_per_output_channel(x, channels) if want_dw else dx)
     g, dy2, dx2 = geometry_2d(axes), as_2d(dy), as_2d(dx)
 
-    def run_part(k, images):
-        kernels.serial.depthwise_backward(source[images], taps_w, dy2[images], g, dx2[images],
-                                          dw_rows[k:k + 1], want_dw)
+    def dw_rows(images, kernel, chunks):
+        """The kernel on ``images`` in ``chunks``; returns its dw rows (chunks, T, OW, C)."""
+        rows = np.empty((chunks, *dw_shape), dy.dtype)
+        kernel(source[images], taps_w, dy2[images], g, dx2[images], rows, want_dw)
+        return rows
 
-    on_halves(dy.shape[0], dy.nbytes, run_part,
-              lambda: kernels.depthwise_backward(source, taps_w, dy2, g, dx2, dw_rows, want_dw))
+    numba_chunks = min(dy.shape[0], numba.config.NUMBA_NUM_THREADS) or 1  # no pool launch
+    parts = on_halves(dy.shape[0], dy.nbytes,
+                      lambda images: dw_rows(images, kernels.serial.depthwise_backward, 1),
+                      lambda: dw_rows(slice(None), kernels.depthwise_backward, numba_chunks))
     if channels != x_shape[-1]:  # the repeated input channels' gradients added up
         dx = dx.reshape(*x_shape, channels // x_shape[-1]).sum(axis=-1)
-    dw = dw_rows.sum(axis=(0, 2)) if want_dw else np.zeros(taps_w.shape, dy.dtype)
+    dw = np.concatenate(parts).sum(axis=(0, 2)) if want_dw else np.zeros(taps_w.shape, dy.dtype)
     return dx, dw.reshape(w.shape)

@@ -150,7 +150,7 @@ def resample(x, taps):
         arrays += [np.ascontiguousarray(index, dtype=np.int64),
                    np.ascontiguousarray(weight, dtype=x.dtype)]
     on_halves(x.shape[0], y.nbytes,
-              lambda _, images: _kernel.serial(as_3d(x[images]), *arrays, as_3d(y[images])),
+              lambda images: _kernel.serial(as_3d(x[images]), *arrays, as_3d(y[images])),
               lambda: sized(_kernel, y.nbytes, PARALLEL_RESAMPLE_BYTES)(as_3d(x), *arrays,
                                                                       as_3d(y)))
     unread = ~(arrays[-1] != 0).any(axis=0)  # outputs along W that no tap reads
@@ -191,7 +191,7 @@ def _bin_max_pass(y, flat, axis, bins, spatial):
                ends, out3[rows], index3[rows])
 
     on_halves(y.shape[0], y.nbytes,
-              lambda _, images: run(slice(images.start * per_image, images.stop * per_image),
+              lambda images: run(slice(images.start * per_image, images.stop * per_image),
                                     _bin_max.serial),
               lambda: run(slice(None), _bin_max))
     return out, index
