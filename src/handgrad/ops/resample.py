@@ -336,9 +336,10 @@ def _run_passes(xp, x, passes, out_shape):
 def resample(xp, x, maps):
     """x (N, *S, C) mapped through each axis's :class:`AxisMap`: repeated positions
     (nearest at integer factors) by a broadcast copy on the two NumPy threads (faster
-    than the compiled pass: nearest x2 of (8, 32, 32, 32) interleaved with torch,
-    float32 0.36-0.38 against 0.42-0.50 ms, float64 0.54-0.62 against 0.96-1.02);
-    else compiled, all axes in one pass; else one axis after another."""
+    than the compiled pass, itself on the two threads: nearest x2 of (8, 32, 32, 32)
+    interleaved with torch, float32 0.27-0.28 against 0.38-0.52 ms, float64 0.41-0.53
+    against 0.78-0.94); else compiled, all axes in one pass; else one axis after
+    another."""
     factors = _repeat_factors(maps)
     if factors is not None:
         return repeat(xp, x, factors)
@@ -356,8 +357,9 @@ def resample(xp, x, maps):
 def resample_backward(xp, dy, maps, x_shape):
     """dy mapped through the transposed maps of :func:`resample` (reverse order) back
     to ``x_shape``: compiled, all the transposed maps in one pass (the sums of repeated
-    positions too: float32 0.40-0.65 against NumPy's 0.62-0.65 ms in the case above);
-    else the sum of each block of repeats, or one axis after another."""
+    positions too: float32 0.33-0.91 against NumPy's 0.63-1.43 ms, float64 0.98-1.35
+    against 1.22-1.95 in the case above); else the sum of each block of repeats, or one
+    axis after another."""
     if compiled.covers(dy):
         return compiled.resample(dy, [a.transposed for a in maps])
     factors = _repeat_factors(maps)
