@@ -174,6 +174,15 @@ def _windows(x_pad, axes):
     return view
 
 
+def _part_windows(x_rep, part, axes, merged, *arrays):
+    """The window view of the images ``part`` of x_rep (padded), and each of ``arrays``'
+    same images: all on the merged axes (``merged_last``) where ``merged`` is given."""
+    x_pad, arrays = pad_input(np, x_rep[part], axes), [a[part] for a in arrays]
+    if merged is None:
+        return _windows(x_pad, axes), *arrays
+    return _windows(merged_last(x_pad), merged), *(merged_last(a) for a in arrays)
+
+
 def _subscripts(n_axes, merged):
     """einsum letters of the windows (n, outputs, [c,] taps), of the output (n, outputs[,
     c]) and of the weights (taps, c or the merged last output axis)."""
@@ -192,11 +201,7 @@ def _tap_sums(x_rep, w, axes):
     windows, out, weight_letters = _subscripts(len(axes), merged is not None)
 
     def images(part):
-        x_pad = pad_input(np, x_rep[part], axes)
-        if merged is None:
-            view, target = _windows(x_pad, axes), y[part]
-        else:
-            view, target = _windows(merged_last(x_pad), merged), merged_last(y[part])
+        view, target = _part_windows(x_rep, part, axes, merged, y)
         np.einsum(f"{windows},{weight_letters}->{out}", view, weights, out=target)
 
     run_blocks(images, batch_halves(x_rep.shape[0], y.nbytes))
@@ -224,11 +229,7 @@ def _tap_weight_grad(x_rep, dy, axes, w_shape):
     out = _subscripts(len(axes), merged is not None)[1]
 
     def images(part):
-        x_pad, grad = pad_input(np, x_rep[part], axes), dy[part]
-        if merged is None:
-            windows = _windows(x_pad, axes)
-        else:
-            windows, grad = _windows(merged_last(x_pad), merged), merged_last(grad)
+        windows, grad = _part_windows(x_rep, part, axes, merged, dy)
         dw = np.empty((*kernel, grad.shape[-1]), dtype=dy.dtype)
         for tap in np.ndindex(*kernel):
             dw[tap] = np.einsum(f"{out},{out}->{out[-1]}", windows[(Ellipsis, *tap)], grad)
