@@ -366,7 +366,8 @@ def test_resampling_takes_the_parallel_kernel_only_for_large_outputs_and_both_ag
     assert sized(taps._kernel, limit - 1, limit) is taps._kernel.serial
     assert sized(taps._kernel, limit, limit) is taps._kernel
     x = np.random.default_rng(4).standard_normal((3, 5, 6, 7, 4))
-    y, cache = ops.interpolate(x, size=(9, 4, 13), mode="trilinear")
+    with _accel.use_compiled(True):  # also under HANDGRAD_NUMBA=0
+        y, cache = ops.interpolate(x, size=(9, 4, 13), mode="trilinear")
     maps = [(a.index, a.weight) for a in cache.maps]
     serial = taps.resample(x, maps)
     original = taps.PARALLEL_RESAMPLE_BYTES
@@ -388,15 +389,15 @@ def test_resampling_a_large_batch_in_halves_on_two_threads_gives_the_serial_bits
     from handgrad.ops._engine import taps
 
     monkeypatch.setattr(_block_threads, "THREADS", 2)  # whatever HANDGRAD_NUMPY_THREADS says
-
     x = np.random.default_rng(5).standard_normal((5, 16, 16, 64))
-    y, cache = ops.interpolate(x, scale_factor=2, mode="bilinear")
+    with _accel.use_compiled(True):  # also under HANDGRAD_NUMBA=0
+        y, cache = ops.interpolate(x, scale_factor=2, mode="bilinear")
+        dy = np.random.default_rng(6).standard_normal(y.shape)
+        dx = ops.interpolate_backward(dy, cache)
     assert y.nbytes >= 2 * _block_threads.MIN_HALF_BYTES
     assert len(_block_threads.array_halves(np, x.shape[0], y.nbytes)) == 2
-    dy = np.random.default_rng(6).standard_normal(y.shape)
     for source, taps_of_axes, out in ((x, [(a.index, a.weight) for a in cache.maps], y),
-                                      (dy, [a.transposed for a in cache.maps],
-                                       ops.interpolate_backward(dy, cache))):
+                                      (dy, [a.transposed for a in cache.maps], dx)):
         whole = np.empty_like(out)
         arrays = []
         for index, weight in [(taps._IDENTITY, None)] + taps_of_axes:
