@@ -20,6 +20,17 @@ def merged_last(a):
     return a.reshape(*a.shape[:-2], a.shape[-2] * a.shape[-1])
 
 
+def sum_into(xp, views, out):
+    """out = the sum of ``views`` (same shape), added in order; returns out."""
+    if len(views) == 1:
+        out[...] = views[0]
+        return out
+    xp.add(views[0], views[1], out=out)
+    for view in views[2:]:
+        xp.add(out, view, out=out)
+    return out
+
+
 def plan_blocks(out_shape, itemsize, whole=False):
     """(blocks, elements): ``(images, rows)`` slices tiling (N, O_0) so that a block
     of the output (N, *O, C) holds about ``BLOCK_BYTES`` (whole images, or rows of

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._blocks import sum_into
+
 
 @dataclass(frozen=True, eq=False)
 class PhasePlan:
@@ -190,10 +192,7 @@ def backward(xp, dy, axis, plan, n, out=None):
             part = xp.empty((a, hi - lo, b), dtype=dy.dtype)
         target = part if g else run
         if len(views) > 1:  # the taps of one weight summed first
-            xp.add(views[0], views[1], out=target)
-            for view in views[2:]:
-                xp.add(target, view, out=target)
-            views = [target]
+            views = [sum_into(xp, views, target)]
         xp.multiply(views[0], _row(xp, w, b), out=target)
         if g:
             xp.add(run, part, out=run)

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 
 from ._block_threads import array_halves, run_blocks
-from ._blocks import image_blocks
+from ._blocks import image_blocks, sum_into
 
 SUM_BLOCK_BYTES = 1 << 20
 """The bytes of ``dy`` per block of :func:`repeat_sum` (1 MB: the blocks' sums stay in
@@ -50,13 +50,7 @@ def repeat_sum(xp, dy, factors):
         blocks = blocked(dy[images], factors)
         views = [blocks[(slice(None),) + sum(((slice(None), r) for r in at), ())]
                  for at in itertools.product(*(range(k) for k in factors))]
-        out = g[images]
-        if len(views) == 1:
-            out[...] = views[0]
-            return
-        xp.add(views[0], views[1], out=out)
-        for view in views[2:]:
-            xp.add(out, view, out=out)
+        sum_into(xp, views, g[images])
 
     run_blocks(block, image_blocks(dy.shape, dy.dtype.itemsize, SUM_BLOCK_BYTES)
                if xp is np else [slice(None)])
