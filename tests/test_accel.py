@@ -46,16 +46,16 @@ def test_environment_variable_turns_the_compiled_kernels_off():
     assert result.stdout.strip() == "False", result.stderr
 
 
-def _step(x, w, wd, pool_cache=None):
-    """conv -> depthwise conv -> max pool (3, stride 2: overlapping windows) -> average
-    pool, 2-D or 3-D by x, then backward from dq = 1: returns (q, dx, dw, dwd) and the max
-    pool's cache. With ``pool_cache``, the backward sends the gradient to that cache's
-    winners instead."""
+def _step(x, w, wd, pool_cache=None, window=3):
+    """conv -> depthwise conv -> max pool (``window``, stride 2: overlapping windows at 3)
+    -> average pool, 2-D or 3-D by x, then backward from dq = 1: returns (q, dx, dw, dwd)
+    and the max pool's cache. With ``pool_cache``, the backward sends the gradient to that
+    cache's winners instead."""
     nd = x.ndim - 2
     conv, conv_backward = getattr(ops, f"conv{nd}d"), getattr(ops, f"conv{nd}d_backward")
     y, c1 = conv(x, w, padding=1)
     z, c2 = conv(y, wd, padding=1, groups=8)
-    p, c3 = getattr(ops, f"max_pool{nd}d")(z, 3, stride=2, padding=1)
+    p, c3 = getattr(ops, f"max_pool{nd}d")(z, window, stride=2, padding=1)
     q, c4 = getattr(ops, f"avg_pool{nd}d")(p, 2, ceil_mode=True, count_include_pad=False)
     dp = getattr(ops, f"avg_pool{nd}d_backward")(np.ones_like(q), c4)
     max_backward = getattr(ops, f"max_pool{nd}d_backward")
@@ -113,3 +113,21 @@ def test_3d_convolutions_take_the_numpy_path_and_3d_pooling_the_loops():
     with _accel.use_compiled(True):
         assert not _accel.covers(axes, x) and _accel.covers(axes[:2], x)
         assert _accel.covers(axes, x, most=3)
+
+
+@pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
+def test_3d_step_with_windows_that_do_not_overlap_gives_the_numpy_bits():
+    """In 3-D both paths run the NumPy convolutions, and with max windows that do not
+    overlap (2, stride 2) and power-of-two divisors the pooling gradients round alike:
+    dx, dw and dwd are the NumPy path's bits; q within the rounding of the average's 8
+    terms (the NumPy path sums an axis at a time)."""
+    rng = np.random.default_rng(1)
+    x, w, wd = (rng.standard_normal(shape) for shape in STEP_SHAPES["3d"])
+    results = []
+    for flag in (False, True):
+        with _accel.use_compiled(flag):
+            results.append(_step(x, w, wd, window=2)[0])
+    (q_numpy, *grads_numpy), (q_compiled, *grads_compiled) = results
+    assert_close(q_compiled, q_numpy, dtype=np.float64, terms=8, what="q")
+    for name, a, b in zip(("dx", "dw", "dwd"), grads_numpy, grads_compiled):
+        np.testing.assert_array_equal(a, b, err_msg=name)
