@@ -28,6 +28,7 @@ from .embedding import *  # noqa: F403
 from .embedding_bag import *  # noqa: F403
 from .fractional_pool import *  # noqa: F403
 from .gated_activations import *  # noqa: F403
+from .global_pooling import *  # noqa: F403
 from .grid_sample import *  # noqa: F403
 from .linear import *  # noqa: F403
 from .lp_pooling import *  # noqa: F403
