@@ -77,6 +77,18 @@ def test_the_issue_targets_cover_both_paths():
     assert measured == {"compiled", "numpy"}  # some target found rows on each path
 
 
+def test_the_fallback_limit_takes_every_case_with_a_ratio():
+    """The NumPy path's 3x: "no case slower than 3x torch", breadth and composite rows
+    too (a breadth row within 3x meets it even where the 1.5x breadth limit fails)."""
+    fallback = [r for r in TARGETS if r.path == "numpy"]
+    rows = [row("14c bilinear", 3.2, path="numpy", group="breadth"),
+            row("11 mha", 1.0, path="numpy", group="composite")]
+    worst = {r["target"]: r for r in check_targets(rows, fallback)}
+    assert [(r["worst"], r["met"]) for r in worst.values()] == [("14c bilinear (float32)", False)]
+    rows[0]["ratio"] = 2.0
+    assert all(r["met"] for r in check_targets(rows, fallback))
+
+
 def test_every_case_group_has_a_target():
     """A case's group that no target selects (a typo, a new group without its target)
     would leave its rows unchecked, silently."""
