@@ -169,7 +169,7 @@ LOCK_SCRIPT = """
         layer_after_serial = numba.threading_layer()
     except ValueError:  # no parallel kernel has launched a thread pool
         layer_after_serial = None
-    ops.conv2d(x, w, groups=4)
+    ops.conv2d_backward(y, cache)  # the lock is free: the depthwise backward's parallel loop
     print(json.dumps({"after_serial": layer_after_serial,
                       "after_parallel": numba.threading_layer()}))
 """

@@ -40,7 +40,7 @@ import os
 import numpy as np
 
 from .._args.windows import WindowAxis
-from .._block_threads import on_halves
+from .._block_threads import MIN_HALF_BYTES, on_halves
 from .._tile_pool import tiles
 
 try:  # pragma: no cover - exercised when the optional dependency is present
@@ -112,6 +112,7 @@ def as_2d(x):
 
 
 if numba is not None:  # pragma: no branch
+    from . import register_taps
     from .kernels import build_kernels, sized
 
     kernels = build_kernels(numba)
@@ -197,18 +198,33 @@ def _per_output_channel(x, channels):
 
 def depthwise(x, w, axes, b=None):
     """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y), plus
-    the bias b (C_y,) when given; half the batch per NumPy thread (a batch of 2 MB or more:
-    :func:`.._block_threads.on_halves`). Interleaved with torch, forward + backward of a
-    depthwise 3x3 on (32, 32, 32, 32): float32 5.8-6.7 -> 4.2-4.3 ms, float64 11.1-12.0 ->
-    7.1-7.9 ms against numba's parallel loops (waking its workers cost more than the
-    second core gave back)."""
+    the bias b (C_y,) when given. The loop that sums in registers
+    (:mod:`.register_taps`), on half the batch per NumPy thread (a batch of 2 MB or more:
+    :func:`.._block_threads.on_halves`), else on the whole batch; one image of 2 MB or more
+    takes the row loops in parallel on numba's threads. Interleaved with torch, forward +
+    backward of (32, 32, 32, 32), the row loops on the halves against the register loop:
+    float32 3x3 2.78 -> 2.27 ms (torch 2.42), 5x5 5.20 -> 4.86 ms; float64 3x3 5.62 ->
+    5.22 ms. The row loops on the halves had made float32 3x3 5.8-6.7 -> 4.2-4.3 ms against
+    numba's parallel launch (waking its workers cost more than the second core gave back)."""
     y = _output(x, axes, w.shape[-1], x.dtype)
-    x, y2 = as_2d(_per_output_channel(x, w.shape[-1])), as_2d(y)
-    taps_w, g = w.reshape(-1, w.shape[-1]), geometry_2d(axes)
+    x = np.ascontiguousarray(as_2d(_per_output_channel(x, w.shape[-1])))
+    y2, g = as_2d(y), geometry_2d(axes)
+    taps_w = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), x.dtype)
     bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
-    on_halves(y.shape[0], y.nbytes,
-              lambda images: kernels.serial.depthwise(x[images], taps_w, g, bias, y2[images]),
-              lambda: kernels.depthwise(x, taps_w, g, bias, y2))
+    H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
+    registers = register_taps.depthwise_kernel(KH, KW)
+    # The padded image: every row and column a tap reads, and the image after the padding.
+    pad_shape = (max((OH - 1) * SH + (KH - 1) * DH + 1, PH + H),
+                 max((OW - 1) * SW + (KW - 1) * DW + 1, PW + W), x.shape[-1])
+
+    def run(images):
+        """The register kernel on ``images``, with a zero-padded scratch image of its own."""
+        registers(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
+
+    single_large = y.shape[0] == 1 and y.nbytes >= 2 * MIN_HALF_BYTES
+    on_halves(y.shape[0], y.nbytes, run,
+              lambda: kernels.depthwise(x, taps_w, g, bias, y2) if single_large
+              else run(slice(None)))
     return y
 
 

@@ -1,0 +1,66 @@
+"""The depthwise forward with its sums in registers (ops/_engine/register_taps.py): the
+same bits as the row loops it replaced, on every geometry a convolution takes."""
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops._engine import dispatch
+
+pytestmark = pytest.mark.skipif(not dispatch.available(), reason="numba is not installed")
+
+GEOMETRIES = [  # x shape, kernel, conv keywords (channel counts around the blocks of 8)
+    ((3, 9, 10, 8), (3, 3), {"padding": 1}),
+    ((2, 11, 9, 13), (5, 5), {"padding": 2, "stride": 2}),
+    ((2, 12, 12, 24), (3, 3), {"padding": 2, "dilation": 2}),
+    ((2, 8, 7, 7), (2, 4), {"padding": "same"}),  # padding after > before
+    ((2, 7, 9, 2), (3, 1), {"padding": 0, "stride": (2, 1)}),
+    ((2, 6, 6, 17), (1, 1), {}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, kernel, kwargs", GEOMETRIES)
+def test_the_register_kernel_gives_the_row_loops_bits(x_shape, kernel, kwargs, dtype):
+    rng = np.random.default_rng(sum(x_shape))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    channels = x_shape[-1]
+    w = rng.standard_normal((*kernel, 1, channels)).astype(dtype)
+    b = rng.standard_normal(channels).astype(dtype)
+    with dispatch.use_compiled(True):
+        y, call = ops.conv2d(x, w, b, groups=channels, **kwargs)
+    np.testing.assert_array_equal(y, _row_loops(x, w, b, call.axes))
+
+
+def _row_loops(x, w, b, axes):
+    """The depthwise forward by the row loops of ops/_engine/kernels.py."""
+    channels = w.shape[-1]
+    y = np.empty((x.shape[0], *(a.size_out for a in axes), channels), x.dtype)
+    source = dispatch.as_2d(dispatch._per_output_channel(x, channels))
+    dispatch.kernels.serial.depthwise(source, w.reshape(-1, channels),
+                                      dispatch.geometry_2d(axes), b, dispatch.as_2d(y))
+    return y
+
+
+@pytest.mark.parametrize("multiplier, length", [(2, 15), (3, 40)])
+def test_channel_multipliers_and_1d_maps(multiplier, length):
+    """Each output channel reads input channel co // multiplier; 1-D maps are one row."""
+    rng = np.random.default_rng(length)
+    x = rng.standard_normal((3, length, 4))
+    w = rng.standard_normal((3, 1, 4 * multiplier))
+    b = rng.standard_normal(4 * multiplier)
+    with dispatch.use_compiled(True):
+        y, call = ops.conv1d(x, w, b, padding=1, groups=4)
+    np.testing.assert_array_equal(y, _row_loops(x, w, b, call.axes))
+
+
+def test_a_single_large_image_keeps_the_parallel_row_loops(monkeypatch):
+    """One image of 2 MB or more cannot be halved: numba's parallel loops take it, not
+    one core."""
+    called = []
+    monkeypatch.setattr(dispatch.kernels, "depthwise",
+                        lambda *args: called.append(args[0].shape))
+    x = np.zeros((1, 96, 96, 32))  # 2.25 MB of output
+    with dispatch.use_compiled(True):
+        ops.conv2d(x, np.zeros((3, 3, 1, 32)), padding=1, groups=32)
+    assert called == [(1, 96, 96, 32)]
