@@ -1,11 +1,13 @@
-"""The depthwise forward with its sums in registers (ops/_engine/register_taps.py): the
-same bits as the row loops it replaced, on every geometry a convolution takes."""
+"""The depthwise loops with their sums in registers (ops/_engine/register_taps.py): the
+forward and the weight-gradient rows are the row loops' bits, dx agrees to rounding, on
+every geometry a convolution takes."""
 
 import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops._engine import dispatch
+from handgrad.ops._engine import dispatch, register_taps
+from handgrad.testing import tolerance
 
 pytestmark = pytest.mark.skipif(not dispatch.available(), reason="numba is not installed")
 
@@ -64,3 +66,47 @@ def test_a_single_large_image_keeps_the_parallel_row_loops(monkeypatch):
     with dispatch.use_compiled(True):
         ops.conv2d(x, np.zeros((3, 3, 1, 32)), padding=1, groups=32)
     assert called == [(1, 96, 96, 32)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, kernel, kwargs", GEOMETRIES)
+def test_the_weight_rows_give_the_fused_loops_bits(x_shape, kernel, kwargs, dtype):
+    """The rows per output column and tap are the fused backward loop's, summed in the same
+    order (over the images and output rows), laid out per column instead of per tap."""
+    rng = np.random.default_rng(sum(x_shape) + 1)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    channels = x_shape[-1]
+    w = rng.standard_normal((*kernel, 1, channels)).astype(dtype)
+    y, call = ops.conv2d(x, w, groups=channels, **kwargs)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    g, taps = dispatch.geometry_2d(call.axes), w.reshape(-1, channels)
+    rows = np.zeros((y.shape[2], taps.shape[0], channels), dtype)
+    kernel_rows = register_taps.weight_rows_kernel(*kernel)
+    kernel_rows(x, dy, g, rows, np.zeros(dispatch._padded_image(g, x), dtype))
+    fused = np.empty((1, taps.shape[0], y.shape[2], channels), dtype)
+    dispatch.kernels.serial.depthwise_backward(x, taps, dy, g, np.empty_like(x), fused, True)
+    np.testing.assert_array_equal(rows, fused[0].transpose(1, 0, 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, kernel, kwargs", GEOMETRIES)
+def test_the_backward_kernel_gives_the_fused_loops_rows_and_dx(x_shape, kernel, kwargs, dtype):
+    """dx and the dw rows in one pass: the rows are the fused row loop's bit for bit; dx
+    adds the same products in another order (each output pixel's taps in turn, where the
+    row loop sweeps a row per tap), so it agrees to rounding."""
+    rng = np.random.default_rng(sum(x_shape) + 2)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    channels = x_shape[-1]
+    w = rng.standard_normal((*kernel, 1, channels)).astype(dtype)
+    y, call = ops.conv2d(x, w, groups=channels, **kwargs)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    g, taps = dispatch.geometry_2d(call.axes), w.reshape(-1, channels)
+    rows, dx = np.zeros((y.shape[2], taps.shape[0], channels), dtype), np.empty_like(x)
+    pad = np.zeros(dispatch._padded_image(g, x), dtype)
+    register_taps.gradients_kernel(*kernel)(x, taps, dy, g, dx, rows, pad, pad.copy())
+    fused, fused_dx = np.empty((1, taps.shape[0], y.shape[2], channels), dtype), np.empty_like(x)
+    dispatch.kernels.serial.depthwise_backward(x, taps, dy, g, fused_dx, fused, True)
+    np.testing.assert_array_equal(rows, fused[0].transpose(1, 0, 2))
+    bound = tolerance(dtype, terms=taps.shape[0],
+                      scale=taps.shape[0] * np.abs(dy).max() * np.abs(taps).max())
+    assert np.abs(dx - fused_dx).max() <= bound

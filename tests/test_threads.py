@@ -154,8 +154,10 @@ LOCK_SCRIPT = """
     import numba
     import numpy as np
     from handgrad import ops
+    from handgrad.ops._engine import dispatch as _accel
     from handgrad.ops._engine import kernels as _accel_kernels
 
+    _accel.PARALLEL_POOL_BYTES = 0  # small pooling calls take the parallel kernels too
     x = np.random.default_rng(0).standard_normal((3, 8, 8, 4))
     w = np.random.default_rng(1).standard_normal((3, 3, 1, 4))
     with _accel_kernels._launch_lock:  # another thread is inside a parallel kernel
@@ -169,7 +171,7 @@ LOCK_SCRIPT = """
         layer_after_serial = numba.threading_layer()
     except ValueError:  # no parallel kernel has launched a thread pool
         layer_after_serial = None
-    ops.conv2d_backward(y, cache)  # the lock is free: the depthwise backward's parallel loop
+    ops.max_pool2d(x, 2)  # the lock is free: the pooling loop launches in parallel
     print(json.dumps({"after_serial": layer_after_serial,
                       "after_parallel": numba.threading_layer()}))
 """
@@ -408,29 +410,55 @@ def test_resampling_a_large_batch_in_halves_on_two_threads_gives_the_serial_bits
 
 
 @needs_numba
-def test_depthwise_on_a_large_batch_runs_in_halves_and_gives_the_serial_bits(monkeypatch):
-    """From 2 MB of output a depthwise convolution runs the serial loops on half the
-    batch per NumPy thread; y, dx and dw are the bits of the serial loops over the whole
-    batch (whose dw sums the same two chunks of images)."""
+def test_depthwise_dx_alone_runs_the_row_loop_in_halves_with_the_serial_bits(monkeypatch):
+    """dx alone with strides (the row loop) runs on half the batch per NumPy thread from
+    2 MB of dy: the bits of that loop over the whole batch."""
     from handgrad.ops import _block_threads
 
     monkeypatch.setattr(_block_threads, "THREADS", 2)  # whatever HANDGRAD_NUMPY_THREADS says
     rng = np.random.default_rng(7)
-    x, w = rng.standard_normal((4, 32, 32, 64)), rng.standard_normal((3, 3, 1, 64))
-    with _accel.use_compiled(True):
-        y, cache = ops.conv2d(x, w, padding=1, groups=64)
-        dy = rng.standard_normal(y.shape)
-        dx, dw, _ = ops.conv2d_backward(dy, cache)
+    x, w = rng.standard_normal((4, 64, 64, 64)), rng.standard_normal((3, 3, 1, 64))
+    y, cache = ops.conv2d(x, w, padding=1, stride=2, groups=64)
+    dy = np.cos(y)
     assert len(_block_threads.array_halves(np, 4, dy.nbytes)) == 2
-    g, taps_w = _accel.geometry_2d(cache.axes), w.reshape(9, 64)
-    serial = _accel.kernels.serial
-    y_whole, dx_whole = np.empty_like(y), np.empty_like(x)
-    serial.depthwise(x, taps_w, g, np.zeros(64), y_whole)
-    dw_rows = np.empty((2, 9, 32, 64))
-    serial.depthwise_backward(x, taps_w, dy, g, dx_whole, dw_rows, True)
-    np.testing.assert_array_equal(y, y_whole)
+    with _accel.use_compiled(True):
+        dx, _ = _accel.depthwise_gradients(x.shape, w, dy, cache.axes)
+    g, dx_whole = _accel.geometry_2d(cache.axes), np.empty_like(x)
+    _accel.kernels.serial.depthwise_backward(dx_whole, w.reshape(9, 64), dy, g, dx_whole,
+                                             np.empty((1, 0, 0, 0)), False)
     np.testing.assert_array_equal(dx, dx_whole)
-    np.testing.assert_array_equal(dw, dw_rows.sum(axis=(0, 2)).reshape(w.shape))
+
+
+@needs_numba
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_register_loops_give_the_same_bits_on_half_batches(monkeypatch, stride):
+    """The register loops run on half the batch per NumPy thread (from 2 MB): y and dx
+    are the bits of one thread over the whole batch; dw adds the two halves' sums, each
+    the bits of the backward kernel's rows over its half."""
+    from handgrad.ops import _block_threads
+    from handgrad.ops._engine import register_taps
+
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((4, 64, 64, 64)), rng.standard_normal((3, 3, 1, 64))
+    results = []
+    for threads in (2, 1):
+        monkeypatch.setattr(_block_threads, "THREADS", threads)
+        with _accel.use_compiled(True):
+            y, cache = ops.conv2d(x, w, padding=1, stride=stride, groups=64)
+            dy = np.cos(y)
+            results.append((y, *ops.conv2d_backward(dy, cache)[:2]))
+            if threads == 2:
+                assert len(_block_threads.array_halves(np, 4, dy.nbytes)) == 2
+    (y, dx, dw), (y_one, dx_one, _) = results
+    np.testing.assert_array_equal(y, y_one)
+    np.testing.assert_array_equal(dx, dx_one)
+    g, halves = _accel.geometry_2d(cache.axes), []
+    for images in (slice(0, 2), slice(2, 4)):
+        rows, pad = np.zeros((g[3], 9, 64)), np.zeros(_accel._padded_image(g, x))
+        register_taps.gradients_kernel(3, 3)(x[images], w.reshape(9, 64), dy[images], g,
+                                             np.empty_like(x[images]), rows, pad, pad.copy())
+        halves.append(rows)
+    np.testing.assert_array_equal(dw, np.stack(halves).sum(axis=(0, 1)).reshape(w.shape))
 
 
 @needs_numba

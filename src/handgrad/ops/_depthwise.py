@@ -142,20 +142,25 @@ def depthwise_gradients(xp, x, w, dy, axes, groups):
 
 def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`; with
-    unit strides (NumPy) the correlation of dy with the flipped kernel."""
-    if engine.covers(axes, dy, w):
-        return engine.depthwise_gradients(x_shape, w, dy, axes)[0]
+    unit strides (on the CPU) the correlation of dy with the flipped kernel, which the
+    compiled path runs through its forward loop."""
     flipped = _gather_axes(axes) if xp is np else None
+    compiled = engine.covers(axes, dy, w)
+    if compiled and flipped is None:
+        return engine.depthwise_gradients(x_shape, w, dy, axes)[0]
     if flipped is None:
         return _gradient_passes(xp, dy, axes, groups, tuple(x_shape), w.shape, w=w)[0]
     kernel = tuple(slice(None, None, -1) for _ in axes)
-    dx = _tap_sums(dy, w[kernel], flipped)
+    dx = (engine.depthwise(dy, w[kernel], flipped) if compiled
+          else _tap_sums(dy, w[kernel], flipped))
     multiplier = w.shape[-1] // groups
     return dx if multiplier == 1 else dx.reshape(*x_shape, multiplier).sum(axis=-1)
 
 
 def depthwise_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw (*K, 1, C_y): per tap, the sum over batch and positions of window * dy."""
+    if engine.covers(axes, x, dy):
+        return engine.depthwise_weight_grad(x, dy, axes, tuple(w_shape))
     if xp is np:
         return _tap_weight_grad(_repeated(np, x, w_shape[-1] // groups), dy, axes,
                                 tuple(w_shape))
