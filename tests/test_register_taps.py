@@ -68,45 +68,47 @@ def test_a_single_large_image_keeps_the_parallel_row_loops(monkeypatch):
     assert called == [(1, 96, 96, 32)]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("x_shape, kernel, kwargs", GEOMETRIES)
-def test_the_weight_rows_give_the_fused_loops_bits(x_shape, kernel, kwargs, dtype):
-    """The rows per output column and tap are the fused backward loop's, summed in the same
-    order (over the images and output rows), laid out per column instead of per tap."""
+def _backward_case(x_shape, kernel, kwargs, dtype):
+    """x, y, dy, the geometry tuple and the taps' weights (T, C) of a depthwise case."""
     rng = np.random.default_rng(sum(x_shape) + 1)
     x = rng.standard_normal(x_shape).astype(dtype)
-    channels = x_shape[-1]
-    w = rng.standard_normal((*kernel, 1, channels)).astype(dtype)
-    y, call = ops.conv2d(x, w, groups=channels, **kwargs)
+    w = rng.standard_normal((*kernel, 1, x_shape[-1])).astype(dtype)
+    y, call = ops.conv2d(x, w, groups=x_shape[-1], **kwargs)
     dy = rng.standard_normal(y.shape).astype(dtype)
-    g, taps = dispatch.geometry_2d(call.axes), w.reshape(-1, channels)
-    rows = np.zeros((y.shape[2], taps.shape[0], channels), dtype)
-    kernel_rows = register_taps.weight_rows_kernel(*kernel)
-    kernel_rows(x, dy, g, rows, np.zeros(dispatch._padded_image(g, x), dtype))
-    fused = np.empty((1, taps.shape[0], y.shape[2], channels), dtype)
-    dispatch.kernels.serial.depthwise_backward(x, taps, dy, g, np.empty_like(x), fused, True)
-    np.testing.assert_array_equal(rows, fused[0].transpose(1, 0, 2))
+    return x, y, dy, dispatch.geometry_2d(call.axes), w.reshape(-1, x_shape[-1])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("x_shape, kernel, kwargs", GEOMETRIES)
 def test_the_backward_kernel_gives_the_fused_loops_rows_and_dx(x_shape, kernel, kwargs, dtype):
-    """dx and the dw rows in one pass: the rows are the fused row loop's bit for bit; dx
-    adds the same products in another order (each output pixel's taps in turn, where the
-    row loop sweeps a row per tap), so it agrees to rounding."""
-    rng = np.random.default_rng(sum(x_shape) + 2)
-    x = rng.standard_normal(x_shape).astype(dtype)
-    channels = x_shape[-1]
-    w = rng.standard_normal((*kernel, 1, channels)).astype(dtype)
-    y, call = ops.conv2d(x, w, groups=channels, **kwargs)
-    dy = rng.standard_normal(y.shape).astype(dtype)
-    g, taps = dispatch.geometry_2d(call.axes), w.reshape(-1, channels)
-    rows, dx = np.zeros((y.shape[2], taps.shape[0], channels), dtype), np.empty_like(x)
-    pad = np.zeros(dispatch._padded_image(g, x), dtype)
-    register_taps.gradients_kernel(*kernel)(x, taps, dy, g, dx, rows, pad, pad.copy())
-    fused, fused_dx = np.empty((1, taps.shape[0], y.shape[2], channels), dtype), np.empty_like(x)
+    """dx and the dw rows in one pass: the rows (per output column and tap, summed over
+    the images and output rows) are the fused row loop's bit for bit, with dx or without;
+    dx adds the same products in another order (each output pixel's taps in turn, where
+    the row loop sweeps a row per tap), so it agrees to rounding."""
+    x, y, dy, g, taps = _backward_case(x_shape, kernel, kwargs, dtype)
+    fused, fused_dx = np.empty((1, taps.shape[0], *y.shape[2:]), dtype), np.empty_like(x)
     dispatch.kernels.serial.depthwise_backward(x, taps, dy, g, fused_dx, fused, True)
-    np.testing.assert_array_equal(rows, fused[0].transpose(1, 0, 2))
+    pad = np.zeros(dispatch._padded_image(g, x), dtype)
+    for with_dx in (True, False):
+        rows, dx = np.zeros((y.shape[2], *taps.shape), dtype), np.zeros_like(x)
+        register_taps.backward_kernel(*kernel, with_dx)(x, taps, dy, g, dx, rows, pad,
+                                                         pad.copy())
+        np.testing.assert_array_equal(rows, fused[0].transpose(1, 0, 2))
+    assert not dx.any()  # without dx, dx was not written
+    register_taps.backward_kernel(*kernel)(x, taps, dy, g, dx, rows, pad, pad.copy())
     bound = tolerance(dtype, terms=taps.shape[0],
                       scale=taps.shape[0] * np.abs(dy).max() * np.abs(taps).max())
     assert np.abs(dx - fused_dx).max() <= bound
+
+
+def test_a_first_layer_takes_dw_alone_with_the_same_bits():
+    """Without dx (an input nobody differentiates) the rows kernel runs without its dx
+    part; dw is the bits of the full backward's."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((4, 12, 12, 16)), rng.standard_normal((3, 3, 1, 16))
+    with dispatch.use_compiled(True):
+        y, cache = ops.conv2d(x, w, padding=1, groups=16)
+        dx, dw, _ = ops.conv2d_backward(np.cos(y), cache)
+        no_dx, dw_alone, _ = ops.conv2d_backward(np.cos(y), cache, input_grad=False)
+    assert no_dx is None and dx is not None
+    np.testing.assert_array_equal(dw_alone, dw)

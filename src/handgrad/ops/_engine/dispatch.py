@@ -233,34 +233,22 @@ def depthwise(x, w, axes, b=None):
 
 
 def depthwise_weight_grad(x, dy, axes, w_shape):
-    """dw (*K, 1, C_y) of a depthwise convolution: the register kernel's rows
-    (:func:`.register_taps.weight_rows_kernel`) per half of the batch (or the whole
-    batch), summed over the halves and the output columns."""
-    channels = dy.shape[-1]
-    x = np.ascontiguousarray(as_2d(_per_output_channel(x, channels)))
-    dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
-    rows_kernel, pad_shape = register_taps.weight_rows_kernel(g[4], g[5]), _padded_image(g, x)
-
-    def rows(images):
-        part = np.zeros((g[3], g[4] * g[5], channels), dy.dtype)
-        rows_kernel(x[images], dy2[images], g, part, np.zeros(pad_shape, x.dtype))
-        return part
-
-    parts = on_halves(dy.shape[0], dy.nbytes, rows, lambda: rows(slice(None)))
-    return np.stack(parts).sum(axis=(0, 1)).reshape(w_shape)
+    """dw (*K, 1, C_y) of a depthwise convolution alone (a network's first layer): the
+    register loop's weight-gradient rows without dx (:func:`_register_backward`)."""
+    return _register_backward(x, np.zeros(w_shape, dy.dtype), dy, axes, with_dx=False)[1]
 
 
 def depthwise_gradients(x_shape, w, dy, axes, x=None):
     """(dx, dw) of a depthwise convolution in one pass; without ``x`` only dx is
     computed (dw is then zero). With ``x``, the register loop
-    (:func:`.register_taps.gradients_kernel`) on each half of the batch (or the whole
+    (:func:`.register_taps.backward_kernel`) on each half of the batch (or the whole
     batch); else, and for one image of 2 MB or more, the row loops in chunks (its halves
     on the NumPy threads, or one per numba thread). Each chunk has its own dw partial
     sums (its rows per tap and output column). Interleaved with torch, the backward of
     (32, 32, 32, 32) on the two threads: float32 3x3 1.88 -> 1.30 ms, 5x5 4.27 -> 3.14
     ms, float64 3x3 4.01 -> 3.46 ms (5x5 even) against the row loops."""
     if x is not None and not (dy.shape[0] == 1 and dy.nbytes >= 2 * MIN_HALF_BYTES):
-        return _register_gradients(x_shape, w, dy, axes, x)
+        return _register_backward(x, w, dy, axes)
     taps_w = w.reshape(-1, w.shape[-1])
     channels = dy.shape[-1]
     dx = np.empty((*x_shape[:-1], channels), dy.dtype)
@@ -285,24 +273,29 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
     return dx, dw.reshape(w.shape)
 
 
-def _register_gradients(x_shape, w, dy, axes, x):
-    """(dx, dw) by the register loop on the halves of the batch (each half its own
+def _register_backward(x, w, dy, axes, with_dx=True):
+    """(dx or None, dw) by the register loop on the halves of the batch (each half its own
     padded scratch images and dw rows), the rows summed over the halves and columns."""
-    channels = dy.shape[-1]
+    channels, x_shape = dy.shape[-1], x.shape
     x = np.ascontiguousarray(as_2d(_per_output_channel(x, channels)))
     dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
     taps_w = np.ascontiguousarray(w.reshape(-1, channels), dy.dtype)
-    kernel, pad_shape = register_taps.gradients_kernel(g[4], g[5]), _padded_image(g, x)
-    dx = np.empty(x.shape, dy.dtype)
+    kernel = register_taps.backward_kernel(g[4], g[5], with_dx)
+    pad_shape = _padded_image(g, x)
+    dx = np.empty(x.shape if with_dx else (0, 0, 0, 0), dy.dtype)
 
     def rows(images):
         part = np.zeros((g[3], taps_w.shape[0], channels), dy.dtype)
-        kernel(x[images], taps_w, dy2[images], g, dx[images], part,
-               np.zeros(pad_shape, x.dtype), np.zeros(pad_shape, x.dtype))
+        pad_dx = np.zeros(pad_shape if with_dx else (0, 0, 0), x.dtype)
+        kernel(x[images], taps_w, dy2[images], g, dx[images] if with_dx else dx, part,
+               np.zeros(pad_shape, x.dtype), pad_dx)
         return part
 
     parts = on_halves(dy.shape[0], dy.nbytes, rows, lambda: rows(slice(None)))
+    dw = np.stack(parts).sum(axis=(0, 1)).reshape(w.shape)
+    if not with_dx:
+        return None, dw
     dx = dx.reshape(*x_shape[:-1], channels)
     if channels != x_shape[-1]:  # the repeated input channels' gradients added up
         dx = dx.reshape(*x_shape, channels // x_shape[-1]).sum(axis=-1)
-    return dx, np.stack(parts).sum(axis=(0, 1)).reshape(w.shape)
+    return dx, dw

@@ -48,6 +48,73 @@ except ImportError:  # pragma: no cover
 u = np.uint64
 
 
+def _helper(function):
+    """A loop the kernels call, compiled where numba is installed."""
+    return function if numba is None else numba.njit(cache=True, nogil=True)(function)
+
+
+def _inline(function):
+    """A few lines the kernels take in as their own (numba inlines them before LLVM sees
+    the code, so the vectorizer packs their lanes with the caller's)."""
+    return function if numba is None else numba.njit(inline="always")(function)
+
+
+@_helper
+def _into_padding(image, pf, Wp, PH, PW):
+    """The image (H, W, C) into the flat padded scratch ``pf`` (rows of Wp positions),
+    from row PH and column PW."""
+    H, W, C = image.shape
+    for h in range(H):
+        source, start = image[h].reshape(-1), u((h + PH) * Wp + PW) * u(C)
+        for i in range(W * C):
+            pf[start + u(i)] = source[i]
+
+
+@_helper
+def _out_of_padding(pf, image, Wp, PH, PW):
+    """The inverse of :func:`_into_padding`: the image part of ``pf`` into ``image``."""
+    H, W, C = image.shape
+    for h in range(H):
+        target, start = image[h].reshape(-1), u((h + PH) * Wp + PW) * u(C)
+        for i in range(W * C):
+            target[i] = pf[start + u(i)]
+
+
+@_helper
+def _steps(g, Wp, C):
+    """(tap_h, tap_w, step_h, step_w): the flat offsets in the padded image of one tap
+    down and across (the dilations) and of one output row and column (the strides)."""
+    SH, SW, DH, DW = g[6], g[7], g[8], g[9]
+    return u(DH * Wp * C), u(DW * C), u(SH * Wp * C), u(SW * C)
+
+
+@_inline
+def _lanes(a, i):
+    """a[i], ..., a[i + 7]: eight lanes, one SIMD register once packed."""
+    return (a[i], a[i + u(1)], a[i + u(2)], a[i + u(3)],
+            a[i + u(4)], a[i + u(5)], a[i + u(6)], a[i + u(7)])
+
+
+@_inline
+def _store(target, t, s):
+    """target[t + k] = s[k] for the eight lanes k."""
+    target[t], target[t + u(1)], target[t + u(2)], target[t + u(3)] = s[0], s[1], s[2], s[3]
+    target[t + u(4)], target[t + u(5)], target[t + u(6)], target[t + u(7)] = s[4], s[5], s[6], s[7]
+
+
+@_inline
+def _add_products(target, t, a, i, d):
+    """target[t + k] += a[i + k] * d[k] for the eight lanes k, every lane read before any
+    is written (so the vectorizer may pack them: target may alias a)."""
+    _store(target, t, (target[t] + a[i] * d[0], target[t + u(1)] + a[i + u(1)] * d[1],
+                       target[t + u(2)] + a[i + u(2)] * d[2],
+                       target[t + u(3)] + a[i + u(3)] * d[3],
+                       target[t + u(4)] + a[i + u(4)] * d[4],
+                       target[t + u(5)] + a[i + u(5)] * d[5],
+                       target[t + u(6)] + a[i + u(6)] * d[6],
+                       target[t + u(7)] + a[i + u(7)] * d[7]))
+
+
 def _depthwise_source(kernel_h, kernel_w):
     """The forward loop for a kernel_h x kernel_w kernel (closure constants: the taps
     unroll)."""
@@ -55,27 +122,21 @@ def _depthwise_source(kernel_h, kernel_w):
     def depthwise_registers(x, wt, g, bias, y, pad):
         """y (N, OH, OW, C) for x (N, H, W, C), wt (kernel_h * kernel_w, C), bias (C,);
         ``pad`` one zero-padded image (see the module doc)."""
-        H, W, OH, OW, _, _, SH, SW, DH, DW, PH, PW = g
+        OH, OW, PH, PW = g[2], g[3], g[10], g[11]
         N, C = y.shape[0], y.shape[3]
         Wp = pad.shape[1]
         pf, wf = pad.reshape(-1), wt.reshape(-1)
         chans = u(C)
-        tap_h, tap_w = u(DH * Wp * C), u(DW * C)
-        step_h, step_w = u(SH * Wp * C), u(SW * C)
+        tap_h, tap_w, step_h, step_w = _steps(g, Wp, C)
         for n in range(N):
-            for h in range(H):  # the image into the padded scratch
-                source, start = x[n, h].reshape(-1), u((h + PH) * Wp + PW) * chans
-                for i in range(W * C):
-                    pf[start + u(i)] = source[i]
+            _into_padding(x[n], pf, Wp, PH, PW)
             yn = y[n].reshape(-1)
             for oh in range(OH):
                 for ow in range(OW):
                     base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * chans
                     for block in range(0, C - 7, 8):
                         c = u(block)
-                        a0, a1, a2, a3 = bias[c], bias[c + u(1)], bias[c + u(2)], bias[c + u(3)]
-                        a4, a5 = bias[c + u(4)], bias[c + u(5)]
-                        a6, a7 = bias[c + u(6)], bias[c + u(7)]
+                        a0, a1, a2, a3, a4, a5, a6, a7 = _lanes(bias, c)
                         for kh in range(kernel_h):
                             for kw in range(kernel_w):
                                 i = base + u(kh) * tap_h + u(kw) * tap_w + c
@@ -88,9 +149,7 @@ def _depthwise_source(kernel_h, kernel_w):
                                 a5 += pf[i + u(5)] * wf[j + u(5)]
                                 a6 += pf[i + u(6)] * wf[j + u(6)]
                                 a7 += pf[i + u(7)] * wf[j + u(7)]
-                        o = out + c
-                        yn[o], yn[o + u(1)], yn[o + u(2)], yn[o + u(3)] = a0, a1, a2, a3
-                        yn[o + u(4)], yn[o + u(5)], yn[o + u(6)], yn[o + u(7)] = a4, a5, a6, a7
+                        _store(yn, out + c, (a0, a1, a2, a3, a4, a5, a6, a7))
                     for rest in range(C - C % 8, C):
                         c = u(rest)
                         total = bias[c]
@@ -103,119 +162,42 @@ def _depthwise_source(kernel_h, kernel_w):
     return depthwise_registers
 
 
-def _weight_grad_source(kernel_h, kernel_w):
-    """The weight-gradient loop for a kernel_h x kernel_w kernel (closure constants)."""
+def _backward_source(kernel_h, kernel_w, with_dx):
+    """The backward loop for a kernel_h x kernel_w kernel: the weight-gradient rows, and
+    dx too where ``with_dx`` (closure constants: the taps unroll, the dx code goes)."""
 
-    def depthwise_weight_rows(x, dy, g, rows, pad):
+    def depthwise_backward_registers(x, wt, dy, g, dx, rows, pad, pad_dx):
         """rows (OW, kernel_h * kernel_w, C), zero on entry, += the products of the padded
-        x and dy summed over the images and output rows: ``rows[ow, t, c] = sum_{n, oh}
-        x_pad[n, oh*SH + kh*DH, ow*SW + kw*DW, c] dy[n, oh, ow, c]`` (the caller sums
-        over ow, so each chain has N*OH terms). The rows of one output column lie
-        together: laid out per tap, each tap's row was 4 KB from the next one's, and the
-        loads and stores 4 KB apart stalled each other. Each tap's eight lanes are read
-        before any is written, which lets the vectorizer pack them."""
-        H, W, OH, OW, _, _, SH, SW, DH, DW, PH, PW = g
-        N, C = dy.shape[0], dy.shape[3]
-        Wp = pad.shape[1]
-        pf, rf = pad.reshape(-1), rows.reshape(-1)
-        chans, taps = u(C), u(kernel_h * kernel_w)
-        tap_h, tap_w = u(DH * Wp * C), u(DW * C)
-        step_h, step_w = u(SH * Wp * C), u(SW * C)
-        for n in range(N):
-            for h in range(H):  # the image into the padded scratch
-                source, start = x[n, h].reshape(-1), u((h + PH) * Wp + PW) * chans
-                for i in range(W * C):
-                    pf[start + u(i)] = source[i]
-            dyn = dy[n].reshape(-1)
-            for oh in range(OH):
-                for ow in range(OW):
-                    base, grad = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * chans
-                    for block in range(0, C - 7, 8):
-                        c = grad + u(block)
-                        d0, d1, d2, d3 = dyn[c], dyn[c + u(1)], dyn[c + u(2)], dyn[c + u(3)]
-                        d4, d5, d6, d7 = dyn[c + u(4)], dyn[c + u(5)], dyn[c + u(6)], dyn[c + u(7)]
-                        for kh in range(kernel_h):
-                            for kw in range(kernel_w):
-                                i = base + u(kh) * tap_h + u(kw) * tap_w + u(block)
-                                r = (u(ow) * taps + u(kh * kernel_w + kw)) * chans + u(block)
-                                r0 = rf[r] + pf[i] * d0
-                                r1 = rf[r + u(1)] + pf[i + u(1)] * d1
-                                r2 = rf[r + u(2)] + pf[i + u(2)] * d2
-                                r3 = rf[r + u(3)] + pf[i + u(3)] * d3
-                                r4 = rf[r + u(4)] + pf[i + u(4)] * d4
-                                r5 = rf[r + u(5)] + pf[i + u(5)] * d5
-                                r6 = rf[r + u(6)] + pf[i + u(6)] * d6
-                                r7 = rf[r + u(7)] + pf[i + u(7)] * d7
-                                rf[r], rf[r + u(1)], rf[r + u(2)], rf[r + u(3)] = r0, r1, r2, r3
-                                rf[r + u(4)], rf[r + u(5)] = r4, r5
-                                rf[r + u(6)], rf[r + u(7)] = r6, r7
-                    for rest in range(C - C % 8, C):
-                        c, d = u(rest), dyn[grad + u(rest)]
-                        for kh in range(kernel_h):
-                            for kw in range(kernel_w):
-                                r = (u(ow) * taps + u(kh * kernel_w + kw)) * chans + c
-                                rf[r] += pf[base + u(kh) * tap_h + u(kw) * tap_w + c] * d
-
-    return depthwise_weight_rows
-
-
-def _gradients_source(kernel_h, kernel_w):
-    """The backward loop (dx and dw together) for a kernel_h x kernel_w kernel."""
-
-    def depthwise_gradients(x, wt, dy, g, dx, rows, pad, pad_dx):
-        """dx (N, H, W, C) and the weight-gradient rows (as :func:`_weight_grad_source`'s)
-        in one pass over dy: each pixel's eight lanes of dy go to each tap's rows (times
-        x) and into the padded dx scratch ``pad_dx`` (times w; ``pad``'s shape), whose
-        image part is then dx's image."""
-        H, W, OH, OW, _, _, SH, SW, DH, DW, PH, PW = g
+        x and dy summed over the images and output rows (the caller sums over ow, so each
+        chain has N*OH terms); with dx, each dy also goes into the padded dx scratch
+        ``pad_dx`` (``pad``'s shape) times w, whose image part is then dx's image. The
+        rows of one output column lie together: laid out per tap, each tap's row was 4 KB
+        from the next one's, and loads and stores 4 KB apart stalled each other."""
+        OH, OW, PH, PW = g[2], g[3], g[10], g[11]
         N, C = dy.shape[0], dy.shape[3]
         Wp = pad.shape[1]
         pf, qf = pad.reshape(-1), pad_dx.reshape(-1)
         rf, wf = rows.reshape(-1), wt.reshape(-1)
         chans, taps = u(C), u(kernel_h * kernel_w)
-        tap_h, tap_w = u(DH * Wp * C), u(DW * C)
-        step_h, step_w = u(SH * Wp * C), u(SW * C)
+        tap_h, tap_w, step_h, step_w = _steps(g, Wp, C)
         for n in range(N):
-            for h in range(H):  # the image into the padded scratch
-                source, start = x[n, h].reshape(-1), u((h + PH) * Wp + PW) * chans
-                for i in range(W * C):
-                    pf[start + u(i)] = source[i]
-            qf[:] = 0
+            _into_padding(x[n], pf, Wp, PH, PW)
+            if with_dx:
+                qf[:] = 0
             dyn = dy[n].reshape(-1)
             for oh in range(OH):
                 for ow in range(OW):
                     base, grad = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * chans
                     for block in range(0, C - 7, 8):
-                        c = grad + u(block)
-                        d0, d1, d2, d3 = dyn[c], dyn[c + u(1)], dyn[c + u(2)], dyn[c + u(3)]
-                        d4, d5, d6, d7 = dyn[c + u(4)], dyn[c + u(5)], dyn[c + u(6)], dyn[c + u(7)]
+                        lanes = _lanes(dyn, grad + u(block))
                         for kh in range(kernel_h):
                             for kw in range(kernel_w):
                                 t = u(kh * kernel_w + kw)
                                 i = base + u(kh) * tap_h + u(kw) * tap_w + u(block)
-                                r, j = (u(ow) * taps + t) * chans + u(block), t * chans + u(block)
-                                r0 = rf[r] + pf[i] * d0
-                                r1 = rf[r + u(1)] + pf[i + u(1)] * d1
-                                r2 = rf[r + u(2)] + pf[i + u(2)] * d2
-                                r3 = rf[r + u(3)] + pf[i + u(3)] * d3
-                                r4 = rf[r + u(4)] + pf[i + u(4)] * d4
-                                r5 = rf[r + u(5)] + pf[i + u(5)] * d5
-                                r6 = rf[r + u(6)] + pf[i + u(6)] * d6
-                                r7 = rf[r + u(7)] + pf[i + u(7)] * d7
-                                q0 = qf[i] + d0 * wf[j]
-                                q1 = qf[i + u(1)] + d1 * wf[j + u(1)]
-                                q2 = qf[i + u(2)] + d2 * wf[j + u(2)]
-                                q3 = qf[i + u(3)] + d3 * wf[j + u(3)]
-                                q4 = qf[i + u(4)] + d4 * wf[j + u(4)]
-                                q5 = qf[i + u(5)] + d5 * wf[j + u(5)]
-                                q6 = qf[i + u(6)] + d6 * wf[j + u(6)]
-                                q7 = qf[i + u(7)] + d7 * wf[j + u(7)]
-                                rf[r], rf[r + u(1)], rf[r + u(2)], rf[r + u(3)] = r0, r1, r2, r3
-                                rf[r + u(4)], rf[r + u(5)] = r4, r5
-                                rf[r + u(6)], rf[r + u(7)] = r6, r7
-                                qf[i], qf[i + u(1)], qf[i + u(2)], qf[i + u(3)] = q0, q1, q2, q3
-                                qf[i + u(4)], qf[i + u(5)] = q4, q5
-                                qf[i + u(6)], qf[i + u(7)] = q6, q7
+                                _add_products(rf, (u(ow) * taps + t) * chans + u(block), pf, i,
+                                              lanes)
+                                if with_dx:
+                                    _add_products(qf, i, wf, t * chans + u(block), lanes)
                     for rest in range(C - C % 8, C):
                         c, d = u(rest), dyn[grad + u(rest)]
                         for kh in range(kernel_h):
@@ -223,13 +205,12 @@ def _gradients_source(kernel_h, kernel_w):
                                 t = u(kh * kernel_w + kw)
                                 i = base + u(kh) * tap_h + u(kw) * tap_w + c
                                 rf[(u(ow) * taps + t) * chans + c] += pf[i] * d
-                                qf[i] += d * wf[t * chans + c]
-            for h in range(H):  # the image part of the padded dx
-                target, start = dx[n, h].reshape(-1), u((h + PH) * Wp + PW) * chans
-                for i in range(W * C):
-                    target[i] = qf[start + u(i)]
+                                if with_dx:
+                                    qf[i] += wf[t * chans + c] * d
+            if with_dx:
+                _out_of_padding(qf, dx[n], Wp, PH, PW)
 
-    return depthwise_gradients
+    return depthwise_backward_registers
 
 
 def _signature(dtype, ranks):
@@ -264,14 +245,9 @@ def depthwise_kernel(kernel_h, kernel_w):
 
 
 @functools.cache
-def weight_rows_kernel(kernel_h, kernel_w):
-    """The compiled weight-gradient rows (:func:`_weight_grad_source`) of a kernel_h x
-    kernel_w kernel: ``(x, dy, g, rows, pad)``."""
-    return _slp_compiled(_weight_grad_source(kernel_h, kernel_w), (4, 4, "g", 3, 3))
-
-
-@functools.cache
-def gradients_kernel(kernel_h, kernel_w):
-    """The compiled backward (:func:`_gradients_source`) of a kernel_h x kernel_w kernel:
-    ``(x, wt, dy, g, dx, rows, pad, pad_dx)``."""
-    return _slp_compiled(_gradients_source(kernel_h, kernel_w), (4, 2, 4, "g", 4, 3, 3, 3))
+def backward_kernel(kernel_h, kernel_w, with_dx=True):
+    """The compiled backward (:func:`_backward_source`) of a kernel_h x kernel_w kernel:
+    ``(x, wt, dy, g, dx, rows, pad, pad_dx)`` (without dx, ``dx`` and ``pad_dx`` are not
+    touched)."""
+    source = _backward_source(kernel_h, kernel_w, with_dx)
+    return _slp_compiled(source, (4, 2, 4, "g", 4, 3, 3, 3))
