@@ -132,10 +132,26 @@ def _rows(weights, dtype, b):
     return rows
 
 
+SPREAD_BELOW = 32
+"""Weights per position are spread over rows of B values where B is below this (NumPy's
+inner loop then runs over whole rows of j B values); from it on they broadcast as a
+column (j, 1), which saves reading a weight array the size of an image. Align-corners
+x2 of (4, 32, 32, C), one axis, forward / backward ms, spread against broadcast: C = 8
+float32 0.19 / 0.27 against 0.22 / 0.25; C = 32 float64 1.12 / 1.45 against 0.82 / 0.95;
+C = 128 float32 2.79 / 3.33 against 2.11 / 2.28. Bilinear x2 of (8, 32, 32, 32)
+forward + backward, interleaved with torch (whose times were 1.46 / 2.32 ms): align
+float32 4.14 -> 3.76, float64 7.69 -> 7.33 ms; trilinear align (2, 8, 8, 8, 32) float64
+2.77 -> 2.01 ms."""
+
+
 def _row(xp, w, b):
-    """``w`` as a factor of (A, j, B): a scalar stays a scalar, weights per j become rows
-    of j B values (kept per weights and B), so each product runs over long rows."""
-    return w if np.ndim(w) == 0 else xp.asarray(_rows(w.tobytes(), w.dtype.str, b))
+    """``w`` as a factor of (A, j, B): a scalar stays a scalar, weights per j become a
+    column (j, 1), or rows of j B values (kept per weights and B) where B is short."""
+    if np.ndim(w) == 0:
+        return w
+    if b >= SPREAD_BELOW:
+        return xp.asarray(w).reshape(-1, 1)
+    return xp.asarray(_rows(w.tobytes(), w.dtype.str, b))
 
 
 def _shape(a, axis):
