@@ -112,3 +112,25 @@ def test_a_first_layer_takes_dw_alone_with_the_same_bits():
         no_dx, dw_alone, _ = ops.conv2d_backward(np.cos(y), cache, input_grad=False)
     assert no_dx is None and dx is not None
     np.testing.assert_array_equal(dw_alone, dw)
+
+
+def test_kernels_over_25_taps_keep_the_row_loops(monkeypatch):
+    """A 7x7 depthwise kernel (ConvNeXt's) runs the row loops, forward and backward: the
+    register loops' unrolled code is slower there."""
+    def refuse(*args):
+        raise AssertionError("a register kernel for a 7x7 kernel")
+
+    monkeypatch.setattr(register_taps, "depthwise_kernel", refuse)
+    monkeypatch.setattr(register_taps, "backward_kernel", refuse)
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 9, 9, 8)), rng.standard_normal((7, 7, 1, 8))
+    with dispatch.use_compiled(True):
+        y, call = ops.conv2d(x, w, padding=3, groups=8)
+        dx, dw, _ = ops.conv2d_backward(np.cos(y), call)
+        _, dw_alone, _ = ops.conv2d_backward(np.cos(y), call, input_grad=False)
+    np.testing.assert_array_equal(y, _row_loops(x, w, np.zeros(8), call.axes))
+    np.testing.assert_array_equal(dw_alone, dw)
+    with dispatch.use_compiled(False):
+        numpy_dx = ops.conv2d_backward(np.cos(y), call)[0]
+    bound = tolerance(np.float64, terms=49, scale=49 * np.abs(w).max())
+    assert np.abs(dx - numpy_dx).max() <= bound

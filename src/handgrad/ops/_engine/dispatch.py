@@ -208,8 +208,9 @@ def depthwise(x, w, axes, b=None):
     """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y), plus
     the bias b (C_y,) when given. The loop that sums in registers
     (:mod:`.register_taps`), on half the batch per NumPy thread (a batch of 2 MB or more:
-    :func:`.._block_threads.on_halves`), else on the whole batch; one image of 2 MB or more
-    takes the row loops in parallel on numba's threads. Interleaved with torch, forward +
+    :func:`.._block_threads.on_halves`), else on the whole batch; kernels over 25 taps and
+    one image of 2 MB or more take the row loops (:func:`_takes_registers`), that image in
+    parallel on numba's threads. Interleaved with torch, forward +
     backward of (32, 32, 32, 32), the row loops on the halves against the register loop:
     float32 3x3 2.78 -> 2.27 ms (torch 2.42), 5x5 5.20 -> 4.86 ms; float64 3x3 5.62 ->
     5.22 ms. The row loops on the halves had made float32 3x3 5.8-6.7 -> 4.2-4.3 ms against
@@ -219,35 +220,50 @@ def depthwise(x, w, axes, b=None):
     y2, g = as_2d(y), geometry_2d(axes)
     taps_w = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), x.dtype)
     bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    if not _takes_registers(g, y):
+        on_halves(y.shape[0], y.nbytes,
+                  lambda images: kernels.serial.depthwise(x[images], taps_w, g, bias,
+                                                          y2[images]),
+                  lambda: kernels.depthwise(x, taps_w, g, bias, y2))
+        return y
     registers, pad_shape = register_taps.depthwise_kernel(g[4], g[5]), _padded_image(g, x)
 
     def run(images):
         """The register kernel on ``images``, with a zero-padded scratch image of its own."""
         registers(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
 
-    single_large = y.shape[0] == 1 and y.nbytes >= 2 * MIN_HALF_BYTES
-    on_halves(y.shape[0], y.nbytes, run,
-              lambda: kernels.depthwise(x, taps_w, g, bias, y2) if single_large
-              else run(slice(None)))
+    on_halves(y.shape[0], y.nbytes, run, lambda: run(slice(None)))
     return y
+
+
+def _takes_registers(g, out):
+    """Whether the register loops take a depthwise convolution of geometry ``g`` whose
+    output (or dy) is ``out``: kernels of up to :data:`.register_taps.MAX_TAPS` taps, and
+    not one image of 2 MB or more (numba's parallel row loops split that one)."""
+    return (g[4] * g[5] <= register_taps.MAX_TAPS
+            and not (out.shape[0] == 1 and out.nbytes >= 2 * MIN_HALF_BYTES))
 
 
 def depthwise_weight_grad(x, dy, axes, w_shape):
     """dw (*K, 1, C_y) of a depthwise convolution alone (a network's first layer): the
-    register loop's weight-gradient rows without dx (:func:`_register_backward`)."""
-    return _register_backward(x, np.zeros(w_shape, dy.dtype), dy, axes, with_dx=False)[1]
+    register loop's weight-gradient rows without dx (:func:`_register_backward`), else the
+    row loop's (its dx, of zero weights, unused)."""
+    zero_w = np.zeros(w_shape, dy.dtype)
+    if _takes_registers(geometry_2d(axes), dy):
+        return _register_backward(x, zero_w, dy, axes, with_dx=False)[1]
+    return depthwise_gradients(x.shape, zero_w, dy, axes, x)[1]
 
 
 def depthwise_gradients(x_shape, w, dy, axes, x=None):
     """(dx, dw) of a depthwise convolution in one pass; without ``x`` only dx is
     computed (dw is then zero). With ``x``, the register loop
     (:func:`.register_taps.backward_kernel`) on each half of the batch (or the whole
-    batch); else, and for one image of 2 MB or more, the row loops in chunks (its halves
-    on the NumPy threads, or one per numba thread). Each chunk has its own dw partial
+    batch) where it applies (:func:`_takes_registers`); else the row loops in chunks (its
+    halves on the NumPy threads, or one per numba thread). Each chunk has its own dw partial
     sums (its rows per tap and output column). Interleaved with torch, the backward of
     (32, 32, 32, 32) on the two threads: float32 3x3 1.88 -> 1.30 ms, 5x5 4.27 -> 3.14
     ms, float64 3x3 4.01 -> 3.46 ms (5x5 even) against the row loops."""
-    if x is not None and not (dy.shape[0] == 1 and dy.nbytes >= 2 * MIN_HALF_BYTES):
+    if x is not None and _takes_registers(geometry_2d(axes), dy):
         return _register_backward(x, w, dy, axes)
     taps_w = w.reshape(-1, w.shape[-1])
     channels = dy.shape[-1]
