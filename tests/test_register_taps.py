@@ -69,13 +69,13 @@ def test_a_single_large_image_keeps_the_parallel_row_loops(monkeypatch):
 
 
 def _backward_case(x_shape, kernel, kwargs, dtype):
-    """x, y, dy, the geometry tuple and the taps' weights (T, C) of a depthwise case."""
+    """x, y, dy, the window axes and the taps' weights (T, C) of a depthwise case."""
     rng = np.random.default_rng(sum(x_shape) + 1)
     x = rng.standard_normal(x_shape).astype(dtype)
     w = rng.standard_normal((*kernel, 1, x_shape[-1])).astype(dtype)
     y, call = ops.conv2d(x, w, groups=x_shape[-1], **kwargs)
     dy = rng.standard_normal(y.shape).astype(dtype)
-    return x, y, dy, dispatch.geometry_2d(call.axes), w.reshape(-1, x_shape[-1])
+    return x, y, dy, call.axes, w.reshape(-1, x_shape[-1])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -85,10 +85,11 @@ def test_the_backward_kernel_gives_the_fused_loops_rows_and_dx(x_shape, kernel, 
     the images and output rows) are the fused row loop's bit for bit, with dx or without;
     dx adds the same products in another order (each output pixel's taps in turn, where
     the row loop sweeps a row per tap), so it agrees to rounding."""
-    x, y, dy, g, taps = _backward_case(x_shape, kernel, kwargs, dtype)
+    x, y, dy, axes, taps = _backward_case(x_shape, kernel, kwargs, dtype)
+    g = dispatch.geometry_2d(axes)
     fused, fused_dx = np.empty((1, taps.shape[0], *y.shape[2:]), dtype), np.empty_like(x)
     dispatch.kernels.serial.depthwise_backward(x, taps, dy, g, fused_dx, fused, True)
-    pad = np.zeros(dispatch._padded_image(g, x), dtype)
+    pad = np.zeros(dispatch._padded_image(axes, x_shape[-1]), dtype)
     for with_dx in (True, False):
         rows, dx = np.zeros((y.shape[2], *taps.shape), dtype), np.zeros_like(x)
         register_taps.backward_kernel(*kernel, with_dx)(x, taps, dy, g, dx, rows, pad,

@@ -37,6 +37,12 @@ class WindowAxis:
         """Padding after the input (negative: trailing inputs no window reads)."""
         return self.extent - self.pad_before - self.size_in
 
+    @property
+    def padded_size(self) -> int:
+        """Length of the input with its padding, long enough for every window (an input
+        longer than the windows reach keeps its full length)."""
+        return self.pad_before + self.size_in + max(self.pad_after, 0)
+
     def tap_slice(self, k: int) -> slice:
         """Positions in the padded input that kernel tap ``k`` reads, one per output."""
         start = k * self.dilation
@@ -188,7 +194,7 @@ def pad_input(xp, x, axes, fill=0.0):
 def padded_zeros(xp, shape, axes, dtype):
     """A zero buffer large enough for both the input and every window, and the
     view of it that corresponds to the unpadded input."""
-    full = [shape[0], *(a.pad_before + a.size_in + max(a.pad_after, 0) for a in axes), shape[-1]]
+    full = [shape[0], *(a.padded_size for a in axes), shape[-1]]
     buffer = xp.zeros(full, dtype=dtype)
     inner = (slice(None),) + tuple(slice(a.pad_before, a.pad_before + a.size_in) for a in axes)
     return buffer, inner

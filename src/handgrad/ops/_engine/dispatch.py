@@ -84,11 +84,14 @@ def use_compiled(flag: bool):
         _state["enabled"] = previous
 
 
+def _axes_2d(axes):
+    """1-D or 2-D axes as two (a unit axis in front of one)."""
+    return (WindowAxis(1, 1, 1, 1, 0, 1), axes[0]) if len(axes) == 1 else tuple(axes)
+
+
 def geometry_2d(axes):
     """Flat int tuple (H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW) for 1-D or 2-D axes."""
-    if len(axes) == 1:
-        axes = (WindowAxis(1, 1, 1, 1, 0, 1), axes[0])
-    a, b = axes
+    a, b = _axes_2d(axes)
     return (a.size_in, b.size_in, a.size_out, b.size_out, a.kernel, b.kernel, a.stride,
             b.stride, a.dilation, b.dilation, a.pad_before, b.pad_before)
 
@@ -196,12 +199,10 @@ def _per_output_channel(x, channels):
     return x if mult == 1 else np.repeat(x, mult, axis=-1)
 
 
-def _padded_image(g, x):
-    """The shape of the register kernels' zero-padded scratch image of x (N, H, W, C): every
-    row and column a tap reads, and the image after the padding."""
-    H, W, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW = g
-    return (max((OH - 1) * SH + (KH - 1) * DH + 1, PH + H),
-            max((OW - 1) * SW + (KW - 1) * DW + 1, PW + W), x.shape[-1])
+def _padded_image(axes, channels):
+    """The shape of the register kernels' zero-padded scratch image (1-D or 2-D axes): the
+    padded input as :func:`.._args.windows.padded_zeros` makes it, one image."""
+    return (*(a.padded_size for a in _axes_2d(axes)), channels)
 
 
 def depthwise(x, w, axes, b=None):
@@ -226,7 +227,8 @@ def depthwise(x, w, axes, b=None):
                                                           y2[images]),
                   lambda: kernels.depthwise(x, taps_w, g, bias, y2))
         return y
-    registers, pad_shape = register_taps.depthwise_kernel(g[4], g[5]), _padded_image(g, x)
+    registers = register_taps.depthwise_kernel(g[4], g[5])
+    pad_shape = _padded_image(axes, x.shape[-1])
 
     def run(images):
         """The register kernel on ``images``, with a zero-padded scratch image of its own."""
@@ -297,7 +299,7 @@ def _register_backward(x, w, dy, axes, with_dx=True):
     dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
     taps_w = np.ascontiguousarray(w.reshape(-1, channels), dy.dtype)
     kernel = register_taps.backward_kernel(g[4], g[5], with_dx)
-    pad_shape = _padded_image(g, x)
+    pad_shape = _padded_image(axes, channels)
     dx = np.empty(x.shape if with_dx else (0, 0, 0, 0), dy.dtype)
 
     def rows(images):
