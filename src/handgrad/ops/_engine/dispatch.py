@@ -293,7 +293,8 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
 
 def _register_backward(x, w, dy, axes, with_dx=True):
     """(dx or None, dw) by the register loop on the halves of the batch (each half its own
-    padded scratch images and dw rows), the rows summed over the halves and columns."""
+    padded scratch images and dw rows), the rows summed over the halves and columns.
+    Without dx, the kernel gets empty dx arrays it does not touch."""
     channels, x_shape = dy.shape[-1], x.shape
     x = np.ascontiguousarray(as_2d(_per_output_channel(x, channels)))
     dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
@@ -304,9 +305,8 @@ def _register_backward(x, w, dy, axes, with_dx=True):
 
     def rows(images):
         part = np.zeros((g[3], taps_w.shape[0], channels), dy.dtype)
-        pad_dx = np.zeros(pad_shape if with_dx else (0, 0, 0), x.dtype)
-        kernel(x[images], taps_w, dy2[images], g, dx[images] if with_dx else dx, part,
-               np.zeros(pad_shape, x.dtype), pad_dx)
+        kernel(x[images], taps_w, dy2[images], g, dx[images], part,
+               np.zeros(pad_shape, x.dtype), np.zeros(pad_shape if with_dx else (0, 0, 0), x.dtype))
         return part
 
     parts = on_halves(dy.shape[0], dy.nbytes, rows, lambda: rows(slice(None)))
