@@ -54,7 +54,7 @@ def _tap_weights(xp, w, axes, merged):
 
 def depthwise_forward(xp, x, w, axes, groups, b=None):
     """y (N, *O, C_y) of a depthwise conv: x (N, *S, groups), w (*K, 1, C_y), plus b
-    (C_y,) when given (added by the compiled loop as it starts each row)."""
+    (C_y,) when given (on the compiled path the sums start at it: no pass of its own)."""
     if engine.covers(axes, x, w):
         return engine.depthwise(x, w, axes, b)
     if xp is np:
