@@ -6,9 +6,9 @@ by side: the calling thread takes the first half of the blocks and one pool work
 second. Results are the same bits as one thread's (each block's arithmetic is unchanged).
 Used by interpolation's passes, max pooling's tiled windows and separable stages, the
 halves of a depthwise convolution's batch (:func:`batch_halves`), the copies of nearest
-upsampling, pixel (un)shuffle, pad and global average pooling (:func:`array_halves`),
-and the compiled depthwise, pooling and resampling kernels, whose serial twins release
-the GIL (:func:`on_halves`).
+upsampling, pixel (un)shuffle and pad (:func:`array_halves`), and the compiled
+depthwise, pooling and resampling kernels, whose serial twins release the GIL
+(:func:`on_halves`).
 NumPy path, forward + backward, 2 cores: bilinear x2 of (8, 32, 32, 32) float32 3.4-4.2
 -> 2.7-2.9 ms (align_corners 6.3-6.7 -> 3.8-4.0); max pool 3x3/2 of (32, 32, 32, 32)
 float32 4.7-5.4 -> 3.1-3.5 ms, float64 8.1-8.7 -> 6.3-6.5 ms (with 1 MB blocks).
