@@ -73,22 +73,33 @@ def test_backward_is_the_derivative_where_torch_copies():
     assert not np.allclose(dx, dy)
 
 
-@pytest.mark.parametrize("path", ["sliced", "gathered", "by_position"])
+@pytest.mark.parametrize("path", ["bands", "sliced", "gathered", "by_position"])
 @pytest.mark.parametrize("mode, align, scale", [
     ("bilinear", False, 0.5), ("bilinear", True, 1.5), ("bicubic", False, 2),
-    ("nearest", None, 1.5), ("area", None, 0.5)])
+    ("nearest", None, 1.5), ("nearest", None, (2, 1.5)), ("area", None, 0.5)])
 def test_every_pass_matches_the_loop_twin(kernel_path, monkeypatch, path, mode, align, scale):
-    """The NumPy passes (strided slices with gathered borders where the taps are affine
-    in runs, whole-array gathers, or one output position at a time above ``SLAB`` values
-    per position) and the compiled pass, forward and backward (the transposed taps),
-    against the loop twin; the NumPy "sliced" cases must take the sliced pass."""
+    """The NumPy passes, forward and backward (the transposed taps), against the loop twin:
+    banded matrix products (weighted maps, finite values), or the exact taps (every map
+    when the values are not finite: strided slices where an unweighted map's taps are
+    affine in runs, one output position at a time above ``SLAB`` values per position,
+    whole-array gathers); and the compiled pass. Each NumPy case must take its pass
+    (slices and positions exist for unweighted maps of several taps: nearest x2's
+    backward beside a non-integer axis)."""
     from handgrad.ops import resample
 
+    if path != "bands":
+        monkeypatch.setattr(resample, "finite", lambda xp, x: False)
     monkeypatch.setattr(resample, "SLAB", 1 if path == "by_position" else 10**9)
-    plans = []
     affine_plan = resample._affine_plan
-    monkeypatch.setattr(resample, "_affine_plan", lambda index, n: plans.append(
-        affine_plan(index, n) if path == "sliced" else None) or plans[-1])
+    monkeypatch.setattr(resample, "_affine_plan", lambda index, n: affine_plan(index, n)
+                        if path == "sliced" else None)
+    taken = set()
+
+    def spy(name, run):
+        return lambda *args, **kwargs: taken.add(name) or run(*args, **kwargs)
+
+    for name in ("band_pass", "_sliced", "_by_position", "_gathered"):
+        monkeypatch.setattr(resample, name, spy(name, getattr(resample, name)))
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 12, 12, 3)).astype(np.float32)  # runs long enough to slice
     kwargs = {"scale_factor": scale, "mode": mode, "align_corners": align}
@@ -102,76 +113,11 @@ def test_every_pass_matches_the_loop_twin(kernel_path, monkeypatch, path, mode, 
     assert dx.dtype == np.float32
     assert_close(dx, reference.interpolate_backward(dy, cache_ref), dtype=np.float32,
                  terms=terms_dx, scale=scale_dx, what="dx")
-    sliced = any(plan is not None for plan in plans)
-    assert sliced == (path == "sliced" and kernel_path == "numpy"), plans
-
-
-@pytest.mark.parametrize("mode, shape, scale, align", [
-    ("bilinear", (2, 5, 7, 3), 2, False), ("bilinear", (2, 5, 7, 3), 3, True),
-    ("bilinear", (1, 4, 6, 2), (2, 3), False), ("trilinear", (1, 3, 4, 5, 2), 2, True),
-    ("linear", (2, 6, 3), 4, False)])
-def test_linear_upscale_takes_the_two_tap_phase_passes(monkeypatch, mode, shape, scale, align):
-    """Linear modes at integer factors run the NumPy phase passes (two shifted slices
-    per phase over rows merged with the channels, clamped borders gathered) in both
-    directions, never the generic per-axis pass, and match the loop twin."""
-    from handgrad.ops import resample
-    from handgrad.ops._engine import dispatch
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the generic pass was taken")
-
-    monkeypatch.setattr(resample, "_apply_axis", refuse)
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(shape).astype(np.float32)
-    kwargs = {"scale_factor": scale, "mode": mode, "align_corners": align}
-    with dispatch.use_compiled(False):
-        y, cache = ops.interpolate(x, **kwargs)
-        dy = rng.standard_normal(y.shape).astype(np.float32)
-        dx = ops.interpolate_backward(dy, cache)
-        (terms, scale_y), (terms_dx, scale_dx) = linear_op_bounds("interpolate", [x], dy,
-                                                                   kwargs)
-    y_ref, cache_ref = reference.interpolate(x, **kwargs)
-    assert_close(y, y_ref, dtype=np.float32, terms=terms, scale=scale_y, what="y")
-    assert_close(dx, reference.interpolate_backward(dy, cache_ref), dtype=np.float32,
-                 terms=terms_dx, scale=scale_dx, what="dx")
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("mode, shape, scale, align", [
-    ("bilinear", (3, 6, 5, 4), 2, False), ("bilinear", (3, 5, 7, 2), 3, True),
-    ("bilinear", (2, 5, 4, 3), 3, False), ("trilinear", (3, 3, 4, 2, 2), 2, True),
-    ("linear", (3, 6, 5), 4, False)])
-def test_phase_passes_match_the_generic_pass(monkeypatch, mode, shape, scale, align, dtype):
-    """The phase passes, one image per block (each block's last pass written into the
-    output): the forward shares one product of x per constant weight between phases and
-    gives the generic pass's result bit for bit; the backward, whose taps of one weight
-    sum dy first, the generic pass's within the dtype's tolerance. A NaN in x or dy
-    spreads as far as in the generic pass."""
-    from handgrad.ops import resample
-    from handgrad.ops._axis_map import AxisMap
-    from handgrad.ops._engine import dispatch
-
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal(shape).astype(dtype)
-    x[1, 2] = np.nan
-    kwargs = {"scale_factor": scale, "mode": mode, "align_corners": align}
-    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)
-    with dispatch.use_compiled(False):
-        y, cache = ops.interpolate(x, **kwargs)
-        assert all(a.phase is not None for a in cache.maps)
-        dy = rng.standard_normal(y.shape).astype(dtype)
-        dy[-1, 1] = np.nan
-        dx = ops.interpolate_backward(dy, cache)
-        monkeypatch.setattr(AxisMap, "phase", property(lambda self: None))
-        y_generic, _ = ops.interpolate(x, **kwargs)
-        dx_generic = ops.interpolate_backward(dy, cache)
-    np.testing.assert_array_equal(y, y_generic)
-    np.testing.assert_array_equal(np.isnan(dx), np.isnan(dx_generic))
-    finite = ~np.isnan(dx)
-    dy[np.isnan(dy)] = 0
-    (_, _), (terms, scale_dx) = linear_op_bounds("interpolate", [x], dy, kwargs)
-    assert_close(dx[finite], dx_generic[finite], dtype=dtype, terms=terms,
-                 scale=scale_dx, what="dx")
+    expected = {"bands": "band_pass"}.get(path, "_" + path)
+    if kernel_path == "compiled":
+        assert not taken
+    elif path in ("bands", "gathered") or scale == (2, 1.5):
+        assert expected in taken and ("band_pass" in taken) == (path == "bands"), taken
 
 
 @pytest.mark.parametrize("mode, shape, kwargs", [

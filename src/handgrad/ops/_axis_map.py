@@ -8,7 +8,7 @@ the runs are short), weighted by M's column ``i``.
 
 An :class:`AxisMap` depends on the geometry alone, so :func:`handgrad.ops.resample.axis_map`
 keeps the recent ones and every call of a training loop reuses them: the transposed taps
-and the NumPy phase plan are computed once (its arrays are read-only).
+and the NumPy banded blocks are computed once (its arrays are read-only).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _phase_taps as phase
+from ._band_matmul import bands
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,10 +40,15 @@ class AxisMap:
         """The taps ``(index (K, n), weight (K, n) or None)`` of M^T (m -> n)."""
         return transposed_taps(self.index, self.weight, self.n, self.dtype)
 
-    @functools.cached_property
-    def phase(self):
-        """The NumPy two-tap phase plan (:mod:`._phase_taps`), or None."""
-        return phase.phase_plan(self.index, self.weight, self.n, self.transposed)
+    def bands(self, transposed, rows):
+        """The blocks of ``rows`` outputs of M (``transposed``: of M^T) for the NumPy
+        banded products (:func:`._band_matmul.bands`), kept per direction and rows."""
+        kept = self.__dict__.setdefault("_bands", {})
+        key = (transposed, rows)
+        if key not in kept:
+            matrix = _axis_matrix(self.index, self.weight, self.n, self.dtype)
+            kept[key] = bands(matrix.T if transposed else matrix, rows)
+        return kept[key]
 
     @functools.cached_property
     def repeat_factor(self):

@@ -8,7 +8,9 @@ output position ``o`` (indices ``i_t[o]``, weights ``w_t[o]``)::
 
 so the backward is the transposed maps, applied in reverse order, each as taps too: input
 ``i`` gathers the run of outputs that read it (every mode's index is nondecreasing in ``o``),
-weighted by the small dense ``M``'s column ``i``.
+weighted by the small dense ``M``'s column ``i``. On the NumPy path a weighted axis is
+a banded matrix product (:mod:`._band_matmul`), an unweighted one (nearest) copies and
+gathers.
 
 The taps follow torch's CPU kernels exactly, in the input's precision:
 
@@ -39,12 +41,12 @@ from functools import partial
 import numpy as np
 
 from .._checks import array_module, upstream_grad
-from . import _phase_taps as phase
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._axis_map import AxisMap, read_only
+from ._band_matmul import band_pass, block_rows, finite
 from ._block_threads import run_blocks
-from ._blocks import image_blocks
+from ._blocks import image_blocks, sum_into
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
 from .declare import declare, exports
@@ -155,41 +157,44 @@ class ResampleCache(Cache):
 
 
 SLAB = 4096
-"""Above this many values per position, an axis is resampled position by position (one
-output array, no full-size temporaries); below it, by whole-array gathers."""
+"""Above this many values per position, the sums of an unweighted axis (nearest's
+backward) run position by position (one output array, no full-size temporaries); below
+it, by whole-array gathers."""
 
 
 def _gathered(xp, x, axis, index, weight):
-    """sum_t weight[t] * x.take(index[t], axis), whole arrays at a time."""
+    """sum_t weight[t] * x.take(index[t], axis), whole arrays at a time; a tap of weight
+    0 adds nothing (not 0 * x: a NaN or inf reaches only the outputs that read it)."""
     shape = [1] * x.ndim
     shape[axis] = index.shape[1]
     y = None
     for t in range(index.shape[0]):
         term = xp.take(x, xp.asarray(index[t]), axis=axis)
         if weight is not None:
-            term *= xp.asarray(weight[t]).reshape(shape)
+            w = xp.asarray(weight[t]).reshape(shape)
+            if not weight[t].all():
+                term = xp.where(w != 0, term, 0)
+            term *= w
         y = term if y is None else xp.add(y, term, out=y)
     return y
 
 
-def _by_position(xp, x, axis, index, weight):
-    """The same sum, one output position (a slab of the other axes) at a time."""
+def _by_position(xp, x, axis, index):
+    """The unweighted sum, one output position (a slab of the other axes) at a time."""
     shape = list(x.shape)
     shape[axis] = index.shape[1]
     y = xp.empty(shape, dtype=x.dtype)
     source, out = xp.moveaxis(x, axis, 0), xp.moveaxis(y, axis, 0)
-    scratch = xp.empty(source.shape[1:], dtype=x.dtype)
     for o in range(index.shape[1]):
-        slab = out[o]
-        for t in range(index.shape[0]):
-            value = source[index[t, o]]
-            if weight is not None:
-                value = xp.multiply(value, weight[t, o], out=scratch if t else slab)
-            if t:
-                xp.add(slab, value, out=slab)
-            elif weight is None:
-                xp.copyto(slab, value)
+        sum_into(xp, [source[i] for i in index[:, o]], out[o])
     return y
+
+
+def _one_run(ok):
+    """(lo, hi): the one run of True positions of the 1-D ``ok`` (those outside it are the
+    borders), or None where there is no such single run."""
+    lo, hi = int(ok.argmax()), ok.size - int(ok[::-1].argmax())
+    return (lo, hi) if ok[lo:hi].all() else None
 
 
 def _affine_plan(index, n):
@@ -205,61 +210,61 @@ def _affine_plan(index, n):
     plan, j = [], np.arange(g)
     for r in range(p):
         d = index[:, r::p] - s * j
-        run = phase.one_run((d == d[:, g // 2, None]).all(axis=0))
+        run = _one_run((d == d[:, g // 2, None]).all(axis=0))
         if run is None:
             return None
         plan.append((r, *run, d[:, g // 2]))
     return p, s, plan
 
 
-def _sliced(xp, x, axis, index, weight, plan):
-    """sum_t weight[t] * x.take(index[t], axis) through strided slices of x (the terms
-    added in tap order, as the gather does): per residue r, y[.., r + p j, ..] for j in
-    the run takes x[.., s j + d_t, ..]; the few border positions are gathered."""
+def _sliced(xp, x, axis, index, plan):
+    """sum_t x.take(index[t], axis) through strided slices of x (the terms added in tap
+    order, as the gather does): per residue r, y[.., r + p j, ..] for j in the run takes
+    x[.., s j + d_t, ..]; the few border positions are gathered."""
     p, s, runs = plan
     shape = list(x.shape)
     g = index.shape[1] // p
     y = xp.empty(shape[:axis] + [g, p] + shape[axis + 1:], dtype=x.dtype)
     lead = (slice(None),) * axis
     for r, lo, hi, d in runs:
-        out = y[lead + (slice(lo, hi), r)]
-        column = (hi - lo,) + (1,) * (x.ndim - axis - 1)
-        for t in range(index.shape[0]):
-            start = s * lo + int(d[t])
-            src = x[lead + (slice(start, start + s * (hi - lo - 1) + 1, s),)]
-            if weight is None:
-                term = src
-            else:
-                w = weight[t, r::p][lo:hi]
-                w = w[0] if (w == w[0]).all() else xp.asarray(w.reshape(column))
-                term = xp.multiply(src, w, out=out if t == 0 else None)
-            if t == 0:
-                if weight is None:
-                    xp.copyto(out, src)
-            else:
-                xp.add(out, term, out=out)
+        views = [x[lead + (slice(s * lo + int(e), s * (hi - 1) + int(e) + 1, s),)] for e in d]
+        sum_into(xp, views, y[lead + (slice(lo, hi), r)])
         border = np.r_[0:lo, hi:g]
         if border.size:
-            o = r + p * border
-            part = _gathered(xp, x, axis, index[:, o], None if weight is None else weight[:, o])
-            y[lead + (xp.asarray(border), r)] = part
+            y[lead + (xp.asarray(border), r)] = _gathered(xp, x, axis, index[:, r + p * border],
+                                                          None)
     return y.reshape(shape[:axis] + [g * p] + shape[axis + 1:])
 
 
-def _apply_axis(xp, x, axis, index, weight, out=None):
-    """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1),
-    copied into ``out`` when given."""
-    plan = _affine_plan(index, x.shape[axis]) if index.shape[0] > 1 else None
+def _taps(xp, x, axis, index, weight, out=None):
+    """y = sum_t weight[t] * x.take(index[t], axis) (weight None: every weight 1), exactly
+    the taps, copied into ``out`` when given: an unweighted map (nearest, its backward,
+    a copy) by strided slices where the taps are affine in runs, else by position above
+    ``SLAB`` values per position, else by gathers; a weighted one by gathers."""
+    plan = _affine_plan(index, x.shape[axis]) if weight is None and index.shape[0] > 1 else None
     if plan is not None:
-        y = _sliced(xp, x, axis, index, weight, plan)
-    elif (index.shape[0] > 1 or weight is not None) and x.size >= SLAB * x.shape[axis]:
-        y = _by_position(xp, x, axis, index, weight)
+        y = _sliced(xp, x, axis, index, plan)
+    elif weight is None and index.shape[0] > 1 and x.size >= SLAB * x.shape[axis]:
+        y = _by_position(xp, x, axis, index)
     else:
         y = _gathered(xp, x, axis, index, weight)
     if out is None:
         return y
     out[...] = y
     return out
+
+
+def _axis_pass(xp, x, axis, a, transposed, out=None):
+    """x with ``axis`` mapped by the :class:`AxisMap` ``a`` (``transposed``: by M^T, the
+    backward): banded matrix products where the map has weights and x is finite
+    (:mod:`._band_matmul`), else the taps (copies and gathers; a NaN or inf then reaches
+    only the outputs that read it)."""
+    index, weight = a.transposed if transposed else (a.index, a.weight)
+    if weight is None or not finite(xp, x):
+        return _taps(xp, x, axis, index, weight, out)
+    m = a.n if transposed else a.m
+    rows = block_rows(m, math.prod(x.shape[axis + 1:]))
+    return band_pass(xp, x, axis, a.bands(transposed, rows), m, out)
 
 
 def _axis_order(rank):
@@ -303,10 +308,12 @@ def _repeat_factors(maps):
     return None if None in factors else factors
 
 
-RESAMPLE_BLOCK_BYTES = 1 << 21
-"""The widest array of a block of :func:`_run_passes`: blocks of 4 images of
-(64, 64, 32) float32 made bilinear x2 forward + backward 0.85x the time of single images
-(512 KB, the tap kernels' block), fewer calls on small arrays for the same passes."""
+RESAMPLE_BLOCK_BYTES = 1 << 22
+"""The widest array of a block of :func:`_run_passes`. Forward + backward of the banded
+products, interleaved with torch over 61 rounds, ms at 2 MB / 4 MB / 8 MB: bilinear x2
+of (8, 32, 32, 32), align_corners, float32 2.05 / 1.63 / 1.90, without it float64 3.27 /
+2.90 / 3.35 (4 MB: one block per thread); trilinear x2 of (2, 8, 8, 8, 32) float64, 1 MB
+/ 2 MB (two blocks / one), 1.62 / 0.94."""
 
 
 def _run_passes(xp, x, passes, out_shape):
@@ -345,11 +352,8 @@ def resample(xp, x, maps):
         return repeat(xp, x, factors)
     if compiled.covers(x):
         return compiled.resample(x, [(a.index, a.weight) for a in maps])
-    passes = []
-    for axis in _axis_order(len(maps)):
-        a = maps[axis - 1]
-        passes.append(partial(_apply_axis, xp, axis=axis, index=a.index, weight=a.weight)
-                      if a.phase is None else partial(phase.forward, xp, axis=axis, plan=a.phase))
+    passes = [partial(_axis_pass, xp, axis=axis, a=maps[axis - 1], transposed=False)
+              for axis in _axis_order(len(maps))]
     out_shape = (x.shape[0], *(a.m for a in maps), x.shape[-1])
     return _run_passes(xp, x, passes, out_shape)
 
@@ -365,14 +369,8 @@ def resample_backward(xp, dy, maps, x_shape):
     factors = _repeat_factors(maps)
     if factors is not None:
         return repeat_sum(xp, dy, factors)
-    passes = []
-    for axis in reversed(_axis_order(len(maps))):
-        a = maps[axis - 1]
-        if a.phase is None:
-            index, weight = a.transposed
-            passes.append(partial(_apply_axis, xp, axis=axis, index=index, weight=weight))
-        else:
-            passes.append(partial(phase.backward, xp, axis=axis, plan=a.phase, n=a.n))
+    passes = [partial(_axis_pass, xp, axis=axis, a=maps[axis - 1], transposed=True)
+              for axis in reversed(_axis_order(len(maps)))]
     return _run_passes(xp, dy, passes, tuple(x_shape))
 
 
