@@ -10,12 +10,12 @@ stacked, written straight into the output::
     y[:, o0:o1] = M[o0:o1, i0:i1] @ x[:, i0:i1]
 
 The backward is the same pass with M^T (n, m). BLAS does the multiply-adds (NumPy's
-elementwise passes had to write every product and every partial sum back to memory:
-bilinear x2 of (8, 32, 32, 32) float64 forward + backward, align_corners, 6.8 ms by
-per-phase products against 2.5 ms here). The products include the band's zeros,
-``0 * x``, which add nothing where x is finite: callers send non-finite inputs to the
-taps instead (:func:`finite`), so a NaN or inf reaches only the outputs that read it, as
-in torch.
+elementwise passes had to write every product and every partial sum back to memory: the
+benchmark's bilinear x2 of (8, 32, 32, 32) align_corners float64, forward + backward,
+took 5.48 ms, 3.7x torch, by per-phase products, and takes 2.52-2.58 ms, 1.5-1.7x, here).
+The products include the band's zeros, ``0 * x``, which add nothing where x is finite:
+callers send non-finite inputs to the taps instead (:func:`finite`), so a NaN or inf
+reaches only the outputs that read it, as in torch.
 """
 
 from __future__ import annotations
