@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._band_matmul import bands
+from ._band_matmul import bands, block_rows
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,15 +40,16 @@ class AxisMap:
         """The taps ``(index (K, n), weight (K, n) or None)`` of M^T (m -> n)."""
         return transposed_taps(self.index, self.weight, self.n, self.dtype)
 
-    def bands(self, transposed, rows):
-        """The blocks of ``rows`` outputs of M (``transposed``: of M^T) for the NumPy
-        banded products (:func:`._band_matmul.bands`), kept per direction and rows."""
+    def bands(self, transposed, values):
+        """The blocks of M (``transposed``: of M^T) for the NumPy banded products over
+        rows of ``values`` per position (:func:`._band_matmul.bands`, as many outputs per
+        block as :func:`._band_matmul.block_rows` picks), kept per direction and size."""
+        rows = block_rows(self.n if transposed else self.m, values)
         kept = self.__dict__.setdefault("_bands", {})
-        key = (transposed, rows)
-        if key not in kept:
+        if (transposed, rows) not in kept:
             matrix = _axis_matrix(self.index, self.weight, self.n, self.dtype)
-            kept[key] = bands(matrix.T if transposed else matrix, rows)
-        return kept[key]
+            kept[transposed, rows] = bands(matrix.T if transposed else matrix, rows)
+        return kept[transposed, rows]
 
     @functools.cached_property
     def repeat_factor(self):

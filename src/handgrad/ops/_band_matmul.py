@@ -20,6 +20,8 @@ reaches only the outputs that read it with a nonzero weight, as on the compiled 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 CALL_VALUES = 256
@@ -32,11 +34,12 @@ pass, 4 / 8 / 16 / 32 rows, (256, 32 -> 64, 32) and (8, 32 -> 64, 2048) float32 
 
 
 def block_rows(m, b):
-    """R for an output axis of ``m`` positions over rows of ``b`` values (see CALL_VALUES)."""
+    """R for an output axis of ``m`` >= 1 positions over rows of ``b`` values (see
+    CALL_VALUES)."""
     rows = 4
     while rows * b < CALL_VALUES and rows < m:
         rows *= 2
-    return min(rows, max(m, 1))
+    return min(rows, m)
 
 
 def bands(matrix, rows):
@@ -60,13 +63,13 @@ def finite(xp, x):
     return bool(xp.isfinite(x.sum()))
 
 
-def band_pass(xp, x, axis, blocks, m, out=None):
+def band_pass(xp, x, axis, blocks, out=None):
     """y: x (neither the first nor the last axis is ``axis``) with ``axis`` mapped n -> m
-    by the ``blocks`` of :func:`bands`, written into ``out`` when given."""
+    by the ``blocks`` of :func:`bands` (m: where the last block ends), written into
+    ``out`` when given."""
     x = xp.ascontiguousarray(x)
-    lead = x.shape[:axis]
-    rest = x.shape[axis + 1:]
-    a, b = int(np.prod(lead, dtype=np.int64)), int(np.prod(rest, dtype=np.int64))
+    lead, rest, m = x.shape[:axis], x.shape[axis + 1:], blocks[-1][1]
+    a, b = math.prod(lead), math.prod(rest)
     x3 = x.reshape(a, x.shape[axis], b)
     y = xp.empty((*lead, m, *rest), dtype=x.dtype) if out is None else out
     y3 = y.reshape(a, m, b)

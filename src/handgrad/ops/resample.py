@@ -44,7 +44,7 @@ from .._checks import array_module, upstream_grad
 from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._axis_map import AxisMap, read_only
-from ._band_matmul import band_pass, block_rows, finite
+from ._band_matmul import band_pass, finite
 from ._block_threads import run_blocks
 from ._blocks import image_blocks, sum_into
 from ._engine import taps as compiled
@@ -262,9 +262,7 @@ def _axis_pass(xp, x, axis, a, transposed, out=None):
     index, weight = a.transposed if transposed else (a.index, a.weight)
     if weight is None or not finite(xp, x):
         return _taps(xp, x, axis, index, weight, out)
-    m = a.n if transposed else a.m
-    rows = block_rows(m, math.prod(x.shape[axis + 1:]))
-    return band_pass(xp, x, axis, a.bands(transposed, rows), m, out)
+    return band_pass(xp, x, axis, a.bands(transposed, math.prod(x.shape[axis + 1:])), out)
 
 
 def _axis_order(rank):
