@@ -2,6 +2,8 @@
 cover the matrix, every weighted mode takes them and matches the loop twin, non-finite
 values fall back to the exact taps, and two threads give one thread's bits."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -25,25 +27,34 @@ def test_block_rows_grow_until_a_product_has_enough_values(m, b, rows):
     ("bicubic", 5, 13, None, False), ("area", 17, 5, None, None), ("nearest", 12, 2, None, None)])
 @pytest.mark.parametrize("rows", [1, 4, 5, 64])
 def test_the_blocks_cover_the_matrix_and_read_only_its_band(mode, n, m, scale, align, rows):
-    """Stacked, the blocks are M (and M^T) exactly; a block reads the inputs from the first
-    to the last its rows touch; a block of rows that read nothing (nearest's M^T: inputs
-    no output reads) writes zeros."""
+    """Stacked, the blocks are M (and M^T) exactly; each block's first and last input
+    columns hold a weight (it reads no input it does not need); a block of rows that read
+    nothing (nearest's M^T: inputs no output reads) reads no input and writes zeros."""
     a = resample.axis_map(mode, n, m, scale, align, np.dtype(np.float64), 2)
     matrix = _axis_matrix(a.index, a.weight, n, np.float64)
-    for transposed, full in ((False, matrix), (True, matrix.T)):
-        blocks = a.bands(transposed, rows)
+    for full in (matrix, matrix.T):
+        blocks = _band_matmul.bands(full, rows)
         rebuilt = np.zeros_like(full)
         assert [b[0] for b in blocks] == list(range(0, full.shape[0], rows))
         for o0, o1, i0, i1, block in blocks:
-            assert not block.flags.writeable
+            assert not block.flags.writeable and block.shape == (o1 - o0, i1 - i0)
             rebuilt[o0:o1, i0:i1] = block
-            touched = np.flatnonzero(full[o0:o1].any(axis=0))
-            assert (i0, i1) == ((touched[0], touched[-1] + 1) if touched.size else (0, 0))
+            assert block.size == 0 or (block[:, 0].any() and block[:, -1].any())
         np.testing.assert_array_equal(rebuilt, full)
         x = np.random.default_rng(0).standard_normal((2, full.shape[1], 3, 2))
-        y = _band_matmul.band_pass(np, x, 1, blocks, full.shape[0])
+        y = _band_matmul.band_pass(np, x, 1, blocks)
         np.testing.assert_allclose(y, np.einsum("oi,aibc->aobc", full, x), rtol=1e-13,
                                    atol=1e-15)
+
+
+def test_an_axis_map_keeps_its_blocks_per_direction_and_block_size():
+    """``AxisMap.bands`` cuts M (or M^T) into blocks of ``block_rows`` outputs for the
+    values per position, once: two sizes that pick the same rows share the blocks."""
+    a = resample.axis_map("bilinear", 32, 64, 2.0, False, np.dtype(np.float32), 2)
+    forward, backward = a.bands(False, 32), a.bands(True, 32)
+    assert [b[1] - b[0] for b in forward] == [8] * 8  # 64 outputs, 8 rows at 32 values
+    assert [b[1] - b[0] for b in backward] == [8] * 4  # M^T: 32 outputs
+    assert a.bands(False, 40) is forward and a.bands(False, 2048) is not forward
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -125,16 +136,24 @@ def test_a_nan_or_inf_reaches_only_the_outputs_that_read_it(monkeypatch, mode, k
 
 
 def test_two_threads_give_one_threads_bits(monkeypatch):
-    """Blocks of images on two threads call BLAS side by side: the same products per
-    image, so the same bits as one thread."""
+    """Blocks of one image on two threads call BLAS side by side (the worker thread runs
+    some of the products): the same products per image, so the same bits as one thread."""
+    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)
+    threads = set()
+
+    def band_pass(*args, **kwargs):
+        threads.add(threading.current_thread().name)
+        return _band_matmul.band_pass(*args, **kwargs)
+
+    monkeypatch.setattr(resample, "band_pass", band_pass)
     x = np.random.default_rng(5).standard_normal((6, 16, 16, 64))
     results = []
-    for threads in (1, 2):
-        monkeypatch.setattr(_block_threads, "THREADS", threads)
+    for count in (1, 2):
+        monkeypatch.setattr(_block_threads, "THREADS", count)
         with dispatch.use_compiled(False):
             y, cache = ops.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
             dx = ops.interpolate_backward(np.cos(y), cache)
         results.append((y, dx))
-    assert results[0][0].nbytes >= 2 * _block_threads.MIN_HALF_BYTES
+    assert len(threads) == 2, threads
     for one, two in zip(*results):
         np.testing.assert_array_equal(one, two)
