@@ -161,11 +161,12 @@ def _fill_borders(xp, y, cache, value):
             y[target] = xp.flip(part, axis) if mode == "reflect" else part
 
 
-def _centre(cache):
-    """The index of the input's positions inside the output."""
+def _centre(cache, first=1):
+    """The index of the input's positions inside the output on the spatial axes
+    ``first``.. (the earlier ones whole)."""
     rank = len(cache.pads)
-    return (slice(None), *(part for _, part in _centres(cache, range(1, rank + 1))),
-            slice(None))
+    return (slice(None),) * first + tuple(part for _, part in
+                                          _centres(cache, range(first, rank + 1)))
 
 
 def _folded(xp, g, cache, first, out=None):
@@ -178,9 +179,7 @@ def _folded(xp, g, cache, first, out=None):
 
 def _centre_of(g, cache, first, out=None):
     """g's centre on the axes ``first``.. (a copy, into ``out`` when given)."""
-    rank = len(cache.pads)
-    centre = g[(slice(None),) * first + tuple(part for _, part in
-                                              _centres(cache, range(first, rank + 1)))]
+    centre = g[_centre(cache, first)]
     if out is None:
         return centre.copy()
     out[...] = centre
