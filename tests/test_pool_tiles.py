@@ -1,6 +1,8 @@
-"""Max pooling of windows that tile the input (the NumPy path's one-comparison backward)
-against the loop twin: distinct values, ties, NaN windows and an infinite gradient, in
-1-D, 2-D and 3-D; and geometries that do not tile are left to the other paths."""
+"""Pooling of windows that tile the input against the loop twin: max pooling (the NumPy
+path's one-comparison backward) with distinct values, ties, NaN windows and an infinite
+gradient, average pooling (reductions of a view, a broadcast copy back) with a divisor
+override and kernels of one, in 1-D, 2-D and 3-D; and geometries that do not tile are
+left to the other paths."""
 
 import numpy as np
 import pytest
@@ -88,3 +90,30 @@ def test_ties_fall_back_to_the_first_maximum():
     _, cache = ops.max_pool2d(x, 2)
     np.testing.assert_array_equal(ops.max_pool2d_backward(np.ones((1, 1, 1, 1)), cache),
                                   [[[[1.0], [0.0]], [[0.0], [0.0]]]])
+
+
+SUMMED = [
+    *TILED,
+    (2, (3, 8, 8, 5), {"kernel_size": 8}),  # one window per image: adaptive 8 -> 1
+    (2, (2, 6, 4, 3), {"kernel_size": (1, 2)}),
+    (3, (2, 3, 4, 6, 2), {"kernel_size": (1, 2, 3), "divisor_override": 5}),
+    (2, (0, 4, 4, 3), {"kernel_size": 2}),  # an empty batch
+]
+
+
+@pytest.mark.parametrize("rank, shape, kwargs", SUMMED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiled_sums_match_the_loop_twin(rank, shape, kwargs, dtype):
+    rng = np.random.default_rng(len(shape) + sum(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    name = f"avg_pool{rank}d"
+    y, cache = getattr(ops, name)(x, **kwargs)
+    y_ref, cache_ref = getattr(reference, name)(x, **kwargs)
+    taps = int(np.prod([a.kernel for a in cache.axes]))
+    assert _tile_pool.tiles(cache.axes)
+    assert_close(y, y_ref, terms=taps, what="y")
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dx = getattr(ops, f"{name}_backward")(dy, cache)
+    assert dx.shape == x.shape and dx.dtype == x.dtype and dx.flags.c_contiguous
+    assert_close(dx, getattr(reference, f"{name}_backward")(dy, cache_ref), terms=1, what="dx")
+

@@ -17,8 +17,8 @@ Average pooling::
     y[n, o, c] = sum_k x_pad[n, o*s + k, c] / divisor[o]
     dx[n, i, c] = sum_o dy[n, o, c] / divisor[o]   over the windows o that contain i
 
-NumPy path: the sums an axis at a time (``_separable_pool``); CuPy: a fold of every
-tap. ``divisor`` follows PyTorch: the window clipped to the padded input with
+NumPy path: windows that tile the input by reductions of a view (``_tile_pool``),
+others an axis at a time (``_separable_pool``); CuPy: a fold of every tap. ``divisor`` follows PyTorch: the window clipped to the padded input with
 ``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
 ``count_include_pad=None`` (the default) is False for ``padding="same"`` (TensorFlow's
 "same" pooling averages the input values only) and True otherwise (PyTorch). Only the
@@ -174,7 +174,10 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     cache = PoolCache(call.op, tuple(x.shape), x.dtype, axes, divisor=divisor)
     if engine.covers(axes, x, most=3):
         return engine.avg_pool(x, axes, divisor), cache
-    y = sum_forward(x, axes) if xp is np else fold_taps(x, axes, xp.add, 0.0)
+    if xp is not np:
+        y = fold_taps(x, axes, xp.add, 0.0)
+    else:
+        y = (_tile_pool.sum_forward if _tile_pool.tiles(axes) else sum_forward)(x, axes)
     y /= divisor
     return y, cache
 
@@ -188,7 +191,8 @@ def _avg_pool_backward(op, forward, dy, cache):
     xp = array_module(dy)
     share = dy / cache.divisor
     if xp is np:
-        return sum_backward(share, cache.axes, cache.x_shape)
+        spread = _tile_pool.sum_backward if _tile_pool.tiles(cache.axes) else sum_backward
+        return spread(share, cache.axes, cache.x_shape)
     add = overlapping(cache.axes)
     dx = _gradient_buffer(xp, cache, add)
     for _, inputs, outputs in clipped_taps(cache.axes):
