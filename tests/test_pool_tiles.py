@@ -117,3 +117,38 @@ def test_tiled_sums_match_the_loop_twin(rank, shape, kwargs, dtype):
     assert dx.shape == x.shape and dx.dtype == x.dtype and dx.flags.c_contiguous
     assert_close(dx, getattr(reference, f"{name}_backward")(dy, cache_ref), terms=1, what="dx")
 
+
+
+UNPADDED = [  # windows that read no padding but do not tile: the forward's reductions
+    (1, (2, 9, 3), {"kernel_size": 3, "stride": 1}),  # overlapping
+    (2, (2, 64, 64, 3), {"kernel_size": 10, "stride": 9}),  # adaptive 64 -> 7's windows
+    (2, (1, 9, 11, 2), {"kernel_size": (3, 2), "stride": (2, 3)}),  # gaps, unread tails
+    (3, (1, 7, 6, 8, 2), {"kernel_size": (2, 3, 2), "stride": (1, 2, 3)}),
+]
+
+
+@pytest.mark.parametrize("rank, shape, kwargs", UNPADDED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unpadded_window_sums_match_the_loop_twin(rank, shape, kwargs, dtype):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    name = f"avg_pool{rank}d"
+    y, cache = getattr(ops, name)(x, **kwargs)
+    assert _tile_pool.unpadded(cache.axes) and not _tile_pool.tiles(cache.axes)
+    y_ref, cache_ref = getattr(reference, name)(x, **kwargs)
+    taps = int(np.prod([a.kernel for a in cache.axes]))
+    assert_close(y, y_ref, terms=taps, what="y")
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    assert_close(getattr(ops, f"{name}_backward")(dy, cache),
+                 getattr(reference, f"{name}_backward")(dy, cache_ref), terms=taps, what="dx")
+
+
+def test_the_window_view_steps_by_the_dilation():
+    """The first axis's reduction reads rows {0, 3, 6} and {2, 5, 8} (dilation 3,
+    stride 2), the last axis sums both columns."""
+    x = np.arange(18.0).reshape(1, 9, 2, 1)
+    axes = (WindowAxis(9, 3, 2, 3, 0, 2), WindowAxis(2, 2, 2, 1, 0, 1))
+    assert _tile_pool.unpadded(axes)
+    rows = x[0, :, :, 0].sum(axis=1)
+    np.testing.assert_array_equal(_tile_pool.sum_forward(x, axes)[0, :, 0, 0],
+                                  [rows[[0, 3, 6]].sum(), rows[[2, 5, 8]].sum()])

@@ -1,5 +1,6 @@
-"""Max and average pooling of windows that tile the input (stride = kernel, no padding,
-no dilation, no unread trailing input), the pure-NumPy path.
+"""Max pooling of windows that tile the input (stride = kernel, no padding, no dilation,
+no unread trailing input) and sums over windows that read no padding, the pure-NumPy
+path.
 
 x (N, *S, C) is viewed, without a copy, as (N, O_0, K_0, ..., O_{d-1}, K_{d-1}, C), so
 every tap of every window is one strided view of the shape of y::
@@ -18,20 +19,23 @@ instead of the product (inf * 0 would be NaN). The work runs per block of a few
 images, which stays in the cache: about ``BLOCK_BYTES`` of output (and the window's
 size times that of input) per block.
 
-Sums (average pooling) reduce instead: x reshaped, without a copy, so that spatial axis
-i's windows get an axis of their own, (P, O_i, K_i, R) (P the images times the earlier
-axes' outputs, R the later axes' positions times the channels: :func:`_split`), the
-earlier axes each take one ``np.add.reduce`` over K_i on the output of the one before
-(its loop keeps a row of R sums in the L1 cache while it adds K_i input rows), and the
-last axis, whose rows of C values are too short for a reduction's loop, adds its K
-taps as strided views. The backward repeats each share over its window, one broadcast
-copy per axis, the last axis first. Forward + backward on two cores beside torch,
-against the separable passes (:mod:`._separable_pool`) that took these windows before:
-average pool 2x2 of (32, 32, 32, 32) float32 2.08 -> 1.58 ms, adaptive average 64 -> 8
-of (8, 64, 64, 32) 1.12 -> 0.79 ms (float64 3.0 -> 2.5, 1.9 -> 1.5). The same
-reductions in blocks on two threads were slower (8x8 float32 0.87 against 0.44 ms). Max
-pooling keeps its folds on two threads: the same reductions on one thread, with the
-backward through the marks, took 2.3 ms against 1.7 (2x2 float32).
+Sums (average pooling) reduce instead, for any windows that read no padding
+(:func:`unpadded`: overlapping ones too): spatial axis i's windows as a read-only
+strided view (P, O_i, K_i, R) (P the images times the earlier axes' outputs, R the later
+axes' positions times the channels: :func:`_windows`), the earlier axes each take one
+``np.add.reduce`` over K_i on the output of the one before (its loop keeps a row of R
+sums in the L1 cache while it adds K_i input rows), and the last axis, whose rows of C
+values are too short for a reduction's loop, adds its K taps as strided views. The
+backward of windows that tile the input repeats each share over its window, one
+broadcast copy per axis, the last axis first (others keep the separable passes of
+:mod:`._separable_pool`). Forward + backward on two cores beside torch, against those
+separable passes: average pool 2x2 of (32, 32, 32, 32) float32 2.08 -> 1.58 ms, adaptive
+average 64 -> 8 of (8, 64, 64, 32) 1.12 -> 0.79 ms (float64 3.0 -> 2.5, 1.9 -> 1.5),
+adaptive 64 -> 7 (kernel 10, stride 9) 1.8-2.0 -> 1.56-1.60 ms (in random order over
+61 rounds; 3x3 windows, stride 1 or 2, moved within the noise). The same reductions in
+blocks on two threads were slower (8x8 float32 0.87 against 0.44 ms). Max pooling keeps
+its folds on two threads: the same reductions on one thread, with the backward through
+the marks, took 2.3 ms against 1.7 (2x2 float32).
 """
 
 from __future__ import annotations
@@ -122,24 +126,41 @@ def max_backward(dy, x, y, axes):
     return dx if all(run_blocks(block, image_blocks(y.shape, y.dtype.itemsize))) else None
 
 
-def _split(a, axes, i, windows, channels):
-    """a as (P, O_i, K_i, R) for spatial axis i, an array whose axes before i hold their
-    outputs and the others their inputs (``windows``), or whose axis i holds its outputs
-    too (K_i = 1). A view of a C-contiguous array."""
+def unpadded(axes) -> bool:
+    """Whether no window reads padding (trailing inputs may go unread)."""
+    return all(a.pad_before == 0 and a.pad_after <= 0 for a in axes)
+
+
+def _split(a, axes, i, channels):
+    """a as (P, O_i, 1, R) for spatial axis i, an array whose axes up to i hold their
+    outputs and the later ones their inputs. A view of a C-contiguous array."""
     later = math.prod(w.size_in for w in axes[i + 1:]) * channels
-    return a.reshape(-1, axes[i].size_out, axes[i].kernel if windows else 1, later)
+    return a.reshape(-1, axes[i].size_out, 1, later)
+
+
+def _windows(a, axes, i, channels):
+    """The windows of spatial axis i of ``a`` (its earlier axes hold their outputs, the
+    later ones their inputs) as a read-only strided view (P, O_i, K_i, R); overlapping
+    windows share memory."""
+    window = axes[i]
+    rows = a.reshape(-1, window.size_in, math.prod(w.size_in for w in axes[i + 1:]) * channels)
+    row, position, element = rows.strides
+    return np.lib.stride_tricks.as_strided(
+        rows, shape=(rows.shape[0], window.size_out, window.kernel, rows.shape[2]),
+        strides=(row, window.stride * position, window.dilation * position, element),
+        writeable=False)
 
 
 def sum_forward(x, axes):
-    """y (N, *O, C): the sum of each window; the earlier axes by reductions, the last
-    axis by strided taps."""
+    """y (N, *O, C): the sum of each unpadded window (:func:`unpadded`); the earlier axes
+    by reductions, the last axis by strided taps."""
     z, last, channels = x, len(axes) - 1, x.shape[-1]
     for i in range(last):
-        z = np.add.reduce(_split(z, axes, i, True, channels), axis=2)
-    taps = _split(z, axes, last, True, channels)
+        z = np.add.reduce(_windows(z, axes, i, channels), axis=2)
+    taps = _windows(z, axes, last, channels)
     y = np.empty((x.shape[0], *(a.size_out for a in axes), channels), dtype=x.dtype)
     sum_into(np, [taps[:, :, k] for k in range(axes[last].kernel)],
-             _split(y, axes, last, False, channels)[:, :, 0])
+             _split(y, axes, last, channels)[:, :, 0])
     return y
 
 
@@ -147,6 +168,6 @@ def sum_backward(share, axes, x_shape):
     """dx (x_shape) = each window's ``share`` (N, *O, C) at every position of it."""
     a = share
     for i in range(len(axes) - 1, -1, -1):
-        rows = _split(a, axes, i, False, x_shape[-1])
+        rows = _split(a, axes, i, x_shape[-1])
         a = np.broadcast_to(rows, (*rows.shape[:2], axes[i].kernel, rows.shape[3])).ravel()
     return a.reshape(x_shape)

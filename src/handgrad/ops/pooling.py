@@ -17,8 +17,11 @@ Average pooling::
     y[n, o, c] = sum_k x_pad[n, o*s + k, c] / divisor[o]
     dx[n, i, c] = sum_o dy[n, o, c] / divisor[o]   over the windows o that contain i
 
-NumPy path: windows that tile the input by reductions of a view (``_tile_pool``),
-others an axis at a time (``_separable_pool``); CuPy: a fold of every tap. ``divisor`` follows PyTorch: the window clipped to the padded input with
+NumPy path: unpadded windows by reductions of a strided view (``_tile_pool``; the
+backward of tiling windows by broadcast copies), others an axis at a time
+(``_separable_pool``); CuPy: a fold of every tap.
+
+``divisor`` follows PyTorch: the window clipped to the padded input with
 ``count_include_pad=True``, to the unpadded input otherwise, or ``divisor_override``.
 ``count_include_pad=None`` (the default) is False for ``padding="same"`` (TensorFlow's
 "same" pooling averages the input values only) and True otherwise (PyTorch). Only the
@@ -177,7 +180,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     if xp is not np:
         y = fold_taps(x, axes, xp.add, 0.0)
     else:
-        y = (_tile_pool.sum_forward if _tile_pool.tiles(axes) else sum_forward)(x, axes)
+        y = (_tile_pool.sum_forward if _tile_pool.unpadded(axes) else sum_forward)(x, axes)
     y /= divisor
     return y, cache
 
