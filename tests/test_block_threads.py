@@ -104,7 +104,7 @@ def test_max_pooling_gives_the_same_bits_on_two_threads(monkeypatch, kwargs, tie
 
     x = _pool_inputs(dtype, ties)
     monkeypatch.setattr(_blocks, "BLOCK_BYTES", 1)
-    monkeypatch.setattr(_separable_pool, "STAGE_BLOCK_BYTES", 1)
+    monkeypatch.setattr(_separable_pool, "STAGE_BLOCK_VALUES", 1)
     results = []
     for threads in (1, 2):
         monkeypatch.setattr(_block_threads, "THREADS", threads)
