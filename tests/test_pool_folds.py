@@ -1,5 +1,5 @@
-"""Max pooling of large unpadded windows (the NumPy path's folds that keep each window's
-winning tap) against the loop twin: distinct values, ties (rounded values, windows of
+"""Max pooling of large unpadded windows (the NumPy path's reductions and folds that keep
+each window's winning tap) against the loop twin: distinct values, ties (rounded values, windows of
 zeros as after a ReLU, windows of -inf), NaN windows (left to the other paths) and an
 infinite gradient, in 1-D, 2-D and 3-D, tiling, overlapping, dilated and with unread
 trailing inputs."""
@@ -22,6 +22,12 @@ GEOMETRIES = [
     (2, (2, 13, 12, 2), {"kernel_size": 5, "stride": (4, 3)}),  # 3-position overlap
     (2, (2, 14, 11, 2), {"kernel_size": 5, "stride": 5, "dilation": (2, 1)}),  # unread
     (3, (1, 7, 9, 8, 2), {"kernel_size": 3, "stride": 2}),  # 27 taps
+    # rows of LONG_ROWS values or more reduce: the first axis, a middle axis with keys,
+    # the last axis with keys (many channels), one axis alone
+    (2, (1, 64, 64, 8), {"kernel_size": 10, "stride": 9}),
+    (3, (1, 7, 9, 8, 32), {"kernel_size": 3, "stride": 2}),
+    (2, (1, 13, 12, 260), {"kernel_size": 5, "stride": (4, 3)}),
+    (1, (2, 61, 300), {"kernel_size": 30, "stride": 29}),
 ]
 
 
@@ -49,6 +55,20 @@ def test_large_windows_match_the_loop_twin(kernel_path, rank, shape, kwargs, dty
     cache = _run(rank, x, dy, kwargs)
     if kernel_path == "numpy":  # the folds ran unless a window holds a NaN
         assert (cache.tap is not None) == (kind != "nan")
+
+
+def test_long_rows_reduce_and_short_rows_fold(monkeypatch):
+    """(1, 7, 9, 8, 32), 3x3x3: the first two axes' rows (2304 and 256 values) reduce, the
+    second with the first's keys; the last axis's (32 values) folds tap by tap."""
+    x = np.random.default_rng(0).standard_normal((1, 7, 9, 8, 32))
+    axes = ops.max_pool3d(x, 3, 2)[-1].axes
+    calls = []
+    for name in ("_reduce_axis", "_fold_axis"):
+        original = getattr(_fold_pool, name)
+        monkeypatch.setattr(_fold_pool, name, lambda *a, _f=original, _n=name: (
+            calls.append((_n, a[1] is not None)), _f(*a))[1])
+    _fold_pool.max_forward(x, axes)
+    assert calls == [("_reduce_axis", False), ("_reduce_axis", True), ("_fold_axis", True)]
 
 
 def test_only_large_unpadded_windows_fold():
