@@ -28,6 +28,7 @@ GEOMETRIES = [
     (3, (1, 7, 9, 8, 32), {"kernel_size": 3, "stride": 2}),
     (2, (1, 13, 12, 260), {"kernel_size": 5, "stride": (4, 3)}),
     (1, (2, 61, 300), {"kernel_size": 30, "stride": 29}),
+    (2, (1, 34, 33, 2), {"kernel_size": (17, 16)}),  # 272 taps: keys of 16 bits
 ]
 
 
