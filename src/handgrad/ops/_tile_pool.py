@@ -31,11 +31,12 @@ sums in the L1 cache while it adds K_i input rows), and the last axis, whose row
 values are too short for a reduction's loop, adds its K taps as strided views. The
 backward of windows that tile the input repeats each share over its window, one
 broadcast copy per axis, the last axis first (others keep the separable passes of
-:mod:`._separable_pool`). Forward + backward on two cores beside torch, against those
-separable passes: average pool 2x2 of (32, 32, 32, 32) float32 2.08 -> 1.58 ms, adaptive
-average 64 -> 8 of (8, 64, 64, 32) 1.12 -> 0.79 ms (float64 3.0 -> 2.5, 1.9 -> 1.5),
-adaptive 64 -> 7 (kernel 10, stride 9) 1.8-2.0 -> 1.56-1.60 ms (in random order over
-61 rounds; 3x3 windows, stride 1 or 2, moved within the noise). The same reductions in
+:mod:`._separable_pool`). Forward + backward on two cores beside torch, in random order
+over 61 rounds, against those separable passes: average pool 2x2 of (32, 32, 32, 32)
+float32 1.61-2.52 -> 1.24-2.09 ms (float64 3.38-4.11 -> 2.39-3.39), adaptive average
+64 -> 8 of (8, 64, 64, 32) 1.29-1.40 -> 0.82-0.89 ms (float64 2.03-3.27 -> 1.51-2.63),
+adaptive 64 -> 7 (kernel 10, stride 9) 1.84-2.00 -> 1.56-1.60 ms (3x3 windows, stride 1
+or 2, moved within the noise). The same reductions in
 blocks on two threads were slower (8x8 float32 0.87 against 0.44 ms). Max pooling keeps
 its folds on two threads: the same reductions on one thread, with the backward through
 the marks, took 2.3 ms against 1.7 (2x2 float32).
