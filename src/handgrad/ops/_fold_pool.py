@@ -5,7 +5,7 @@ the maximum, the tap of each window's winner.
 The first axis goes first, over rows that merge the later spatial axes with the
 channels (long contiguous rows), the last axis at the end, each on the output of the
 one before. An axis's windows are a read-only strided view (P, O, K, R) of its input
-(:func:`_windows`: overlapping windows share memory). Each element of an axis's output
+(:func:`axis_windows`: overlapping windows share memory). Each element of an axis's output
 carries ``key``: its winner's tap within the window, row-major over the axes done so
 far. The winner is the tap, among those equal to the maximum, with the smallest key
 (PyTorch's first maximum in row-major order: the earlier axes decide first), so ties
@@ -45,9 +45,10 @@ def applies(axes) -> bool:
         math.prod(a.kernel for a in axes) >= MIN_TAPS
 
 
-def _windows(a, window, later):
-    """a (P * S, ...) as (P, O, K, R): the windows of ``window`` along its axis, R =
-    ``later`` (the positions of the later axes times the channels); read-only."""
+def axis_windows(a, window, later):
+    """a (P * S, ...) as (P, O, K, R): the windows of ``window`` (a ``WindowAxis`` that
+    reads no padding) along its axis, R = ``later`` (the positions of the later axes
+    times the channels); a read-only strided view, overlapping windows share memory."""
     rows = a.reshape(-1, window.size_in, later)
     row, position, element = rows.strides
     return np.lib.stride_tricks.as_strided(
@@ -65,8 +66,8 @@ def max_forward(x, axes):
     z, key = x, None
     for i, window in enumerate(axes):
         later = math.prod(a.size_in for a in axes[i + 1:]) * x.shape[-1]
-        values = _windows(z, window, later)
-        keys = None if key is None else _windows(key, window, later)
+        values = axis_windows(z, window, later)
+        keys = None if key is None else axis_windows(key, window, later)
         reduce = _reduce_axis if later >= LONG_ROWS else _fold_axis
         z, key = reduce(values, keys, top)
     y = z.reshape(x.shape[0], *(a.size_out for a in axes), x.shape[-1])

@@ -25,21 +25,21 @@ size times that of input) per block.
 Sums (average pooling) reduce instead, for any windows that read no padding
 (:func:`unpadded`: overlapping ones too): spatial axis i's windows as a read-only
 strided view (P, O_i, K_i, R) (P the images times the earlier axes' outputs, R the later
-axes' positions times the channels: :func:`_windows`), the earlier axes each take one
-``np.add.reduce`` over K_i on the output of the one before (its loop keeps a row of R
-sums in the L1 cache while it adds K_i input rows), and the last axis, whose rows of C
-values are too short for a reduction's loop, adds its K taps as strided views. The
-backward of windows that tile the input repeats each share over its window, one
-broadcast copy per axis, the last axis first (others keep the separable passes of
+axes' positions times the channels: :func:`._fold_pool.axis_windows`), the earlier axes
+each take one ``np.add.reduce`` over K_i on the output of the one before (its loop keeps
+a row of R sums in the L1 cache while it adds K_i input rows), and the last axis, whose
+rows of C values are too short for a reduction's loop, adds its K taps as strided
+views. The backward of windows that tile the input repeats each share over its window,
+one broadcast copy per axis, the last axis first (others keep the separable passes of
 :mod:`._separable_pool`). Forward + backward on two cores beside torch, in random order
 over 61 rounds, against those separable passes: average pool 2x2 of (32, 32, 32, 32)
 float32 1.61-2.52 -> 1.24-2.09 ms (float64 3.38-4.11 -> 2.39-3.39), adaptive average
 64 -> 8 of (8, 64, 64, 32) 1.29-1.40 -> 0.82-0.89 ms (float64 2.03-3.27 -> 1.51-2.63),
 adaptive 64 -> 7 (kernel 10, stride 9) 1.84-2.00 -> 1.56-1.60 ms (3x3 windows, stride 1
-or 2, moved within the noise). The same reductions in
-blocks on two threads were slower (8x8 float32 0.87 against 0.44 ms). Max pooling keeps
-its folds on two threads: the same reductions on one thread, with the backward through
-the marks, took 2.3 ms against 1.7 (2x2 float32).
+or 2, moved within the noise). The same reductions in blocks on two threads were slower
+(8x8 float32 0.87 against 0.44 ms). Max pooling keeps its folds on two threads: the same
+reductions on one thread, with the backward through the marks, took 2.3 ms against 1.7
+(2x2 float32).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ import numpy as np
 
 from ._block_threads import run_blocks
 from ._blocks import image_blocks, sum_into
+from ._fold_pool import axis_windows
 from ._pool_indices import covers_once
 
 
@@ -133,24 +134,15 @@ def unpadded(axes) -> bool:
     return all(a.pad_before == 0 and a.pad_after <= 0 for a in axes)
 
 
+def _later(axes, i, channels):
+    """R of spatial axis i: the positions of the later axes times the channels."""
+    return math.prod(w.size_in for w in axes[i + 1:]) * channels
+
+
 def _split(a, axes, i, channels):
     """a as (P, O_i, 1, R) for spatial axis i, an array whose axes up to i hold their
     outputs and the later ones their inputs. A view of a C-contiguous array."""
-    later = math.prod(w.size_in for w in axes[i + 1:]) * channels
-    return a.reshape(-1, axes[i].size_out, 1, later)
-
-
-def _windows(a, axes, i, channels):
-    """The windows of spatial axis i of ``a`` (its earlier axes hold their outputs, the
-    later ones their inputs) as a read-only strided view (P, O_i, K_i, R); overlapping
-    windows share memory."""
-    window = axes[i]
-    rows = a.reshape(-1, window.size_in, math.prod(w.size_in for w in axes[i + 1:]) * channels)
-    row, position, element = rows.strides
-    return np.lib.stride_tricks.as_strided(
-        rows, shape=(rows.shape[0], window.size_out, window.kernel, rows.shape[2]),
-        strides=(row, window.stride * position, window.dilation * position, element),
-        writeable=False)
+    return a.reshape(-1, axes[i].size_out, 1, _later(axes, i, channels))
 
 
 def sum_forward(x, axes):
@@ -158,8 +150,8 @@ def sum_forward(x, axes):
     by reductions, the last axis by strided taps."""
     z, last, channels = x, len(axes) - 1, x.shape[-1]
     for i in range(last):
-        z = np.add.reduce(_windows(z, axes, i, channels), axis=2)
-    taps = _windows(z, axes, last, channels)
+        z = np.add.reduce(axis_windows(z, axes[i], _later(axes, i, channels)), axis=2)
+    taps = axis_windows(z, axes[last], channels)
     y = np.empty((x.shape[0], *(a.size_out for a in axes), channels), dtype=x.dtype)
     sum_into(np, [taps[:, :, k] for k in range(axes[last].kernel)],
              _split(y, axes, last, channels)[:, :, 0])
