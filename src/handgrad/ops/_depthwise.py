@@ -144,7 +144,7 @@ def depthwise_input_grad(xp, dy, w, axes, groups, x_shape):
     """dx (x_shape) of a depthwise conv: the adjoint of :func:`depthwise_forward`; with
     unit strides (on the CPU) the correlation of dy with the flipped kernel, which the
     compiled path runs through its forward loop."""
-    flipped = _gather_axes(axes) if xp is np else None
+    flipped = flipped_axes(axes) if xp is np else None
     compiled = engine.covers(axes, dy, w)
     if compiled and flipped is None:
         return engine.depthwise_gradients(x_shape, w, dy, axes)[0]
@@ -213,7 +213,7 @@ def _tap_sums(x_rep, w, axes):
     return y
 
 
-def _gather_axes(axes):
+def flipped_axes(axes):
     """Where every stride is 1, the axes of dx as a correlation of dy with the flipped
     kernel (input position ``p`` reads ``dy[p + pad - k*dilation]``); else None."""
     flipped = []

@@ -16,6 +16,10 @@ CPU a few images at a time (:mod:`._gemm_chunks`). The backward pass is::
 A transposed convolution is the adjoint of the convolution with the same
 weight: its forward is the convolution's ``dx`` and its backward uses the
 convolution's forward (for its input gradient) and ``dw`` (swapping roles).
+Grouped convolutions of narrow groups (2 to 16 input channels, a multiple of 8 outputs
+per group, 1-D or 2-D) skip im2col on the compiled path: y, dx (unit strides) and dw
+sum in registers (:mod:`._engine.grouped_taps`), where the GEMMs of 8 output channels
+ran thin and the gathers and scatters cost as much again.
 The cache holds only the inputs and the geometry, never ``cols``. Every backward takes
 ``input_grad`` (default True): False skips ``dx`` (returned as None) for an input that
 nobody differentiates (a model's data, as torch's tensors without ``requires_grad``).
@@ -40,9 +44,10 @@ from ._depthwise import (
     depthwise_gradients,
     depthwise_input_grad,
     depthwise_weight_grad,
+    flipped_axes,
 )
 from ._engine import dispatch as engine
-from ._engine import gemm_conv
+from ._engine import gemm_conv, grouped_taps
 from ._gather import TakeWindows, col2im_matmul, im2col
 from .declare import declare, exports
 
@@ -74,7 +79,10 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
 
 
 def _conv_forward(xp, x, w, axes, groups, b=None):
-    """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y)."""
+    """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); grouped ones that
+    the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
+    if grouped_taps.takes(w.shape, groups, axes) and engine.covers(axes, x, w):
+        return engine.grouped(x, w, axes, groups, b)
     out = tuple(a.size_out for a in axes)
     weight = _grouped_weight(w, groups)
     windows = _cpu_windows(xp, axes, groups, w.shape, x)
@@ -86,8 +94,24 @@ def _conv_forward(xp, x, w, axes, groups, b=None):
     return y if b is None else add_bias(xp, y, b)
 
 
+def _registers_input_grad(dy, w, axes, groups):
+    """dx of a grouped convolution with unit strides as the register loop's correlation of
+    dy with the flipped kernel (:func:`._engine.grouped_taps.transposed_weight`), where
+    the compiled path takes it; else None."""
+    flipped = flipped_axes(axes)
+    if flipped is None or not engine.covers(axes, dy, w):
+        return None
+    w_t = grouped_taps.transposed_weight(w, groups)
+    if not grouped_taps.takes(w_t.shape, groups, flipped):
+        return None
+    return engine.grouped(dy, w_t, flipped, groups)
+
+
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
-    """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x``."""
+    """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x`` (grouped ones
+    with unit strides: :func:`_registers_input_grad`)."""
+    if (dx := _registers_input_grad(dy, w, axes, groups)) is not None:
+        return dx
     weight = _grouped_weight(w, groups)
     windows = _cpu_windows(xp, axes, groups, w.shape, dy)
     if windows is not None:
@@ -98,7 +122,10 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
 
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
-    """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y)."""
+    """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y); grouped ones that the
+    register loop takes on the compiled path (:mod:`._engine.grouped_taps`)."""
+    if grouped_taps.takes_weight_grad(w_shape, groups, axes) and engine.covers(axes, x, dy):
+        return engine.grouped_weight_grad(x, dy, axes, groups, w_shape)
     windows = _cpu_windows(xp, axes, groups, w_shape, x, dy)
     if windows is not None:
         grouped_shape = (groups, math.prod(w_shape[:-1]), w_shape[-1] // groups)
@@ -112,6 +139,8 @@ def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
 def _conv_gradients(xp, x, w, dy, axes, groups):
     """(dx, dw); on the CPU both from one gather per chunk of images (on a GPU dw first,
     so only one im2col-sized matrix is alive at a time)."""
+    if (dx := _registers_input_grad(dy, w, axes, groups)) is not None:
+        return dx, _conv_weight_grad(xp, x, dy, axes, groups, w.shape)
     windows = _cpu_windows(xp, axes, groups, w.shape, x, dy)
     if windows is not None:
         weight = np.ascontiguousarray(_grouped_weight(w, groups))

@@ -1,7 +1,9 @@
 """Optional compiled kernels for the memory-bound parts of convolution and pooling.
 
 NumPy cannot fuse a gather, a comparison and a scatter into one pass, and those
-passes (not the GEMMs) dominate pooling, depthwise convolution and col2im. When
+passes (not the GEMMs) dominate pooling, depthwise convolution and col2im; grouped
+convolutions of narrow groups, whose GEMMs are thin, sum in registers instead of im2col
++ GEMM (:mod:`.grouped_taps`). When
 `numba` is installed (the ``fast`` extra) and the inputs are NumPy arrays, these
 loops are compiled; otherwise, or with the environment variable ``HANDGRAD_NUMBA=0``,
 the pure-NumPy code runs. Both paths compute the same thing and are tested against
@@ -11,7 +13,7 @@ A kernel in ``ops`` dispatches at its top (``if engine.covers(axes, x): return
 engine.max_pool(x, axes)``) and then does its NumPy math; each function below is
 one such compiled path and returns exactly what the NumPy code returns.
 
-Threads: on a batch of 2 MB or more the depthwise and pooling loops run their serial
+Threads: on a batch of 2 MB or more the depthwise, grouped and pooling loops run their serial
 twin (same loops, compiled with ``range``) on each half of the batch on the two NumPy
 threads of :mod:`handgrad.ops._block_threads` (the loops release the GIL; this beat
 numba's parallel launch). Otherwise the depthwise loops run in parallel on numba's
@@ -115,7 +117,7 @@ def as_2d(x):
 
 
 if numba is not None:  # pragma: no branch
-    from . import register_taps
+    from . import grouped_taps, register_taps
     from .kernels import build_kernels, sized
 
     kernels = build_kernels(numba)
@@ -236,6 +238,46 @@ def depthwise(x, w, axes, b=None):
 
     on_halves(y.shape[0], y.nbytes, run, lambda: run(slice(None)))
     return y
+
+
+def grouped(x, w, axes, groups, b=None):
+    """y (N, *O, C_y) of a grouped convolution that :func:`.grouped_taps.takes`: x (N, *S,
+    groups * Cg), w (*K, Cg, C_y), plus the bias b when given. The loop that sums eight
+    pixels by eight channels in registers (:mod:`.grouped_taps`), on half the batch per
+    NumPy thread (:func:`.._block_threads.on_halves`), each half with a zero-padded
+    scratch image of its own."""
+    y = _output(x, axes, w.shape[-1], x.dtype)
+    x = np.ascontiguousarray(as_2d(x))
+    y2, g = as_2d(y), geometry_2d(axes)
+    taps_w = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), x.dtype)
+    bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2])
+    pad_shape = _padded_image(axes, x.shape[-1])
+
+    def run(images):
+        kernel(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
+
+    on_halves(y.shape[0], y.nbytes, run, lambda: run(slice(None)))
+    return y
+
+
+def grouped_weight_grad(x, dy, axes, groups, w_shape):
+    """dw (``w_shape`` = (*K, Cg, C_y)) of a grouped convolution that
+    :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
+    per NumPy thread, each half into rows of its own, added at the end."""
+    x = np.ascontiguousarray(as_2d(x))
+    dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
+    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2])
+    pad_shape = _padded_image(axes, x.shape[-1])
+    rows_shape = (math.prod(w_shape[:-1]), w_shape[-1])
+
+    def run(images):
+        rows = np.zeros(rows_shape, x.dtype)
+        kernel(x[images], dy2[images], g, rows, np.zeros(pad_shape, x.dtype))
+        return rows
+
+    parts = on_halves(dy.shape[0], dy.nbytes, run, lambda: run(slice(None)))
+    return sum(parts[1:], parts[0]).reshape(w_shape)
 
 
 def _takes_registers(g, out):

@@ -228,7 +228,7 @@ def _signature(dtype, ranks):
                  else numba.types.Array(item, rank, "C") for rank in ranks)
 
 
-def _slp_compiled(function, ranks):
+def slp_compiled(function, ranks):
     """``function`` compiled for float32 and float64 (:func:`_signature` of ``ranks``)
     with the SLP vectorizer on, and no other signature."""
     kernel = numba.njit(cache=True, nogil=True)(function)
@@ -248,7 +248,7 @@ def _slp_compiled(function, ranks):
 def depthwise_kernel(kernel_h, kernel_w):
     """The compiled forward (:func:`_depthwise_source`) of a kernel_h x kernel_w kernel:
     ``(x, wt, g, bias, y, pad)``."""
-    return _slp_compiled(_depthwise_source(kernel_h, kernel_w), (4, 2, "g", 1, 4, 3))
+    return slp_compiled(_depthwise_source(kernel_h, kernel_w), (4, 2, "g", 1, 4, 3))
 
 
 @functools.cache
@@ -257,4 +257,4 @@ def backward_kernel(kernel_h, kernel_w, with_dx=True):
     ``(x, wt, dy, g, dx, rows, pad, pad_dx)`` (without dx, ``dx`` and ``pad_dx`` are not
     touched)."""
     source = _backward_source(kernel_h, kernel_w, with_dx)
-    return _slp_compiled(source, (4, 2, 4, "g", 4, 3, 3, 3))
+    return slp_compiled(source, (4, 2, 4, "g", 4, 3, 3, 3))

@@ -1,0 +1,212 @@
+"""Grouped convolutions with their sums in registers (numba, one loop per kernel size and
+group width).
+
+Per row of outputs, eight output pixels at a time, and per group and block of eight of
+its output channels, 8 x 8 accumulators start at the bias and take every tap in (kh,
+kw, c) order, then are stored once::
+
+    y[n, oh, ow, g*Og + j] = b[g*Og + j]
+        + sum_{kh, kw, c} x_pad[n, oh*SH + kh*DH, ow*SW + kw*DW, g*Cg + c] w[kh, kw, c, g*Og + j]
+
+Each input value is one broadcast into the eight lanes of its pixel, each weight row of
+eight output channels one load that the eight pixels share: eight independent chains of
+fused multiply-adds, where one pixel's single chain waited on each add in turn (3x3, 4
+groups of 8 channels, (32, 32, 32, 32) float32 on two threads: 5.7 ms for one pixel at a
+time, 3.2 for four, 2.6 for eight; im2col and batched GEMMs 4.6). The kernel size and
+the group width are constants of each compiled loop, so the taps unroll into straight-line
+code that LLVM's SLP vectorizer packs (:func:`.register_taps.slp_compiled`). Pixels past
+the last block of eight take one pixel at a time. Each image is first copied into a
+zero-padded scratch image (the caller's ``pad``), so no tap is checked.
+
+With unit strides the same loop gives dx: the correlation of dy with the flipped kernel
+whose groups map Og channels to Cg (:func:`transposed_weight`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import register_taps
+from .register_taps import _inline, _into_padding, _lanes, _steps, _store
+
+u = np.uint64
+
+LANES = 8
+"""Output channels per register block: a group's outputs must be a multiple of it."""
+MAX_GROUP_WIDTH = 16
+"""The widest group (input channels) the loops take; their unrolled code grows with it."""
+
+
+@_inline
+def _fma(acc, v, w, j):
+    """acc[k] + v * w[j + k] for the eight lanes k."""
+    return (acc[0] + v * w[j], acc[1] + v * w[j + u(1)], acc[2] + v * w[j + u(2)],
+            acc[3] + v * w[j + u(3)], acc[4] + v * w[j + u(4)], acc[5] + v * w[j + u(5)],
+            acc[6] + v * w[j + u(6)], acc[7] + v * w[j + u(7)])
+
+
+def _grouped_source(kernel_h, kernel_w, width):
+    """The forward loop for a kernel_h x kernel_w kernel over groups of ``width`` input
+    channels (closure constants: the taps unroll)."""
+
+    def grouped_registers(x, wt, g, bias, y, pad):
+        """y (N, OH, OW, C_y) for x (N, H, W, C), wt (kernel_h * kernel_w * width, C_y),
+        bias (C_y,); ``pad`` one zero-padded image (see the module doc)."""
+        OH, OW, PH, PW = g[2], g[3], g[10], g[11]
+        N, outs = y.shape[0], u(y.shape[3])
+        groups = x.shape[3] // width
+        per_group = y.shape[3] // groups
+        Wp = pad.shape[1]
+        pf, wf = pad.reshape(-1), wt.reshape(-1)
+        tap_h, tap_w, step_h, step_w = _steps(g, Wp, x.shape[3])
+        for n in range(N):
+            _into_padding(x[n], pf, Wp, PH, PW)
+            yn = y[n].reshape(-1)
+            for oh in range(OH):
+                for ow in range(0, OW - 7, 8):
+                    base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
+                    for grp in range(groups):
+                        for block in range(0, per_group, 8):
+                            o = u(grp * per_group + block)
+                            a0 = _lanes(bias, o)
+                            a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+                            for kh in range(kernel_h):
+                                for kw in range(kernel_w):
+                                    i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
+                                    for c in range(width):
+                                        j = u((kh * kernel_w + kw) * width + c) * outs + o
+                                        ic = i + u(c)
+                                        a0 = _fma(a0, pf[ic], wf, j)
+                                        a1 = _fma(a1, pf[ic + step_w], wf, j)
+                                        a2 = _fma(a2, pf[ic + u(2) * step_w], wf, j)
+                                        a3 = _fma(a3, pf[ic + u(3) * step_w], wf, j)
+                                        a4 = _fma(a4, pf[ic + u(4) * step_w], wf, j)
+                                        a5 = _fma(a5, pf[ic + u(5) * step_w], wf, j)
+                                        a6 = _fma(a6, pf[ic + u(6) * step_w], wf, j)
+                                        a7 = _fma(a7, pf[ic + u(7) * step_w], wf, j)
+                            _store(yn, out + o, a0)
+                            _store(yn, out + outs + o, a1)
+                            _store(yn, out + u(2) * outs + o, a2)
+                            _store(yn, out + u(3) * outs + o, a3)
+                            _store(yn, out + u(4) * outs + o, a4)
+                            _store(yn, out + u(5) * outs + o, a5)
+                            _store(yn, out + u(6) * outs + o, a6)
+                            _store(yn, out + u(7) * outs + o, a7)
+                for ow in range(OW - OW % 8, OW):
+                    base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
+                    for grp in range(groups):
+                        for block in range(0, per_group, 8):
+                            o = u(grp * per_group + block)
+                            a0 = _lanes(bias, o)
+                            for kh in range(kernel_h):
+                                for kw in range(kernel_w):
+                                    i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
+                                    for c in range(width):
+                                        j = u((kh * kernel_w + kw) * width + c) * outs + o
+                                        a0 = _fma(a0, pf[i + u(c)], wf, j)
+                            _store(yn, out + o, a0)
+
+    return grouped_registers
+
+
+def _weight_grad_source(kernel_h, kernel_w, width):
+    """The weight-gradient loop for a kernel_h x kernel_w kernel over groups of ``width``
+    input channels (a multiple of 8; closure constants: the taps unroll)."""
+
+    def grouped_weight_rows(x, dy, g, rows, pad):
+        """rows (kernel_h * kernel_w * width, C_y), += the products of the padded x and dy
+        summed over the images and output positions: per output row, tap, group and 8 x 8
+        block of (input, output) channels, eight accumulators of eight lanes take the row's
+        pixels, then go back to ``rows``."""
+        OH, OW, PH, PW = g[2], g[3], g[10], g[11]
+        N, outs = dy.shape[0], u(dy.shape[3])
+        groups = x.shape[3] // width
+        per_group = dy.shape[3] // groups
+        Wp = pad.shape[1]
+        pf, rf = pad.reshape(-1), rows.reshape(-1)
+        tap_h, tap_w, step_h, step_w = _steps(g, Wp, x.shape[3])
+        for n in range(N):
+            _into_padding(x[n], pf, Wp, PH, PW)
+            dyn = dy[n].reshape(-1)
+            for oh in range(OH):
+                for kh in range(kernel_h):
+                    for kw in range(kernel_w):
+                        start = u(oh) * step_h + u(kh) * tap_h + u(kw) * tap_w
+                        for grp in range(groups):
+                            for block in range(0, per_group, 8):
+                                o = u(grp * per_group + block)
+                                for first in range(0, width, 8):
+                                    r = u((kh * kernel_w + kw) * width + first) * outs + o
+                                    a0, a1 = _lanes(rf, r), _lanes(rf, r + outs)
+                                    a2 = _lanes(rf, r + u(2) * outs)
+                                    a3 = _lanes(rf, r + u(3) * outs)
+                                    a4 = _lanes(rf, r + u(4) * outs)
+                                    a5 = _lanes(rf, r + u(5) * outs)
+                                    a6 = _lanes(rf, r + u(6) * outs)
+                                    a7 = _lanes(rf, r + u(7) * outs)
+                                    for ow in range(OW):
+                                        i = start + u(ow) * step_w + u(grp * width + first)
+                                        j = u(oh * OW + ow) * outs + o
+                                        a0 = _fma(a0, pf[i], dyn, j)
+                                        a1 = _fma(a1, pf[i + u(1)], dyn, j)
+                                        a2 = _fma(a2, pf[i + u(2)], dyn, j)
+                                        a3 = _fma(a3, pf[i + u(3)], dyn, j)
+                                        a4 = _fma(a4, pf[i + u(4)], dyn, j)
+                                        a5 = _fma(a5, pf[i + u(5)], dyn, j)
+                                        a6 = _fma(a6, pf[i + u(6)], dyn, j)
+                                        a7 = _fma(a7, pf[i + u(7)], dyn, j)
+                                    _store(rf, r, a0)
+                                    _store(rf, r + outs, a1)
+                                    _store(rf, r + u(2) * outs, a2)
+                                    _store(rf, r + u(3) * outs, a3)
+                                    _store(rf, r + u(4) * outs, a4)
+                                    _store(rf, r + u(5) * outs, a5)
+                                    _store(rf, r + u(6) * outs, a6)
+                                    _store(rf, r + u(7) * outs, a7)
+
+    return grouped_weight_rows
+
+
+@functools.cache
+def grouped_kernel(kernel_h, kernel_w, width):
+    """The compiled forward (:func:`_grouped_source`): ``(x, wt, g, bias, y, pad)``."""
+    return register_taps.slp_compiled(_grouped_source(kernel_h, kernel_w, width),
+                                      (4, 2, "g", 1, 4, 3))
+
+
+def takes(w_shape, groups, axes) -> bool:
+    """Whether the register loop takes a grouped convolution of weight ``w_shape`` (*K,
+    Cg, C_y): more than one group of 2 to ``MAX_GROUP_WIDTH`` input channels, outputs per
+    group a multiple of ``LANES``, 1-D or 2-D, at most ``register_taps.MAX_TAPS`` taps."""
+    width, outs = w_shape[-2], w_shape[-1]
+    taps = int(np.prod(w_shape[:-2]))
+    return (groups > 1 and 1 < width <= MAX_GROUP_WIDTH and (outs // groups) % LANES == 0
+            and len(axes) <= 2 and taps <= register_taps.MAX_TAPS)
+
+
+def transposed_weight(w, groups):
+    """The weight of dx as a correlation of dy with the flipped kernel: (*K, Og, groups *
+    Cg), ``w_t[k, j, g*Cg + c] = w[K - 1 - k, c, g*Og + j]``."""
+    *kernel, width, outs = w.shape
+    per_group = outs // groups
+    flipped = w[tuple(slice(None, None, -1) for _ in kernel)]
+    split = flipped.reshape(*kernel, width, groups, per_group)
+    order = (*range(len(kernel)), len(kernel) + 2, len(kernel) + 1, len(kernel))
+    return np.ascontiguousarray(split.transpose(order).reshape(*kernel, per_group,
+                                                                 groups * width))
+
+
+@functools.cache
+def weight_grad_kernel(kernel_h, kernel_w, width):
+    """The compiled weight gradient (:func:`_weight_grad_source`): ``(x, dy, g, rows,
+    pad)``."""
+    return register_taps.slp_compiled(_weight_grad_source(kernel_h, kernel_w, width),
+                                      (4, 4, "g", 2, 3))
+
+
+def takes_weight_grad(w_shape, groups, axes) -> bool:
+    """Whether the register loop takes the weight gradient too: :func:`takes`, and input
+    channels per group a multiple of ``LANES``."""
+    return takes(w_shape, groups, axes) and w_shape[-2] % LANES == 0

@@ -1,0 +1,110 @@
+"""Grouped convolutions' loops with their sums in registers (ops/_engine/grouped_taps.py):
+the forward, dx (unit strides: the correlation of dy with the flipped kernel) and dw
+against the NumPy path's im2col + GEMM, on the geometries a convolution takes: blocks
+of eight pixels and their tails, strides, dilation, padding after > before, 1-D maps,
+group widths that the weight-gradient loop leaves to the GEMM, an empty batch, and
+transposed convolutions (whose forward is dx)."""
+
+import numpy as np
+import pytest
+
+from handgrad import ops
+from handgrad.ops._engine import dispatch, grouped_taps
+from handgrad.testing import assert_close
+
+pytestmark = pytest.mark.skipif(not dispatch.available(), reason="numba is not installed")
+
+GEOMETRIES = [  # x shape, weight shape (*K, Cg, C_y), conv keywords
+    ((2, 10, 13, 32), (3, 3, 8, 32), {"padding": 1, "groups": 4}),  # tails of 5 pixels
+    ((3, 9, 16, 16), (3, 3, 8, 16), {"padding": 2, "dilation": 2, "groups": 2}),
+    ((2, 11, 12, 32), (3, 3, 16, 16), {"padding": 1, "stride": (1, 2), "groups": 2}),
+    ((2, 8, 7, 24), (3, 3, 4, 48), {"padding": "same", "groups": 6}),  # width 4: dw by GEMM
+    ((2, 7, 9, 16), (1, 3, 8, 16), {"padding": 0, "groups": 2}),
+    ((0, 6, 6, 16), (3, 3, 8, 16), {"padding": 1, "groups": 2}),  # an empty batch
+]
+
+
+def _both_paths(x, w, b, dy_seed, conv, kwargs):
+    """(y, dx, dw) of ``conv`` on the compiled path, then on the NumPy path."""
+    out = []
+    for compiled in (True, False):
+        with dispatch.use_compiled(compiled):
+            y, cache = getattr(ops, conv)(x, w, b, **kwargs)
+            dy = np.random.default_rng(dy_seed).standard_normal(y.shape).astype(x.dtype)
+            dx, dw, _ = getattr(ops, f"{conv}_backward")(dy, cache)
+        out.append((y, dx, dw))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", GEOMETRIES)
+def test_the_register_loops_match_the_gemm(x_shape, w_shape, kwargs, dtype):
+    rng = np.random.default_rng(sum(x_shape))
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[-1]).astype(dtype)
+    groups, taps = kwargs["groups"], int(np.prod(w_shape[:-2]))
+    assert grouped_taps.takes(w_shape, groups, (None,) * 2)
+    (y, dx, dw), (y_ref, dx_ref, dw_ref) = _both_paths(x, w, b, 1, "conv2d", kwargs)
+    assert_close(y, y_ref, terms=taps * w_shape[-2] + 1, what="y")  # taps x Cg, and b
+    assert_close(dx, dx_ref, terms=taps * w_shape[-1] // groups, what="dx")  # taps x Og
+    assert_close(dw, dw_ref, terms=max(int(np.prod(y.shape[:-1])), 1), what="dw")  # N x O
+
+
+def test_1d_maps_are_one_row():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((3, 21, 32)), rng.standard_normal((3, 8, 32))
+    (y, dx, dw), (y_ref, dx_ref, dw_ref) = _both_paths(x, w, None, 2, "conv1d",
+                                                     {"padding": 1, "groups": 4})
+    assert_close(y, y_ref, terms=24, what="y")
+    assert_close(dx, dx_ref, terms=24, what="dx")
+    assert_close(dw, dw_ref, terms=3 * 21, what="dw")
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_transposed_convolutions_take_them_too(stride):
+    """A grouped transposed convolution's forward is the convolution's dx (the register
+    loop at unit strides) and its backward the convolution's forward and dw."""
+    rng = np.random.default_rng(stride)
+    x = rng.standard_normal((2, 7, 9, 16))
+    w = rng.standard_normal((3, 3, 8, 16))  # (*K, C_out / groups, C_in): 2 groups of 8
+    kwargs = {"stride": stride, "padding": 1, "groups": 2}
+    (y, dx, dw), (y_ref, dx_ref, dw_ref) = _both_paths(x, w, None, 4, "conv_transpose2d",
+                                                     kwargs)
+    assert_close(y, y_ref, terms=72, what="y")
+    assert_close(dx, dx_ref, terms=72, what="dx")
+    assert_close(dw, dw_ref, terms=2 * 7 * 9, what="dw")
+
+
+def test_the_register_loops_are_the_ones_that_ran(monkeypatch):
+    calls = []
+    for name in ("grouped", "grouped_weight_grad"):
+        original = getattr(dispatch, name)
+        monkeypatch.setattr(dispatch, name, lambda *a, _f=original, _n=name: (
+            calls.append(_n), _f(*a))[1])
+    x, w = np.ones((2, 9, 9, 32)), np.ones((3, 3, 8, 32))
+    with dispatch.use_compiled(True):
+        y, cache = ops.conv2d(x, w, None, padding=1, groups=4)
+        ops.conv2d_backward(np.ones_like(y), cache)
+    assert calls == ["grouped", "grouped", "grouped_weight_grad"]  # y, dx, dw
+
+
+def test_which_convolutions_the_loops_take():
+    axes = (None, None)
+    assert grouped_taps.takes((3, 3, 8, 32), 4, axes)
+    assert grouped_taps.takes_weight_grad((3, 3, 8, 32), 4, axes)
+    assert not grouped_taps.takes_weight_grad((3, 3, 4, 48), 6, axes)  # width 4: GEMM dw
+    assert not grouped_taps.takes((3, 3, 8, 12), 4, axes)  # 3 outputs per group
+    assert not grouped_taps.takes((3, 3, 1, 32), 32, axes)  # depthwise: its own loops
+    assert not grouped_taps.takes((3, 3, 32, 32), 1, axes)  # dense: the GEMM
+    assert not grouped_taps.takes((3, 3, 32, 64), 2, axes)  # groups wider than 16
+    assert not grouped_taps.takes((7, 7, 8, 32), 4, axes)  # 49 taps
+    assert not grouped_taps.takes((3, 3, 3, 8, 32), 4, (None,) * 3)  # 3-D
+
+
+def test_the_transposed_weight_flips_and_swaps_each_group():
+    w = np.arange(2 * 3 * 4 * 6.0).reshape(2, 3, 4, 6)  # 2 groups: Cg 4, Og 3
+    w_t = grouped_taps.transposed_weight(w, 2)
+    assert w_t.shape == (2, 3, 3, 8)
+    for kh, kw, j, g, c in np.ndindex(2, 3, 3, 2, 4):
+        assert w_t[kh, kw, j, g * 4 + c] == w[1 - kh, 2 - kw, c, g * 3 + j]
