@@ -47,6 +47,31 @@ def _fma(acc, v, w, j):
             acc[6] + v * w[j + u(6)], acc[7] + v * w[j + u(7)])
 
 
+@_inline
+def _fma_rows(rows, a, i, step, w, j):
+    """rows[p] + a[i + p * step] * w[j:j + 8] for the eight rows p: eight independent
+    chains of multiply-adds sharing one row of eight weights."""
+    return (_fma(rows[0], a[i], w, j), _fma(rows[1], a[i + step], w, j),
+            _fma(rows[2], a[i + u(2) * step], w, j), _fma(rows[3], a[i + u(3) * step], w, j),
+            _fma(rows[4], a[i + u(4) * step], w, j), _fma(rows[5], a[i + u(5) * step], w, j),
+            _fma(rows[6], a[i + u(6) * step], w, j), _fma(rows[7], a[i + u(7) * step], w, j))
+
+
+@_inline
+def _load_rows(a, t, step):
+    """The eight rows of eight lanes a[t + p * step:][:8]."""
+    return (_lanes(a, t), _lanes(a, t + step), _lanes(a, t + u(2) * step),
+            _lanes(a, t + u(3) * step), _lanes(a, t + u(4) * step), _lanes(a, t + u(5) * step),
+            _lanes(a, t + u(6) * step), _lanes(a, t + u(7) * step))
+
+
+@_inline
+def _store_rows(target, t, step, rows):
+    """target[t + p * step:][:8] = rows[p] for the eight rows p."""
+    for p in range(8):
+        _store(target, t + u(p) * step, rows[p])
+
+
 def _grouped_source(kernel_h, kernel_w, width):
     """The forward loop for a kernel_h x kernel_w kernel over groups of ``width`` input
     channels (closure constants: the taps unroll)."""
@@ -70,30 +95,14 @@ def _grouped_source(kernel_h, kernel_w, width):
                     for grp in range(groups):
                         for block in range(0, per_group, 8):
                             o = u(grp * per_group + block)
-                            a0 = _lanes(bias, o)
-                            a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+                            acc = _load_rows(bias, o, u(0))  # the bias, for eight pixels
                             for kh in range(kernel_h):
                                 for kw in range(kernel_w):
                                     i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
                                     for c in range(width):
                                         j = u((kh * kernel_w + kw) * width + c) * outs + o
-                                        ic = i + u(c)
-                                        a0 = _fma(a0, pf[ic], wf, j)
-                                        a1 = _fma(a1, pf[ic + step_w], wf, j)
-                                        a2 = _fma(a2, pf[ic + u(2) * step_w], wf, j)
-                                        a3 = _fma(a3, pf[ic + u(3) * step_w], wf, j)
-                                        a4 = _fma(a4, pf[ic + u(4) * step_w], wf, j)
-                                        a5 = _fma(a5, pf[ic + u(5) * step_w], wf, j)
-                                        a6 = _fma(a6, pf[ic + u(6) * step_w], wf, j)
-                                        a7 = _fma(a7, pf[ic + u(7) * step_w], wf, j)
-                            _store(yn, out + o, a0)
-                            _store(yn, out + outs + o, a1)
-                            _store(yn, out + u(2) * outs + o, a2)
-                            _store(yn, out + u(3) * outs + o, a3)
-                            _store(yn, out + u(4) * outs + o, a4)
-                            _store(yn, out + u(5) * outs + o, a5)
-                            _store(yn, out + u(6) * outs + o, a6)
-                            _store(yn, out + u(7) * outs + o, a7)
+                                        acc = _fma_rows(acc, pf, i + u(c), step_w, wf, j)
+                            _store_rows(yn, out + o, outs, acc)
                 for ow in range(OW - OW % 8, OW):
                     base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
                     for grp in range(groups):
@@ -139,32 +148,12 @@ def _weight_grad_source(kernel_h, kernel_w, width):
                                 o = u(grp * per_group + block)
                                 for first in range(0, width, 8):
                                     r = u((kh * kernel_w + kw) * width + first) * outs + o
-                                    a0, a1 = _lanes(rf, r), _lanes(rf, r + outs)
-                                    a2 = _lanes(rf, r + u(2) * outs)
-                                    a3 = _lanes(rf, r + u(3) * outs)
-                                    a4 = _lanes(rf, r + u(4) * outs)
-                                    a5 = _lanes(rf, r + u(5) * outs)
-                                    a6 = _lanes(rf, r + u(6) * outs)
-                                    a7 = _lanes(rf, r + u(7) * outs)
+                                    acc = _load_rows(rf, r, outs)  # eight input channels
                                     for ow in range(OW):
                                         i = start + u(ow) * step_w + u(grp * width + first)
                                         j = u(oh * OW + ow) * outs + o
-                                        a0 = _fma(a0, pf[i], dyn, j)
-                                        a1 = _fma(a1, pf[i + u(1)], dyn, j)
-                                        a2 = _fma(a2, pf[i + u(2)], dyn, j)
-                                        a3 = _fma(a3, pf[i + u(3)], dyn, j)
-                                        a4 = _fma(a4, pf[i + u(4)], dyn, j)
-                                        a5 = _fma(a5, pf[i + u(5)], dyn, j)
-                                        a6 = _fma(a6, pf[i + u(6)], dyn, j)
-                                        a7 = _fma(a7, pf[i + u(7)], dyn, j)
-                                    _store(rf, r, a0)
-                                    _store(rf, r + outs, a1)
-                                    _store(rf, r + u(2) * outs, a2)
-                                    _store(rf, r + u(3) * outs, a3)
-                                    _store(rf, r + u(4) * outs, a4)
-                                    _store(rf, r + u(5) * outs, a5)
-                                    _store(rf, r + u(6) * outs, a6)
-                                    _store(rf, r + u(7) * outs, a7)
+                                        acc = _fma_rows(acc, pf, i, u(1), dyn, j)
+                                    _store_rows(rf, r, outs, acc)
 
     return grouped_weight_rows
 
