@@ -44,7 +44,7 @@ def test_the_register_loops_match_the_gemm(x_shape, w_shape, kwargs, dtype):
     w = rng.standard_normal(w_shape).astype(dtype)
     b = rng.standard_normal(w_shape[-1]).astype(dtype)
     groups, taps = kwargs["groups"], int(np.prod(w_shape[:-2]))
-    assert grouped_taps.takes(w_shape, groups, (None,) * 2)
+    assert grouped_taps.takes(w_shape, groups)
     (y, dx, dw), (y_ref, dx_ref, dw_ref) = _both_paths(x, w, b, 1, "conv2d", kwargs)
     assert_close(y, y_ref, terms=taps * w_shape[-2] + 1, what="y")  # taps x Cg, and b
     assert_close(dx, dx_ref, terms=taps * w_shape[-1] // groups, what="dx")  # taps x Og
@@ -90,21 +90,47 @@ def test_the_register_loops_are_the_ones_that_ran(monkeypatch):
 
 
 def test_which_convolutions_the_loops_take():
-    axes = (None, None)
-    assert grouped_taps.takes((3, 3, 8, 32), 4, axes)
-    assert grouped_taps.takes_weight_grad((3, 3, 8, 32), 4, axes)
-    assert not grouped_taps.takes_weight_grad((3, 3, 4, 48), 6, axes)  # width 4: GEMM dw
-    assert not grouped_taps.takes((3, 3, 8, 12), 4, axes)  # 3 outputs per group
-    assert not grouped_taps.takes((3, 3, 1, 32), 32, axes)  # depthwise: its own loops
-    assert not grouped_taps.takes((3, 3, 32, 32), 1, axes)  # dense: the GEMM
-    assert not grouped_taps.takes((3, 3, 32, 64), 2, axes)  # groups wider than 16
-    assert not grouped_taps.takes((7, 7, 8, 32), 4, axes)  # 49 taps
-    assert not grouped_taps.takes((3, 3, 3, 8, 32), 4, (None,) * 3)  # 3-D
+    assert grouped_taps.takes((3, 3, 8, 32), 4)
+    assert grouped_taps.takes_weight_grad((3, 3, 8, 32), 4)
+    assert not grouped_taps.takes_weight_grad((3, 3, 4, 48), 6)  # width 4: GEMM dw
+    assert not grouped_taps.takes((3, 3, 8, 12), 4)  # 3 outputs per group
+    assert not grouped_taps.takes((3, 3, 1, 32), 32)  # depthwise: its own loops
+    assert not grouped_taps.takes((3, 3, 32, 32), 1)  # dense: the GEMM
+    assert not grouped_taps.takes((3, 3, 32, 64), 2)  # groups wider than 16
+    assert not grouped_taps.takes((7, 7, 8, 32), 4)  # 49 taps
+
+
+def test_3d_grouped_convolutions_keep_the_gemm(monkeypatch):
+    """The loops are 2-D: a 3-D grouped convolution that they would otherwise take runs
+    im2col + GEMM (``engine.covers``), with the same result."""
+    monkeypatch.setattr(dispatch, "grouped", None)  # would raise if called
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((2, 4, 5, 6, 16)), rng.standard_normal((3, 3, 3, 8, 16))
+    with dispatch.use_compiled(True):
+        y, cache = ops.conv3d(x, w, None, padding=1, groups=2)
+        dx, dw, _ = ops.conv3d_backward(np.ones_like(y), cache)
+    with dispatch.use_compiled(False):
+        y_ref, cache_ref = ops.conv3d(x, w, None, padding=1, groups=2)
+        dx_ref, dw_ref, _ = ops.conv3d_backward(np.ones_like(y), cache_ref)
+    assert_close(y, y_ref, terms=216, what="y")
+    assert_close(dx, dx_ref, terms=216, what="dx")
+    assert_close(dw, dw_ref, terms=2 * 4 * 5 * 6, what="dw")
+
+
+def test_dense_backward_builds_no_transposed_weight(monkeypatch):
+    """The dx test looks at the weight's shape first: a dense convolution's backward never
+    flips its weight for the grouped loop."""
+    monkeypatch.setattr(grouped_taps, "transposed_weight", None)  # would raise if called
+    x, w = np.ones((2, 6, 6, 16)), np.ones((3, 3, 16, 16))
+    with dispatch.use_compiled(True):
+        y, cache = ops.conv2d(x, w, None, padding=1)
+        dx, _, _ = ops.conv2d_backward(np.ones_like(y), cache)
+    assert dx.shape == x.shape
 
 
 def test_the_transposed_weight_flips_and_swaps_each_group():
     w = np.arange(2 * 3 * 4 * 6.0).reshape(2, 3, 4, 6)  # 2 groups: Cg 4, Og 3
     w_t = grouped_taps.transposed_weight(w, 2)
-    assert w_t.shape == (2, 3, 3, 8)
+    assert w_t.shape == grouped_taps.transposed_shape(w.shape, 2) == (2, 3, 3, 8)
     for kh, kw, j, g, c in np.ndindex(2, 3, 3, 2, 4):
         assert w_t[kh, kw, j, g * 4 + c] == w[1 - kh, 2 - kw, c, g * 3 + j]

@@ -81,7 +81,7 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
 def _conv_forward(xp, x, w, axes, groups, b=None):
     """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); grouped ones that
     the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
-    if grouped_taps.takes(w.shape, groups, axes) and engine.covers(axes, x, w):
+    if grouped_taps.takes(w.shape, groups) and engine.covers(axes, x, w):
         return engine.grouped(x, w, axes, groups, b)
     out = tuple(a.size_out for a in axes)
     weight = _grouped_weight(w, groups)
@@ -98,13 +98,12 @@ def _registers_input_grad(dy, w, axes, groups):
     """dx of a grouped convolution with unit strides as the register loop's correlation of
     dy with the flipped kernel (:func:`._engine.grouped_taps.transposed_weight`), where
     the compiled path takes it; else None."""
+    if not grouped_taps.takes(grouped_taps.transposed_shape(w.shape, groups), groups):
+        return None  # before any work: every dense convolution's backward passes here
     flipped = flipped_axes(axes)
     if flipped is None or not engine.covers(axes, dy, w):
         return None
-    w_t = grouped_taps.transposed_weight(w, groups)
-    if not grouped_taps.takes(w_t.shape, groups, flipped):
-        return None
-    return engine.grouped(dy, w_t, flipped, groups)
+    return engine.grouped(dy, grouped_taps.transposed_weight(w, groups), flipped, groups)
 
 
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
@@ -124,7 +123,7 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y); grouped ones that the
     register loop takes on the compiled path (:mod:`._engine.grouped_taps`)."""
-    if grouped_taps.takes_weight_grad(w_shape, groups, axes) and engine.covers(axes, x, dy):
+    if grouped_taps.takes_weight_grad(w_shape, groups) and engine.covers(axes, x, dy):
         return engine.grouped_weight_grad(x, dy, axes, groups, w_shape)
     windows = _cpu_windows(xp, axes, groups, w_shape, x, dy)
     if windows is not None:

@@ -218,46 +218,49 @@ def depthwise(x, w, axes, b=None):
     float32 3x3 2.78 -> 2.27 ms (torch 2.42), 5x5 5.20 -> 4.86 ms; float64 3x3 5.62 ->
     5.22 ms. The row loops on the halves had made float32 3x3 5.8-6.7 -> 4.2-4.3 ms against
     numba's parallel launch (waking its workers cost more than the second core gave back)."""
-    y = _output(x, axes, w.shape[-1], x.dtype)
-    x = np.ascontiguousarray(as_2d(_per_output_channel(x, w.shape[-1])))
-    y2, g = as_2d(y), geometry_2d(axes)
-    taps_w = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), x.dtype)
-    bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    y, x, y2, g, taps_w, bias = _forward_arrays(_per_output_channel(x, w.shape[-1]), w, b,
+                                                axes)
     if not _takes_registers(g, y):
         on_halves(y.shape[0], y.nbytes,
                   lambda images: kernels.serial.depthwise(x[images], taps_w, g, bias,
                                                           y2[images]),
                   lambda: kernels.depthwise(x, taps_w, g, bias, y2))
         return y
-    registers = register_taps.depthwise_kernel(g[4], g[5])
-    pad_shape = _padded_image(axes, x.shape[-1])
-
-    def run(images):
-        """The register kernel on ``images``, with a zero-padded scratch image of its own."""
-        registers(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
-
-    on_halves(y.shape[0], y.nbytes, run, lambda: run(slice(None)))
+    _on_padded_halves(register_taps.depthwise_kernel(g[4], g[5]), x, taps_w, g, bias, y2,
+                      axes)
     return y
 
 
-def grouped(x, w, axes, groups, b=None):
-    """y (N, *O, C_y) of a grouped convolution that :func:`.grouped_taps.takes`: x (N, *S,
-    groups * Cg), w (*K, Cg, C_y), plus the bias b when given. The loop that sums eight
-    pixels by eight channels in registers (:mod:`.grouped_taps`), on half the batch per
-    NumPy thread (:func:`.._block_threads.on_halves`), each half with a zero-padded
-    scratch image of its own."""
+def _forward_arrays(x, w, b, axes):
+    """What a compiled convolution forward reads and writes: (y (N, *O, C_y), x and y as
+    2-D maps (x C-contiguous), the geometry, the taps (prod(K) * Cg, C_y) and the bias
+    (zeros when b is None), in x's dtype)."""
     y = _output(x, axes, w.shape[-1], x.dtype)
-    x = np.ascontiguousarray(as_2d(x))
-    y2, g = as_2d(y), geometry_2d(axes)
     taps_w = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), x.dtype)
     bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
-    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2])
+    return y, np.ascontiguousarray(as_2d(x)), as_2d(y), geometry_2d(axes), taps_w, bias
+
+
+def _on_padded_halves(kernel, x, taps_w, g, bias, y2, axes):
+    """A register forward ``kernel(x, taps_w, g, bias, y, pad)`` on half the batch per
+    NumPy thread (:func:`.._block_threads.on_halves`), each half with a zero-padded
+    scratch image of its own."""
     pad_shape = _padded_image(axes, x.shape[-1])
 
     def run(images):
         kernel(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
 
-    on_halves(y.shape[0], y.nbytes, run, lambda: run(slice(None)))
+    on_halves(y2.shape[0], y2.nbytes, run, lambda: run(slice(None)))
+
+
+def grouped(x, w, axes, groups, b=None):
+    """y (N, *O, C_y) of a grouped convolution that :func:`.grouped_taps.takes`: x (N, *S,
+    groups * Cg), w (*K, Cg, C_y), plus the bias b when given. The loop that sums eight
+    pixels by eight channels in registers (:mod:`.grouped_taps`), on the two threads
+    (:func:`_on_padded_halves`)."""
+    y, x, y2, g, taps_w, bias = _forward_arrays(x, w, b, axes)
+    _on_padded_halves(grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2]), x, taps_w, g,
+                      bias, y2, axes)
     return y
 
 

@@ -25,6 +25,7 @@ whose groups map Og channels to Cg (:func:`transposed_weight`).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -72,6 +73,16 @@ def _store_rows(target, t, step, rows):
         _store(target, t + u(p) * step, rows[p])
 
 
+@_inline
+def _layout(x, out, g, pad, width):
+    """(groups, outputs per group, output channels, the flat padded scratch, and the flat
+    offsets of one tap down and across and of one output row and column) of a grouped
+    loop over x (N, H, W, C) whose output (or dy) is ``out``."""
+    groups = x.shape[3] // width
+    return (groups, out.shape[3] // groups, u(out.shape[3]), pad.reshape(-1),
+            *_steps(g, pad.shape[1], x.shape[3]))
+
+
 def _grouped_source(kernel_h, kernel_w, width):
     """The forward loop for a kernel_h x kernel_w kernel over groups of ``width`` input
     channels (closure constants: the taps unroll)."""
@@ -79,15 +90,12 @@ def _grouped_source(kernel_h, kernel_w, width):
     def grouped_registers(x, wt, g, bias, y, pad):
         """y (N, OH, OW, C_y) for x (N, H, W, C), wt (kernel_h * kernel_w * width, C_y),
         bias (C_y,); ``pad`` one zero-padded image (see the module doc)."""
-        OH, OW, PH, PW = g[2], g[3], g[10], g[11]
-        N, outs = y.shape[0], u(y.shape[3])
-        groups = x.shape[3] // width
-        per_group = y.shape[3] // groups
-        Wp = pad.shape[1]
-        pf, wf = pad.reshape(-1), wt.reshape(-1)
-        tap_h, tap_w, step_h, step_w = _steps(g, Wp, x.shape[3])
-        for n in range(N):
-            _into_padding(x[n], pf, Wp, PH, PW)
+        OH, OW = g[2], g[3]
+        groups, per_group, outs, pf, tap_h, tap_w, step_h, step_w = _layout(x, y, g, pad,
+                                                                            width)
+        wf = wt.reshape(-1)
+        for n in range(y.shape[0]):
+            _into_padding(x[n], pf, pad.shape[1], g[10], g[11])
             yn = y[n].reshape(-1)
             for oh in range(OH):
                 for ow in range(0, OW - 7, 8):
@@ -129,15 +137,12 @@ def _weight_grad_source(kernel_h, kernel_w, width):
         summed over the images and output positions: per output row, tap, group and 8 x 8
         block of (input, output) channels, eight accumulators of eight lanes take the row's
         pixels, then go back to ``rows``."""
-        OH, OW, PH, PW = g[2], g[3], g[10], g[11]
-        N, outs = dy.shape[0], u(dy.shape[3])
-        groups = x.shape[3] // width
-        per_group = dy.shape[3] // groups
-        Wp = pad.shape[1]
-        pf, rf = pad.reshape(-1), rows.reshape(-1)
-        tap_h, tap_w, step_h, step_w = _steps(g, Wp, x.shape[3])
-        for n in range(N):
-            _into_padding(x[n], pf, Wp, PH, PW)
+        OH, OW = g[2], g[3]
+        groups, per_group, outs, pf, tap_h, tap_w, step_h, step_w = _layout(x, dy, g, pad,
+                                                                            width)
+        rf = rows.reshape(-1)
+        for n in range(dy.shape[0]):
+            _into_padding(x[n], pf, pad.shape[1], g[10], g[11])
             dyn = dy[n].reshape(-1)
             for oh in range(OH):
                 for kh in range(kernel_h):
@@ -165,26 +170,31 @@ def grouped_kernel(kernel_h, kernel_w, width):
                                       (4, 2, "g", 1, 4, 3))
 
 
-def takes(w_shape, groups, axes) -> bool:
+def takes(w_shape, groups) -> bool:
     """Whether the register loop takes a grouped convolution of weight ``w_shape`` (*K,
     Cg, C_y): more than one group of 2 to ``MAX_GROUP_WIDTH`` input channels, outputs per
-    group a multiple of ``LANES``, 1-D or 2-D, at most ``register_taps.MAX_TAPS`` taps."""
+    group a multiple of ``LANES``, at most ``register_taps.MAX_TAPS`` taps (the caller's
+    ``engine.covers`` keeps it to 1-D and 2-D)."""
     width, outs = w_shape[-2], w_shape[-1]
-    taps = int(np.prod(w_shape[:-2]))
     return (groups > 1 and 1 < width <= MAX_GROUP_WIDTH and (outs // groups) % LANES == 0
-            and len(axes) <= 2 and taps <= register_taps.MAX_TAPS)
+            and math.prod(w_shape[:-2]) <= register_taps.MAX_TAPS)
+
+
+def transposed_shape(w_shape, groups):
+    """The shape of :func:`transposed_weight`: (*K, Og, groups * Cg)."""
+    *kernel, width, outs = w_shape
+    return (*kernel, outs // groups, groups * width)
 
 
 def transposed_weight(w, groups):
     """The weight of dx as a correlation of dy with the flipped kernel: (*K, Og, groups *
     Cg), ``w_t[k, j, g*Cg + c] = w[K - 1 - k, c, g*Og + j]``."""
     *kernel, width, outs = w.shape
-    per_group = outs // groups
     flipped = w[tuple(slice(None, None, -1) for _ in kernel)]
-    split = flipped.reshape(*kernel, width, groups, per_group)
+    split = flipped.reshape(*kernel, width, groups, outs // groups)
     order = (*range(len(kernel)), len(kernel) + 2, len(kernel) + 1, len(kernel))
-    return np.ascontiguousarray(split.transpose(order).reshape(*kernel, per_group,
-                                                                 groups * width))
+    return np.ascontiguousarray(split.transpose(order).reshape(transposed_shape(w.shape,
+                                                                                groups)))
 
 
 @functools.cache
@@ -195,7 +205,7 @@ def weight_grad_kernel(kernel_h, kernel_w, width):
                                       (4, 4, "g", 2, 3))
 
 
-def takes_weight_grad(w_shape, groups, axes) -> bool:
+def takes_weight_grad(w_shape, groups) -> bool:
     """Whether the register loop takes the weight gradient too: :func:`takes`, and input
     channels per group a multiple of ``LANES``."""
-    return takes(w_shape, groups, axes) and w_shape[-2] % LANES == 0
+    return takes(w_shape, groups) and w_shape[-2] % LANES == 0
