@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _tile_pool, reference
+from handgrad.ops import _fold_pool, _tile_pool, reference
 from handgrad.ops._args.windows import WindowAxis
 from handgrad.testing import assert_close
 
@@ -134,7 +134,7 @@ def test_unpadded_window_sums_match_the_loop_twin(rank, shape, kwargs, dtype):
     x = rng.standard_normal(shape).astype(dtype)
     name = f"avg_pool{rank}d"
     y, cache = getattr(ops, name)(x, **kwargs)
-    assert _tile_pool.unpadded(cache.axes) and not _tile_pool.tiles(cache.axes)
+    assert _fold_pool.unpadded(cache.axes) and not _tile_pool.tiles(cache.axes)
     y_ref, cache_ref = getattr(reference, name)(x, **kwargs)
     taps = int(np.prod([a.kernel for a in cache.axes]))
     assert_close(y, y_ref, terms=taps, what="y")
@@ -148,7 +148,7 @@ def test_the_window_view_steps_by_the_dilation():
     stride 2), the last axis sums both columns."""
     x = np.arange(18.0).reshape(1, 9, 2, 1)
     axes = (WindowAxis(9, 3, 2, 3, 0, 2), WindowAxis(2, 2, 2, 1, 0, 1))
-    assert _tile_pool.unpadded(axes)
+    assert _fold_pool.unpadded(axes)
     rows = x[0, :, :, 0].sum(axis=1)
     np.testing.assert_array_equal(_tile_pool.sum_forward(x, axes)[0, :, 0, 0],
                                   [rows[[0, 3, 6]].sum(), rows[[2, 5, 8]].sum()])

@@ -39,10 +39,20 @@ MIN_TAPS = 25  # measured: 5x5 windows and larger gain, 4x4 and smaller lose to 
 LONG_ROWS = 256  # values per row from which an axis reduces (shorter: tap by tap)
 
 
+def unpadded(axes) -> bool:
+    """Whether no window reads padding (trailing inputs may go unread): the windows that
+    :func:`axis_windows` views."""
+    return all(a.pad_before == 0 and a.pad_after <= 0 for a in axes)
+
+
 def applies(axes) -> bool:
     """Whether the windows read no padding and hold at least ``MIN_TAPS`` taps."""
-    return all(a.pad_before == 0 and a.pad_after <= 0 for a in axes) and \
-        math.prod(a.kernel for a in axes) >= MIN_TAPS
+    return unpadded(axes) and math.prod(a.kernel for a in axes) >= MIN_TAPS
+
+
+def later_values(axes, i, channels):
+    """R of spatial axis i: the positions of the later axes times the channels."""
+    return math.prod(a.size_in for a in axes[i + 1:]) * channels
 
 
 def axis_windows(a, window, later):
@@ -65,7 +75,7 @@ def max_forward(x, axes):
     top = key_dtype.type(taps_in_window)  # above every key
     z, key = x, None
     for i, window in enumerate(axes):
-        later = math.prod(a.size_in for a in axes[i + 1:]) * x.shape[-1]
+        later = later_values(axes, i, x.shape[-1])
         values = axis_windows(z, window, later)
         keys = None if key is None else axis_windows(key, window, later)
         reduce = _reduce_axis if later >= LONG_ROWS else _fold_axis
@@ -107,6 +117,6 @@ def _fold_axis(values, keys, top):
     score = np.zeros(best.shape, dtype=top.dtype)
     for k in range(kernel):
         marks = (values[:, :, k] == best).view(np.uint8)
-        tap_keys = None if keys is None else keys[:, :, k]
-        np.maximum(score, marks * _scores(tap_keys, kernel, top, top.dtype.type(k)), out=score)
+        np.maximum(score, marks * _scores(keys[:, :, k], kernel, top, top.dtype.type(k)),
+                   out=score)
     return best, top - score

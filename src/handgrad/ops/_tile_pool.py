@@ -23,7 +23,7 @@ images, which stays in the cache: about ``BLOCK_BYTES`` of output (and the windo
 size times that of input) per block.
 
 Sums (average pooling) reduce instead, for any windows that read no padding
-(:func:`unpadded`: overlapping ones too): spatial axis i's windows as a read-only
+(:func:`._fold_pool.unpadded`: overlapping ones too): spatial axis i's windows as a read-only
 strided view (P, O_i, K_i, R) (P the images times the earlier axes' outputs, R the later
 axes' positions times the channels: :func:`._fold_pool.axis_windows`), the earlier axes
 each take one ``np.add.reduce`` over K_i on the output of the one before (its loop keeps
@@ -44,13 +44,11 @@ reductions on one thread, with the backward through the marks, took 2.3 ms again
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ._block_threads import run_blocks
 from ._blocks import image_blocks, sum_into
-from ._fold_pool import axis_windows
+from ._fold_pool import axis_windows, later_values
 from ._pool_indices import covers_once
 
 
@@ -129,28 +127,19 @@ def max_backward(dy, x, y, axes):
     return dx if all(run_blocks(block, image_blocks(y.shape, y.dtype.itemsize))) else None
 
 
-def unpadded(axes) -> bool:
-    """Whether no window reads padding (trailing inputs may go unread)."""
-    return all(a.pad_before == 0 and a.pad_after <= 0 for a in axes)
-
-
-def _later(axes, i, channels):
-    """R of spatial axis i: the positions of the later axes times the channels."""
-    return math.prod(w.size_in for w in axes[i + 1:]) * channels
-
-
 def _split(a, axes, i, channels):
     """a as (P, O_i, 1, R) for spatial axis i, an array whose axes up to i hold their
     outputs and the later ones their inputs. A view of a C-contiguous array."""
-    return a.reshape(-1, axes[i].size_out, 1, _later(axes, i, channels))
+    return a.reshape(-1, axes[i].size_out, 1, later_values(axes, i, channels))
 
 
 def sum_forward(x, axes):
-    """y (N, *O, C): the sum of each unpadded window (:func:`unpadded`); the earlier axes
-    by reductions, the last axis by strided taps."""
+    """y (N, *O, C): the sum of each window that reads no padding
+    (:func:`._fold_pool.unpadded`); the earlier axes by reductions, the last axis by
+    strided taps."""
     z, last, channels = x, len(axes) - 1, x.shape[-1]
     for i in range(last):
-        z = np.add.reduce(axis_windows(z, axes[i], _later(axes, i, channels)), axis=2)
+        z = np.add.reduce(axis_windows(z, axes[i], later_values(axes, i, channels)), axis=2)
     taps = axis_windows(z, axes[last], channels)
     y = np.empty((x.shape[0], *(a.size_out for a in axes), channels), dtype=x.dtype)
     sum_into(np, [taps[:, :, k] for k in range(axes[last].kernel)],

@@ -180,7 +180,7 @@ def _avg_pool(call: PoolCall, count_include_pad, divisor_override):
     if xp is not np:
         y = fold_taps(x, axes, xp.add, 0.0)
     else:
-        y = (_tile_pool.sum_forward if _tile_pool.unpadded(axes) else sum_forward)(x, axes)
+        y = (_tile_pool.sum_forward if _fold_pool.unpadded(axes) else sum_forward)(x, axes)
     y /= divisor
     return y, cache
 
