@@ -1,9 +1,10 @@
-"""Grouped convolutions' loops with their sums in registers (ops/_engine/grouped_taps.py):
+"""Narrow convolutions' loops with their sums in registers (ops/_engine/grouped_taps.py):
 the forward, dx (unit strides: the correlation of dy with the flipped kernel) and dw
 against the NumPy path's im2col + GEMM, on the geometries a convolution takes: blocks
 of eight pixels and their tails, strides, dilation, padding after > before, 1-D maps,
-group widths that the weight-gradient loop leaves to the GEMM, an empty batch, and
-transposed convolutions (whose forward is dx)."""
+group widths that the weight-gradient loop leaves to the GEMM, an empty batch, dense
+convolutions of few channels (one group), and transposed convolutions (whose forward is
+dx)."""
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ GEOMETRIES = [  # x shape, weight shape (*K, Cg, C_y), conv keywords
     ((2, 8, 7, 24), (3, 3, 4, 48), {"padding": "same", "groups": 6}),  # width 4: dw by GEMM
     ((2, 7, 9, 16), (1, 3, 8, 16), {"padding": 0, "groups": 2}),
     ((0, 6, 6, 16), (3, 3, 8, 16), {"padding": 1, "groups": 2}),  # an empty batch
+    ((2, 9, 13, 16), (3, 3, 16, 16), {"padding": 2, "dilation": 2, "groups": 1}),  # dense
+    ((2, 8, 10, 8), (3, 3, 8, 32), {"padding": 1, "groups": 1}),  # dense: dx by GEMM
 ]
 
 
@@ -95,7 +98,11 @@ def test_which_convolutions_the_loops_take():
     assert not grouped_taps.takes_weight_grad((3, 3, 4, 48), 6)  # width 4: GEMM dw
     assert not grouped_taps.takes((3, 3, 8, 12), 4)  # 3 outputs per group
     assert not grouped_taps.takes((3, 3, 1, 32), 32)  # depthwise: its own loops
-    assert not grouped_taps.takes((3, 3, 32, 32), 1)  # dense: the GEMM
+    assert grouped_taps.takes((3, 3, 16, 16), 1)  # dense and narrow: one group
+    assert grouped_taps.takes((5, 3, 2, 32), 1)
+    assert not grouped_taps.takes((3, 3, 16, 48), 1)  # dense, many outputs: the GEMM
+    assert not grouped_taps.takes((3, 3, 32, 32), 1)  # dense and wide: the GEMM
+    assert not grouped_taps.takes((3, 3, 1, 16), 1)  # one input channel: the GEMM
     assert not grouped_taps.takes((3, 3, 32, 64), 2)  # groups wider than 16
     assert not grouped_taps.takes((7, 7, 8, 32), 4)  # 49 taps
 
@@ -118,10 +125,10 @@ def test_3d_grouped_convolutions_keep_the_gemm(monkeypatch):
 
 
 def test_dense_backward_builds_no_transposed_weight(monkeypatch):
-    """The dx test looks at the weight's shape first: a dense convolution's backward never
-    flips its weight for the grouped loop."""
+    """The dx test looks at the weight's shape first: the backward of a convolution too
+    wide for the loops never flips its weight for them."""
     monkeypatch.setattr(grouped_taps, "transposed_weight", None)  # would raise if called
-    x, w = np.ones((2, 6, 6, 16)), np.ones((3, 3, 16, 16))
+    x, w = np.ones((2, 6, 6, 32)), np.ones((3, 3, 32, 32))
     with dispatch.use_compiled(True):
         y, cache = ops.conv2d(x, w, None, padding=1)
         dx, _, _ = ops.conv2d_backward(np.ones_like(y), cache)

@@ -16,10 +16,10 @@ CPU a few images at a time (:mod:`._gemm_chunks`). The backward pass is::
 A transposed convolution is the adjoint of the convolution with the same
 weight: its forward is the convolution's ``dx`` and its backward uses the
 convolution's forward (for its input gradient) and ``dw`` (swapping roles).
-Grouped convolutions of narrow groups (2 to 16 input channels, a multiple of 8 outputs
-per group, 1-D or 2-D) skip im2col on the compiled path: y, dx (unit strides) and dw
-sum in registers (:mod:`._engine.grouped_taps`), where the GEMMs of 8 output channels
-ran thin and the gathers and scatters cost as much again.
+Convolutions of narrow groups (2 to 16 input channels, a multiple of 8 outputs per
+group, 1-D or 2-D; one group of at most 32 outputs too) skip im2col on the compiled path:
+y, dx (unit strides) and dw sum in registers (:mod:`._engine.grouped_taps`), where the
+GEMMs of 8 to 32 output channels ran thin and the gathers and scatters cost as much again.
 The cache holds only the inputs and the geometry, never ``cols``. Every backward takes
 ``input_grad`` (default True): False skips ``dx`` (returned as None) for an input that
 nobody differentiates (a model's data, as torch's tensors without ``requires_grad``).
@@ -79,7 +79,7 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
 
 
 def _conv_forward(xp, x, w, axes, groups, b=None):
-    """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); grouped ones that
+    """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); narrow ones that
     the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
     if grouped_taps.takes(w.shape, groups) and engine.covers(axes, x, w):
         return engine.grouped(x, w, axes, groups, b)
@@ -95,7 +95,7 @@ def _conv_forward(xp, x, w, axes, groups, b=None):
 
 
 def _registers_input_grad(dy, w, axes, groups):
-    """dx of a grouped convolution with unit strides as the register loop's correlation of
+    """dx of a narrow convolution with unit strides as the register loop's correlation of
     dy with the flipped kernel (:func:`._engine.grouped_taps.transposed_weight`), where
     the compiled path takes it; else None."""
     if not grouped_taps.takes(grouped_taps.transposed_shape(w.shape, groups), groups):
@@ -107,7 +107,7 @@ def _registers_input_grad(dy, w, axes, groups):
 
 
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
-    """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x`` (grouped ones
+    """dx = col2im(dy @ w^T): the adjoint of :func:`_conv_forward` in ``x`` (narrow ones
     with unit strides: :func:`_registers_input_grad`)."""
     if (dx := _registers_input_grad(dy, w, axes, groups)) is not None:
         return dx
@@ -121,7 +121,7 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
 
 
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
-    """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y); grouped ones that the
+    """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y); narrow ones that the
     register loop takes on the compiled path (:mod:`._engine.grouped_taps`)."""
     if grouped_taps.takes_weight_grad(w_shape, groups) and engine.covers(axes, x, dy):
         return engine.grouped_weight_grad(x, dy, axes, groups, w_shape)

@@ -1,8 +1,8 @@
 """Optional compiled kernels for the memory-bound parts of convolution and pooling.
 
 NumPy cannot fuse a gather, a comparison and a scatter into one pass, and those
-passes (not the GEMMs) dominate pooling, depthwise convolution and col2im; grouped
-convolutions of narrow groups, whose GEMMs are thin, sum in registers instead of im2col
+passes (not the GEMMs) dominate pooling, depthwise convolution and col2im; convolutions
+of narrow groups (or one narrow group), whose GEMMs are thin, sum in registers instead of im2col
 + GEMM (:mod:`.grouped_taps`). When
 `numba` is installed (the ``fast`` extra) and the inputs are NumPy arrays, these
 loops are compiled; otherwise, or with the environment variable ``HANDGRAD_NUMBA=0``,
@@ -254,7 +254,7 @@ def _on_padded_halves(kernel, x, taps_w, g, bias, y2, axes):
 
 
 def grouped(x, w, axes, groups, b=None):
-    """y (N, *O, C_y) of a grouped convolution that :func:`.grouped_taps.takes`: x (N, *S,
+    """y (N, *O, C_y) of a (grouped) convolution that :func:`.grouped_taps.takes`: x (N, *S,
     groups * Cg), w (*K, Cg, C_y), plus the bias b when given. The loop that sums eight
     pixels by eight channels in registers (:mod:`.grouped_taps`), on the two threads
     (:func:`_on_padded_halves`)."""
@@ -265,7 +265,7 @@ def grouped(x, w, axes, groups, b=None):
 
 
 def grouped_weight_grad(x, dy, axes, groups, w_shape):
-    """dw (``w_shape`` = (*K, Cg, C_y)) of a grouped convolution that
+    """dw (``w_shape`` = (*K, Cg, C_y)) of a (grouped) convolution that
     :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
     per NumPy thread, each half into rows of its own, added at the end."""
     x = np.ascontiguousarray(as_2d(x))
