@@ -3,14 +3,15 @@ the forward, dx (unit strides: the correlation of dy with the flipped kernel) an
 against the NumPy path's im2col + GEMM, on the geometries a convolution takes: blocks
 of eight pixels and their tails, strides, dilation, padding after > before, 1-D maps,
 group widths that the weight-gradient loop leaves to the GEMM, an empty batch, dense
-convolutions of few channels (one group), and transposed convolutions (whose forward is
-dx)."""
+convolutions of few channels (one group), transposed convolutions (whose forward is
+dx), and 3-D convolutions (the 2-D loops summed over the depth taps)."""
 
 import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops._engine import dispatch, grouped_taps
+from handgrad.ops._args.windows import WindowAxis
+from handgrad.ops._engine import dispatch, grouped_conv, grouped_taps
 from handgrad.testing import assert_close
 
 pytestmark = pytest.mark.skipif(not dispatch.available(), reason="numba is not installed")
@@ -79,17 +80,22 @@ def test_transposed_convolutions_take_them_too(stride):
     assert_close(dw, dw_ref, terms=2 * 7 * 9, what="dw")
 
 
-def test_the_register_loops_are_the_ones_that_ran(monkeypatch):
+def _count_loop_calls(monkeypatch):
     calls = []
-    for name in ("grouped", "grouped_weight_grad"):
-        original = getattr(dispatch, name)
-        monkeypatch.setattr(dispatch, name, lambda *a, _f=original, _n=name: (
+    for name in ("forward", "weight_grad"):
+        original = getattr(grouped_conv, name)
+        monkeypatch.setattr(grouped_conv, name, lambda *a, _f=original, _n=name: (
             calls.append(_n), _f(*a))[1])
+    return calls
+
+
+def test_the_register_loops_are_the_ones_that_ran(monkeypatch):
+    calls = _count_loop_calls(monkeypatch)
     x, w = np.ones((2, 9, 9, 32)), np.ones((3, 3, 8, 32))
     with dispatch.use_compiled(True):
         y, cache = ops.conv2d(x, w, None, padding=1, groups=4)
         ops.conv2d_backward(np.ones_like(y), cache)
-    assert calls == ["grouped", "grouped", "grouped_weight_grad"]  # y, dx, dw
+    assert calls == ["forward", "forward", "weight_grad"]  # y, dx, dw
 
 
 def test_which_convolutions_the_loops_take():
@@ -105,23 +111,51 @@ def test_which_convolutions_the_loops_take():
     assert not grouped_taps.takes((3, 3, 1, 16), 1)  # one input channel: the GEMM
     assert not grouped_taps.takes((3, 3, 32, 64), 2)  # groups wider than 16
     assert not grouped_taps.takes((7, 7, 8, 32), 4)  # 49 taps
+    assert grouped_taps.takes((3, 3, 3, 16, 16), 1)  # 3-D: 9 taps per plane
+    assert not grouped_taps.takes((1, 7, 7, 8, 32), 4)
 
 
-def test_3d_grouped_convolutions_keep_the_gemm(monkeypatch):
-    """The loops are 2-D: a 3-D grouped convolution that they would otherwise take runs
-    im2col + GEMM (``engine.covers``), with the same result."""
-    monkeypatch.setattr(dispatch, "grouped", None)  # would raise if called
-    rng = np.random.default_rng(6)
-    x, w = rng.standard_normal((2, 4, 5, 6, 16)), rng.standard_normal((3, 3, 3, 8, 16))
+GEOMETRIES_3D = [  # x shape, weight shape (*K, Cg, C_y), conv3d keywords
+    ((2, 6, 7, 9, 16), (3, 3, 3, 16, 16), {"padding": 1, "groups": 1}),
+    ((2, 5, 7, 10, 16), (3, 3, 3, 8, 16), {"padding": (2, 1, 0), "dilation": (2, 1, 1),
+                                            "groups": 2}),  # depth taps reading no plane
+    ((3, 4, 7, 9, 8), (2, 3, 3, 8, 8), {"padding": 0, "stride": (1, 2, 1), "groups": 1}),
+    ((1, 3, 6, 6, 16), (5, 1, 3, 8, 16), {"padding": (4, 0, 1), "groups": 2}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", GEOMETRIES_3D)
+def test_3d_convolutions_sum_the_loops_over_the_depth_taps(x_shape, w_shape, kwargs):
+    rng = np.random.default_rng(sum(x_shape))
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    b = rng.standard_normal(w_shape[-1])
+    (y, dx, dw), (y_ref, dx_ref, dw_ref) = _both_paths(x, w, b, 5, "conv3d", kwargs)
+    taps = int(np.prod(w_shape[:-2]))
+    assert_close(y, y_ref, terms=taps * w_shape[-2] + 1, what="y")
+    assert_close(dx, dx_ref, terms=taps * w_shape[-1] // kwargs["groups"], what="dx")
+    assert_close(dw, dw_ref, terms=max(int(np.prod(y.shape[:-1])), 1), what="dw")
+
+
+def test_3d_convolutions_run_the_loops_with_unit_depth_strides_only(monkeypatch):
+    calls = _count_loop_calls(monkeypatch)
+    x, w = np.ones((2, 5, 6, 6, 16)), np.ones((3, 3, 3, 16, 16))
     with dispatch.use_compiled(True):
-        y, cache = ops.conv3d(x, w, None, padding=1, groups=2)
-        dx, dw, _ = ops.conv3d_backward(np.ones_like(y), cache)
-    with dispatch.use_compiled(False):
-        y_ref, cache_ref = ops.conv3d(x, w, None, padding=1, groups=2)
-        dx_ref, dw_ref, _ = ops.conv3d_backward(np.ones_like(y), cache_ref)
-    assert_close(y, y_ref, terms=216, what="y")
-    assert_close(dx, dx_ref, terms=216, what="dx")
-    assert_close(dw, dw_ref, terms=2 * 4 * 5 * 6, what="dw")
+        y, cache = ops.conv3d(x, w, None, padding=1)
+        ops.conv3d_backward(np.ones_like(y), cache)
+        assert calls == ["forward", "forward", "weight_grad"]  # y, dx, dw
+        y, cache = ops.conv3d(x, w, None, padding=1, stride=(2, 1, 1))
+        ops.conv3d_backward(np.ones_like(y), cache)
+    assert calls == ["forward", "forward", "weight_grad"]  # the GEMM took the strided one
+
+
+def test_depth_slabs_pair_the_planes_each_tap_reads():
+    depth = WindowAxis(size_in=5, kernel=3, stride=1, dilation=2, pad_before=2, size_out=5)
+    assert grouped_conv.depth_slabs(depth) == [
+        (0, slice(0, 3), slice(2, 5)),  # output plane o reads input plane o - 2
+        (1, slice(0, 5), slice(0, 5)),
+        (2, slice(2, 5), slice(0, 3))]
+    beyond = WindowAxis(size_in=2, kernel=5, stride=1, dilation=1, pad_before=4, size_out=2)
+    assert [kd for kd, _, _ in grouped_conv.depth_slabs(beyond)] == [3, 4]
 
 
 def test_dense_backward_builds_no_transposed_weight(monkeypatch):

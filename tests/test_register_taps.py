@@ -89,7 +89,7 @@ def test_the_backward_kernel_gives_the_fused_loops_rows_and_dx(x_shape, kernel, 
     g = dispatch.geometry_2d(axes)
     fused, fused_dx = np.empty((1, taps.shape[0], *y.shape[2:]), dtype), np.empty_like(x)
     dispatch.kernels.serial.depthwise_backward(x, taps, dy, g, fused_dx, fused, True)
-    pad = np.zeros(dispatch._padded_image(axes, x_shape[-1]), dtype)
+    pad = np.zeros(dispatch.padded_image(axes, x_shape[-1]), dtype)
     for with_dx in (True, False):
         rows, dx = np.zeros((y.shape[2], *taps.shape), dtype), np.zeros_like(x)
         register_taps.backward_kernel(*kernel, with_dx)(x, taps, dy, g, dx, rows, pad,

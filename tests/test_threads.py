@@ -454,7 +454,7 @@ def test_depthwise_register_loops_give_the_same_bits_on_half_batches(monkeypatch
     np.testing.assert_array_equal(dx, dx_one)
     g, halves = _accel.geometry_2d(cache.axes), []
     for images in (slice(0, 2), slice(2, 4)):
-        rows, pad = np.zeros((g[3], 9, 64)), np.zeros(_accel._padded_image(cache.axes, 64))
+        rows, pad = np.zeros((g[3], 9, 64)), np.zeros(_accel.padded_image(cache.axes, 64))
         register_taps.backward_kernel(3, 3)(x[images], w.reshape(9, 64), dy[images], g,
                                              np.empty_like(x[images]), rows, pad, pad.copy())
         halves.append(rows)

@@ -17,8 +17,9 @@ A transposed convolution is the adjoint of the convolution with the same
 weight: its forward is the convolution's ``dx`` and its backward uses the
 convolution's forward (for its input gradient) and ``dw`` (swapping roles).
 Convolutions of narrow groups (2 to 16 input channels, a multiple of 8 outputs per
-group, 1-D or 2-D; one group of at most 32 outputs too) skip im2col on the compiled path:
-y, dx (unit strides) and dw sum in registers (:mod:`._engine.grouped_taps`), where the
+group, 1-D to 3-D (a unit depth stride); one group of at most 32 outputs too) skip im2col
+on the compiled path: y, dx (unit strides) and dw sum in registers
+(:mod:`._engine.grouped_taps`, called by :mod:`._engine.grouped_conv`), where the
 GEMMs of 8 to 32 output channels ran thin and the gathers and scatters cost as much again.
 The cache holds only the inputs and the geometry, never ``cols``. Every backward takes
 ``input_grad`` (default True): False skips ``dx`` (returned as None) for an input that
@@ -47,7 +48,7 @@ from ._depthwise import (
     flipped_axes,
 )
 from ._engine import dispatch as engine
-from ._engine import gemm_conv, grouped_taps
+from ._engine import gemm_conv, grouped_conv, grouped_taps
 from ._gather import TakeWindows, col2im_matmul, im2col
 from .declare import declare, exports
 
@@ -81,8 +82,8 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
 def _conv_forward(xp, x, w, axes, groups, b=None):
     """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); narrow ones that
     the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
-    if grouped_taps.takes(w.shape, groups) and engine.covers(axes, x, w):
-        return engine.grouped(x, w, axes, groups, b)
+    if grouped_taps.takes(w.shape, groups) and grouped_conv.covers(axes, x, w):
+        return grouped_conv.forward(x, w, axes, b)
     out = tuple(a.size_out for a in axes)
     weight = _grouped_weight(w, groups)
     windows = _cpu_windows(xp, axes, groups, w.shape, x)
@@ -101,9 +102,9 @@ def _registers_input_grad(dy, w, axes, groups):
     if not grouped_taps.takes(grouped_taps.transposed_shape(w.shape, groups), groups):
         return None  # before any work: every dense convolution's backward passes here
     flipped = flipped_axes(axes)
-    if flipped is None or not engine.covers(axes, dy, w):
+    if flipped is None or not grouped_conv.covers(axes, dy, w):
         return None
-    return engine.grouped(dy, grouped_taps.transposed_weight(w, groups), flipped, groups)
+    return grouped_conv.forward(dy, grouped_taps.transposed_weight(w, groups), flipped)
 
 
 def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
@@ -123,8 +124,8 @@ def _conv_input_grad(xp, dy, w, axes, groups, x_shape):
 def _conv_weight_grad(xp, x, dy, axes, groups, w_shape):
     """dw = cols(x)^T @ dy, reshaped to ``w_shape`` (*K, Cg, C_y); narrow ones that the
     register loop takes on the compiled path (:mod:`._engine.grouped_taps`)."""
-    if grouped_taps.takes_weight_grad(w_shape, groups) and engine.covers(axes, x, dy):
-        return engine.grouped_weight_grad(x, dy, axes, groups, w_shape)
+    if grouped_taps.takes_weight_grad(w_shape, groups) and grouped_conv.covers(axes, x, dy):
+        return grouped_conv.weight_grad(x, dy, axes, w_shape)
     windows = _cpu_windows(xp, axes, groups, w_shape, x, dy)
     if windows is not None:
         grouped_shape = (groups, math.prod(w_shape[:-1]), w_shape[-1] // groups)

@@ -3,7 +3,7 @@
 NumPy cannot fuse a gather, a comparison and a scatter into one pass, and those
 passes (not the GEMMs) dominate pooling, depthwise convolution and col2im; convolutions
 of narrow groups (or one narrow group), whose GEMMs are thin, sum in registers instead of im2col
-+ GEMM (:mod:`.grouped_taps`). When
++ GEMM (:mod:`.grouped_taps`, called by :mod:`.grouped_conv`). When
 `numba` is installed (the ``fast`` extra) and the inputs are NumPy arrays, these
 loops are compiled; otherwise, or with the environment variable ``HANDGRAD_NUMBA=0``,
 the pure-NumPy code runs. Both paths compute the same thing and are tested against
@@ -117,7 +117,7 @@ def as_2d(x):
 
 
 if numba is not None:  # pragma: no branch
-    from . import grouped_taps, register_taps
+    from . import register_taps
     from .kernels import build_kernels, sized
 
     kernels = build_kernels(numba)
@@ -201,7 +201,7 @@ def _per_output_channel(x, channels):
     return x if mult == 1 else np.repeat(x, mult, axis=-1)
 
 
-def _padded_image(axes, channels):
+def padded_image(axes, channels):
     """The shape of the register kernels' zero-padded scratch image (1-D or 2-D axes): the
     padded input as :func:`.._args.windows.padded_zeros` makes it, one image."""
     return (*(a.padded_size for a in _axes_2d(axes)), channels)
@@ -218,7 +218,7 @@ def depthwise(x, w, axes, b=None):
     float32 3x3 2.78 -> 2.27 ms (torch 2.42), 5x5 5.20 -> 4.86 ms; float64 3x3 5.62 ->
     5.22 ms. The row loops on the halves had made float32 3x3 5.8-6.7 -> 4.2-4.3 ms against
     numba's parallel launch (waking its workers cost more than the second core gave back)."""
-    y, x, y2, g, taps_w, bias = _forward_arrays(_per_output_channel(x, w.shape[-1]), w, b,
+    y, x, y2, g, taps_w, bias = forward_arrays(_per_output_channel(x, w.shape[-1]), w, b,
                                                 axes)
     if not _takes_registers(g, y):
         on_halves(y.shape[0], y.nbytes,
@@ -231,7 +231,7 @@ def depthwise(x, w, axes, b=None):
     return y
 
 
-def _forward_arrays(x, w, b, axes):
+def forward_arrays(x, w, b, axes):
     """What a compiled convolution forward reads and writes: (y (N, *O, C_y), x and y as
     2-D maps (x C-contiguous), the geometry, the taps (prod(K) * Cg, C_y) and the bias
     (zeros when b is None), in x's dtype)."""
@@ -245,42 +245,12 @@ def _on_padded_halves(kernel, x, taps_w, g, bias, y2, axes):
     """A register forward ``kernel(x, taps_w, g, bias, y, pad)`` on half the batch per
     NumPy thread (:func:`.._block_threads.on_halves`), each half with a zero-padded
     scratch image of its own."""
-    pad_shape = _padded_image(axes, x.shape[-1])
+    pad_shape = padded_image(axes, x.shape[-1])
 
     def run(images):
         kernel(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
 
     on_halves(y2.shape[0], y2.nbytes, run, lambda: run(slice(None)))
-
-
-def grouped(x, w, axes, groups, b=None):
-    """y (N, *O, C_y) of a (grouped) convolution that :func:`.grouped_taps.takes`: x (N, *S,
-    groups * Cg), w (*K, Cg, C_y), plus the bias b when given. The loop that sums eight
-    pixels by eight channels in registers (:mod:`.grouped_taps`), on the two threads
-    (:func:`_on_padded_halves`)."""
-    y, x, y2, g, taps_w, bias = _forward_arrays(x, w, b, axes)
-    _on_padded_halves(grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2]), x, taps_w, g,
-                      bias, y2, axes)
-    return y
-
-
-def grouped_weight_grad(x, dy, axes, groups, w_shape):
-    """dw (``w_shape`` = (*K, Cg, C_y)) of a (grouped) convolution that
-    :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
-    per NumPy thread, each half into rows of its own, added at the end."""
-    x = np.ascontiguousarray(as_2d(x))
-    dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
-    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2])
-    pad_shape = _padded_image(axes, x.shape[-1])
-    rows_shape = (math.prod(w_shape[:-1]), w_shape[-1])
-
-    def run(images):
-        rows = np.zeros(rows_shape, x.dtype)
-        kernel(x[images], dy2[images], g, rows, np.zeros(pad_shape, x.dtype))
-        return rows
-
-    parts = on_halves(dy.shape[0], dy.nbytes, run, lambda: run(slice(None)))
-    return sum(parts[1:], parts[0]).reshape(w_shape)
 
 
 def _takes_registers(g, out):
@@ -345,7 +315,7 @@ def _register_backward(x, w, dy, axes, with_dx=True):
     dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
     taps_w = np.ascontiguousarray(w.reshape(-1, channels), dy.dtype)
     kernel = register_taps.backward_kernel(g[4], g[5], with_dx)
-    pad_shape = _padded_image(axes, channels)
+    pad_shape = padded_image(axes, channels)
     dx = np.empty(x.shape if with_dx else (0, 0, 0, 0), dy.dtype)
 
     def rows(images):

@@ -22,6 +22,9 @@ A dense convolution of few channels (2 to 16 inputs, at most ``MAX_DENSE_OUTPUTS
 outputs) is one such group: its GEMM is as thin (3x3 dilated 16 -> 16, (32, 32, 32, 16),
 forward + backward: float32 24.6 -> 7.3 ms, float64 15.6 -> 11.5; torch 13.0 and 24.5).
 
+:mod:`.grouped_conv` calls these loops: on the two threads, and a 3-D convolution's
+depth taps as calls on slabs of planes (the forward compiled with ``accumulate``).
+
 With unit strides the same loop gives dx: the correlation of dy with the flipped kernel
 whose groups map Og channels to Cg (:func:`transposed_weight`).
 """
@@ -91,13 +94,15 @@ def _layout(x, out, g, pad, width):
             *_steps(g, pad.shape[1], x.shape[3]))
 
 
-def _grouped_source(kernel_h, kernel_w, width):
+def _grouped_source(kernel_h, kernel_w, width, accumulate):
     """The forward loop for a kernel_h x kernel_w kernel over groups of ``width`` input
-    channels (closure constants: the taps unroll)."""
+    channels (closure constants: the taps unroll); with ``accumulate`` the sums start at
+    y's values instead of the bias (a 3-D convolution's planes: one call per depth tap)."""
 
     def grouped_registers(x, wt, g, bias, y, pad):
         """y (N, OH, OW, C_y) for x (N, H, W, C), wt (kernel_h * kernel_w * width, C_y),
-        bias (C_y,); ``pad`` one zero-padded image (see the module doc)."""
+        bias (C_y,) (unread with ``accumulate``); ``pad`` one zero-padded image (see the
+        module doc)."""
         OH, OW = g[2], g[3]
         groups, per_group, outs, pf, tap_h, tap_w, step_h, step_w = _layout(x, y, g, pad,
                                                                             width)
@@ -111,7 +116,10 @@ def _grouped_source(kernel_h, kernel_w, width):
                     for grp in range(groups):
                         for block in range(0, per_group, 8):
                             o = u(grp * per_group + block)
-                            acc = _load_rows(bias, o, u(0))  # the bias, for eight pixels
+                            if accumulate:
+                                acc = _load_rows(yn, out + o, outs)
+                            else:  # the bias, for eight pixels
+                                acc = _load_rows(bias, o, u(0))
                             for kh in range(kernel_h):
                                 for kw in range(kernel_w):
                                     i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
@@ -124,7 +132,7 @@ def _grouped_source(kernel_h, kernel_w, width):
                     for grp in range(groups):
                         for block in range(0, per_group, 8):
                             o = u(grp * per_group + block)
-                            a0 = _lanes(bias, o)
+                            a0 = _lanes(yn, out + o) if accumulate else _lanes(bias, o)
                             for kh in range(kernel_h):
                                 for kw in range(kernel_w):
                                     i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
@@ -172,9 +180,9 @@ def _weight_grad_source(kernel_h, kernel_w, width):
 
 
 @functools.cache
-def grouped_kernel(kernel_h, kernel_w, width):
+def grouped_kernel(kernel_h, kernel_w, width, accumulate=False):
     """The compiled forward (:func:`_grouped_source`): ``(x, wt, g, bias, y, pad)``."""
-    return register_taps.slp_compiled(_grouped_source(kernel_h, kernel_w, width),
+    return register_taps.slp_compiled(_grouped_source(kernel_h, kernel_w, width, accumulate),
                                       (4, 2, "g", 1, 4, 3))
 
 
@@ -182,12 +190,12 @@ def takes(w_shape, groups) -> bool:
     """Whether the register loop takes a convolution of weight ``w_shape`` (*K, Cg, C_y):
     groups of 2 to ``MAX_GROUP_WIDTH`` input channels, outputs per group a multiple of
     ``LANES`` (one group: at most ``MAX_DENSE_OUTPUTS``), at most
-    ``register_taps.MAX_TAPS`` taps (the caller's ``engine.covers`` keeps it to 1-D and
-    2-D)."""
+    ``register_taps.MAX_TAPS`` taps per plane (the loop is 2-D: a 3-D kernel's depth taps
+    are calls of it; the caller's ``grouped_conv.covers`` checks the axes)."""
     width, outs = w_shape[-2], w_shape[-1]
     return (1 < width <= MAX_GROUP_WIDTH and (outs // groups) % LANES == 0
             and (groups > 1 or outs <= MAX_DENSE_OUTPUTS)
-            and math.prod(w_shape[:-2]) <= register_taps.MAX_TAPS)
+            and math.prod(w_shape[-4:-2]) <= register_taps.MAX_TAPS)
 
 
 def transposed_shape(w_shape, groups):

@@ -1,0 +1,132 @@
+"""Calls of the register loops of narrow convolutions (:mod:`.grouped_taps`): the forward
+and the weight gradient on half the batch per NumPy thread, each half with a zero-padded
+scratch image of its own.
+
+A 3-D convolution with a unit depth stride is a sum over its depth taps of the 2-D loop
+on slabs of planes: depth tap ``kd`` pairs output plane ``od`` with input plane ``od +
+kd * dilation - pad``, the planes of both a contiguous slab per image (taps that would
+read the depth padding read nothing)::
+
+    y[n, od] = b + sum_kd conv2d(x[n, od + kd*DD - PD], w[kd])
+    dw[kd]   = sum_{n, od} conv2d_weight_grad(x[n, od + kd*DD - PD], dy[n, od])
+
+The forward starts y at the bias and each call adds its tap's sums (the loop compiled
+with ``accumulate``); the weight-gradient loop adds into its tap's rows anyway. A unit-
+stride dx is the forward of the flipped kernel (the caller's), in 3-D as in 2-D.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._block_threads import on_halves
+from . import dispatch, grouped_taps
+
+MACS_PER_COPIED_VALUE = 32
+"""A loop's batch splits on the two threads as a copy of its output's bytes times its
+multiply-adds per output value over this would (:func:`_split_bytes`). Forward + dx +
+dw, split against one thread (3x3 16 -> 16 float32 unless named): (8, 32, 32, 16) 1.46
+against 1.63 ms; (16, 16, 16, 16) float64 0.90 against 1.26 (float32 0.80 against 0.84,
+left whole); (4, 16, 16, 16) float64 0.70 against 0.49, left whole; 3x3x3 (2, 16, 16,
+16, 16) 3.5 against 5.0 ms, (2, 8, 8, 8, 16) 0.89 against 0.77, left whole."""
+
+
+def covers(axes, *arrays) -> bool:
+    """Whether the compiled loops take these axes: 1-D and 2-D, or 3-D with a unit depth
+    stride (a sum of 2-D loops over the depth taps)."""
+    return dispatch.covers(axes, *arrays, most=3) and (len(axes) < 3 or axes[0].stride == 1)
+
+
+def depth_slabs(depth):
+    """[(kd, input planes, output planes)] of a unit-stride depth axis: the slices of
+    planes that depth tap kd pairs, for the taps that read any input plane."""
+    slabs = []
+    for kd in range(depth.kernel):
+        shift = kd * depth.dilation - depth.pad_before  # input plane = output plane + shift
+        first, stop = max(0, -shift), min(depth.size_out, depth.size_in - shift)
+        if first < stop:
+            slabs.append((kd, slice(first + shift, stop + shift), slice(first, stop)))
+    return slabs
+
+
+def _split_bytes(out, w_shape):
+    """The bytes by which :func:`.._block_threads.on_halves` decides to split a loop's
+    batch: the output's, times the multiply-adds per output value over
+    ``MACS_PER_COPIED_VALUE`` (the loops do far more work per byte than a copy)."""
+    macs = math.prod(w_shape[:-1])  # per output value: every tap of every input channel
+    return out.nbytes * max(1, macs // MACS_PER_COPIED_VALUE)
+
+
+def _images(images, n):
+    return range(*images.indices(n))
+
+
+def forward(x, w, axes, b=None):
+    """y (N, *O, C_y) of a convolution that :func:`.grouped_taps.takes`: x (N, *S, groups
+    * Cg), w (*K, Cg, C_y), plus the bias b when given: the loop that sums eight pixels
+    by eight channels in registers, on the two threads; 3-D as a sum over the depth taps
+    (see the module doc)."""
+    if len(axes) == 3:
+        return _forward_3d(x, w, axes, b)
+    y, x, y2, g, taps_w, bias = dispatch.forward_arrays(x, w, b, axes)
+    pad_shape = dispatch.padded_image(axes, x.shape[-1])
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2])
+
+    def run(images):
+        kernel(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
+
+    on_halves(y.shape[0], _split_bytes(y, w.shape), run, lambda: run(slice(None)))
+    return y
+
+
+def _forward_3d(x, w, axes, b):
+    depth, plane = axes[0], axes[1:]
+    y = np.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), x.dtype)
+    y[...] = 0 if b is None else b
+    x, g = np.ascontiguousarray(x), dispatch.geometry_2d(plane)
+    taps = np.ascontiguousarray(w.reshape(depth.kernel, -1, w.shape[-1]), x.dtype)
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=True)
+    pad_shape, unread_bias = dispatch.padded_image(plane, x.shape[-1]), y.reshape(-1)[:0]
+    slabs = depth_slabs(depth)
+
+    def run(images):
+        pad = np.zeros(pad_shape, x.dtype)
+        for n in _images(images, len(x)):
+            for kd, source, target in slabs:
+                kernel(x[n, source], taps[kd], g, unread_bias, y[n, target], pad)
+
+    on_halves(y.shape[0], _split_bytes(y, w.shape), run, lambda: run(slice(None)))
+    return y
+
+
+def weight_grad(x, dy, axes, w_shape):
+    """dw (``w_shape`` = (*K, Cg, C_y)) of a convolution that
+    :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
+    per NumPy thread, each half into rows of its own (per depth tap in 3-D), added at the
+    end."""
+    x, dy = np.ascontiguousarray(x), np.ascontiguousarray(dy)
+    plane = axes[1:] if len(axes) == 3 else axes
+    g = dispatch.geometry_2d(plane)
+    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2])
+    pad_shape = dispatch.padded_image(plane, x.shape[-1])
+    rows_shape = (math.prod(w_shape[:-1]), w_shape[-1])
+
+    def run_2d(images):
+        rows = np.zeros(rows_shape, x.dtype)
+        kernel(dispatch.as_2d(x)[images], dispatch.as_2d(dy)[images], g, rows,
+               np.zeros(pad_shape, x.dtype))
+        return rows
+
+    def run_3d(images):
+        rows, pad = np.zeros(rows_shape, x.dtype), np.zeros(pad_shape, x.dtype)
+        by_tap = rows.reshape(axes[0].kernel, -1, w_shape[-1])
+        for n in _images(images, len(x)):
+            for kd, source, target in depth_slabs(axes[0]):
+                kernel(x[n, source], dy[n, target], g, by_tap[kd], pad)
+        return rows
+
+    run = run_3d if len(axes) == 3 else run_2d
+    parts = on_halves(dy.shape[0], _split_bytes(dy, w_shape), run, lambda: run(slice(None)))
+    return sum(parts[1:], parts[0]).reshape(w_shape)
