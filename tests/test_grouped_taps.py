@@ -25,6 +25,7 @@ GEOMETRIES = [  # x shape, weight shape (*K, Cg, C_y), conv keywords
     ((0, 6, 6, 16), (3, 3, 8, 16), {"padding": 1, "groups": 2}),  # an empty batch
     ((2, 9, 13, 16), (3, 3, 16, 16), {"padding": 2, "dilation": 2, "groups": 1}),  # dense
     ((2, 8, 10, 8), (3, 3, 8, 32), {"padding": 1, "groups": 1}),  # dense: dx by GEMM
+    ((3, 12, 11, 1), (5, 5, 1, 16), {"stride": 2, "groups": 1}),  # one channel: y alone
 ]
 
 
@@ -108,7 +109,8 @@ def test_which_convolutions_the_loops_take():
     assert grouped_taps.takes((5, 3, 2, 32), 1)
     assert not grouped_taps.takes((3, 3, 16, 48), 1)  # dense, many outputs: the GEMM
     assert not grouped_taps.takes((3, 3, 32, 32), 1)  # dense and wide: the GEMM
-    assert not grouped_taps.takes((3, 3, 1, 16), 1)  # one input channel: the GEMM
+    assert grouped_taps.takes((5, 5, 1, 16), 1)  # one input channel (dx, dw: the GEMM)
+    assert not grouped_taps.takes_weight_grad((5, 5, 1, 16), 1)
     assert not grouped_taps.takes((3, 3, 32, 64), 2)  # groups wider than 16
     assert not grouped_taps.takes((7, 7, 8, 32), 4)  # 49 taps
     assert grouped_taps.takes((3, 3, 3, 16, 16), 1)  # 3-D: 9 taps per plane

@@ -17,8 +17,8 @@ A transposed convolution is the adjoint of the convolution with the same
 weight: its forward is the convolution's ``dx`` and its backward uses the
 convolution's forward (for its input gradient) and ``dw`` (swapping roles).
 Convolutions of narrow groups (2 to 16 input channels, a multiple of 8 outputs per
-group, 1-D to 3-D (a unit depth stride); one group of at most 32 outputs too) skip im2col
-on the compiled path: y, dx (unit strides) and dw sum in registers
+group; or one group of 1 to 16 inputs and at most 32 outputs), 1-D to 3-D (a unit depth
+stride), skip im2col on the compiled path: y, dx (unit strides) and dw sum in registers
 (:mod:`._engine.grouped_taps`, called by :mod:`._engine.grouped_conv`), where the
 GEMMs of 8 to 32 output channels ran thin and the gathers and scatters cost as much again.
 The cache holds only the inputs and the geometry, never ``cols``. Every backward takes
