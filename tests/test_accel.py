@@ -12,6 +12,7 @@ import pytest
 
 from handgrad import ops
 from handgrad.ops._engine import dispatch as _accel
+from handgrad.ops._engine import grouped_conv
 from handgrad.testing import assert_close, finite_max
 
 from tolerances import chain_terms
@@ -54,7 +55,7 @@ def _step(x, w, wd, pool_cache=None, window=3):
     nd = x.ndim - 2
     conv, conv_backward = getattr(ops, f"conv{nd}d"), getattr(ops, f"conv{nd}d_backward")
     y, c1 = conv(x, w, padding=1)
-    z, c2 = conv(y, wd, padding=1, groups=8)
+    z, c2 = conv(y, wd, padding=1, groups=wd.shape[-1])  # depthwise
     p, c3 = getattr(ops, f"max_pool{nd}d")(z, window, stride=2, padding=1)
     q, c4 = getattr(ops, f"avg_pool{nd}d")(p, 2, ceil_mode=True, count_include_pad=False)
     dp = getattr(ops, f"avg_pool{nd}d_backward")(np.ones_like(q), c4)
@@ -68,10 +69,13 @@ def _step(x, w, wd, pool_cache=None, window=3):
     return (q, dx, dw, dwd), c3
 
 
-# (x, w, wd) shapes: 2-D, and 3-D (its convolutions run the NumPy code on both paths, the
-# compiled pooling loops take 3-D data)
+# (x, w, wd) shapes: 2-D, and 3-D (the compiled path's convolution of 8 channels sums in
+# registers, its depthwise one runs the NumPy code, the pooling loops take 3-D data)
 STEP_SHAPES = {"2d": ((4, 9, 9, 8), (3, 3, 8, 8), (3, 3, 1, 8)),
                "3d": ((2, 4, 5, 4, 8), (3, 3, 3, 8, 8), (2, 3, 2, 1, 8))}
+# 3-D with 20 output channels, not a multiple of the register loops' 8 (and too many for
+# their dx's group width): both paths' convolutions run the same NumPy code
+NUMPY_CONV_3D = ((2, 4, 5, 4, 8), (3, 3, 3, 8, 20), (2, 3, 2, 1, 20))
 
 
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
@@ -104,25 +108,28 @@ def test_both_paths_agree_on_a_small_network_step(dtype, rank):
 
 
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
-def test_3d_convolutions_take_the_numpy_path_and_3d_pooling_the_loops():
-    """The compiled convolution kernels are written for 1-D and 2-D data, so a 3-D
-    convolution runs the NumPy code instead of reaching a 2-D kernel; the pooling loops
-    take 1-D to 3-D data."""
+def test_which_ranks_the_compiled_loops_take():
+    """The depthwise loops and col2im are written for 1-D and 2-D data, so a 3-D
+    depthwise convolution runs the NumPy code instead of reaching a 2-D kernel; the
+    pooling loops take 1-D to 3-D data, and the register loops of narrow convolutions 3-D
+    data of a unit depth stride (a sum of 2-D loops over the depth taps)."""
     x = np.zeros((2, 4, 5, 4, 8))
     axes = ops.conv_geometry((4, 5, 4), (3, 3, 3), padding=1).axes
+    strided = ops.conv_geometry((4, 5, 4), (3, 3, 3), padding=1, stride=(2, 1, 1)).axes
     with _accel.use_compiled(True):
         assert not _accel.covers(axes, x) and _accel.covers(axes[:2], x)
         assert _accel.covers(axes, x, most=3)
+        assert grouped_conv.covers(axes, x) and not grouped_conv.covers(strided, x)
 
 
 @pytest.mark.skipif(not _accel.available(), reason="numba is not installed")
 def test_3d_step_with_windows_that_do_not_overlap_gives_the_numpy_bits():
-    """In 3-D both paths run the NumPy convolutions, and with max windows that do not
-    overlap (2, stride 2) and power-of-two divisors the pooling gradients round alike:
-    dx, dw and dwd are the NumPy path's bits; q within the rounding of the average's 8
-    terms (the NumPy path sums an axis at a time)."""
+    """With convolutions that both paths run as the same NumPy code (3-D, 20 channels)
+    and max windows that do not overlap (2, stride 2) and power-of-two divisors, the
+    pooling gradients round alike: dx, dw and dwd are the NumPy path's bits; q within the
+    rounding of the average's 8 terms (the NumPy path sums an axis at a time)."""
     rng = np.random.default_rng(1)
-    x, w, wd = (rng.standard_normal(shape) for shape in STEP_SHAPES["3d"])
+    x, w, wd = (rng.standard_normal(shape) for shape in NUMPY_CONV_3D)
     results = []
     for flag in (False, True):
         with _accel.use_compiled(flag):
