@@ -9,11 +9,13 @@ channels per row, 1 channel: 10x), since it copies whole rows. The scatter adds 
 dx. NumPy's takes one row per tap for every input position (the zero row where no
 output reads it: a stride s makes that s^2 times the real work), and each group's short
 rows separately; the compiled loop visits only the real taps, but is slower per value on
-rows of few channels. Per chunk, one core, float32 / float64 (take against compiled):
-dense 3x3 stride 1, 16 channels 0.27 / 0.22 against 0.47 / 0.23 ms, 64 channels 0.24 /
-0.21 against 0.19 / 0.10; 4 groups of 8 channels 0.37 / 0.22 against 0.28 / 0.11; stride
-2, 8 channels 0.52 / 1.38 against 0.54 / 0.50, 16 channels 1.5 / 0.80 against 0.53 /
-0.27; 4 channels about even, 1 channel (5x5, stride 2) 1.0 against 1.5.
+rows of few channels. Per chunk of about 4 MB of windows, float32 / float64 ms, take
+against compiled: dense 3x3, 16 channels 0.97 / 0.26 against 0.61 / 0.16, 8 channels
+0.88 / 0.46 against 1.06 / 0.38, 4 channels 0.66 / 0.42 against 1.44 / 0.55; stride 2, 2
+channels 0.40 / 0.47 against 0.37 / 0.35, 4 channels 0.43 / 0.59 against 0.41 / 0.33, 3
+channels 7x7 (a ResNet's stem, forward + backward 76 -> 44 ms) 5.1 / 8.0 against 1.4 /
+1.1; one channel, 5x5 1.3 / 1.7 against 1.05 / 1.05 but 3x3 0.36 / 0.44 against 0.50 /
+0.47 (left to take).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from __future__ import annotations
 from .._gather import TakeWindows
 from .dispatch import as_2d, geometry_2d, kernels
 
-MIN_ROW_CHANNELS = 32
+MIN_ROW_CHANNELS = 16
 """Dense convolutions of at least this many input channels scatter compiled."""
-MIN_STRIDED_CHANNELS = 8
+MIN_STRIDED_CHANNELS = 2
 """Strided ones from this many."""
 
 
