@@ -22,6 +22,9 @@ CASES = [
     ("conv1d", (4, 9, 2), (4, 2, 3), {"padding": 3, "dilation": 2}),
     ("conv_transpose2d", (3, 4, 3, 4), (3, 3, 5, 4),
      {"stride": 2, "padding": 1, "output_padding": 1}),
+    # one input channel at a stride: col2im by strided slices (NumPy path, and 3-D)
+    ("conv2d", (4, 9, 8, 1), (5, 3, 1, 4), {"stride": 2, "padding": (2, 1)}),
+    ("conv3d", (2, 5, 6, 4, 1), (3, 3, 2, 1, 3), {"stride": (2, 1, 2), "padding": 1}),
 ]
 
 
@@ -66,3 +69,16 @@ def test_chunks_cover_the_batch_in_order(monkeypatch):
     chunks = _gemm_chunks._chunks(7, 10, 40)  # 400 bytes per image: two images per chunk
     assert chunks == [(0, 2), (2, 4), (4, 6), (6, 7)]
     assert _gemm_chunks._chunks(0, 10, 40) == []
+
+
+def test_one_channel_at_a_stride_scatters_by_slices():
+    from handgrad.ops._gather import SlicedWindows, TakeWindows
+    from handgrad.ops.conv import _cpu_windows
+
+    strided = ops.conv_geometry((9, 8), (5, 3), stride=2).axes
+    dense = ops.conv_geometry((9, 8), (5, 3)).axes
+    x = np.zeros((2, 9, 8, 1))
+    with engine.use_compiled(False):
+        assert type(_cpu_windows(np, strided, 1, (5, 3, 1, 4), x)) is SlicedWindows
+        assert type(_cpu_windows(np, dense, 1, (5, 3, 1, 4), x)) is TakeWindows
+        assert type(_cpu_windows(np, strided, 1, (5, 3, 2, 4), x)) is TakeWindows

@@ -2,7 +2,8 @@
 
 On the CPU they run a chunk of images at a time (:class:`TakeWindows`, driven by
 :mod:`._gemm_chunks`); on a GPU the whole batch goes through strided views and
-per-tap slice-adds (:func:`im2col`, :func:`col2im_matmul`).
+per-tap slice-adds (:func:`im2col`, :func:`col2im_matmul`), which the CPU's col2im takes
+too for one input channel at a stride (:class:`SlicedWindows`).
 
 An input ``x`` (N, *S, C) split in ``groups`` is viewed as rows of ``Cg = C //
 groups`` values, row ``pixel * groups + g``, plus one zero row for the padding.
@@ -153,3 +154,21 @@ class TakeWindows:
         for tap in range(1, index.shape[1]):
             summed += np.take(rows, index[:, tap], axis=0, out=tap_rows, mode="clip")
         dx += summed.transpose(1, 0, 2).reshape(dx.shape)
+
+
+class SlicedWindows(TakeWindows):
+    """im2col by ``take``; col2im by one strided slice-add per tap into a zero-padded
+    buffer (the GPU's way), which visits only the taps that outputs read: for input
+    rows of one channel at strides above 1, where ``take`` spends s^d gathers of a single
+    value per real one. Per chunk (float32 / float64 ms, take against sliced): 5x5 stride
+    2 of (64, 28, 28, 1) 1.43 / 1.35 against 0.90 / 0.67, 3x3 stride 2 0.53 / 0.55 against
+    0.33 / 0.39 (the compiled loop: 1.37 / 0.91 and 0.66 / 0.51)."""
+
+    @staticmethod
+    def applies(in_channels, axes) -> bool:
+        """Whether it scatters faster than ``take``: one input channel per group, a stride
+        above 1."""
+        return in_channels == 1 and any(a.stride > 1 for a in axes)
+
+    def scatter(self, dx, cols, scratch):
+        dx += _sliced_col2im(np, cols, dx.shape, self.axes, self.groups)

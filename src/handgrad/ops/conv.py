@@ -49,7 +49,7 @@ from ._depthwise import (
 )
 from ._engine import dispatch as engine
 from ._engine import gemm_conv, grouped_conv, grouped_taps
-from ._gather import TakeWindows, col2im_matmul, im2col
+from ._gather import SlicedWindows, TakeWindows, col2im_matmul, im2col
 from .declare import declare, exports
 
 
@@ -71,11 +71,14 @@ def _ungrouped_weight(dw, w_shape):
 def _cpu_windows(xp, axes, groups, w_shape, *arrays):
     """How :mod:`._gemm_chunks` gathers and scatters windows on the CPU: NumPy's ``take``
     both ways, or with the compiled scatter where it is faster (NumPy arrays, 1-D/2-D,
-    :func:`~._engine.gemm_conv.scatters_compiled`); None on a GPU."""
+    :func:`~._engine.gemm_conv.scatters_compiled`), or by strided slices (one input
+    channel at a stride: :class:`~._gather.SlicedWindows`); None on a GPU."""
     if xp is not np:
         return None
     if gemm_conv.scatters_compiled(w_shape[-2], groups, axes) and engine.covers(axes, *arrays):
         return gemm_conv.CompiledWindows(axes, groups)
+    if SlicedWindows.applies(w_shape[-2], axes):
+        return SlicedWindows(axes, groups)
     return TakeWindows(axes, groups)
 
 
