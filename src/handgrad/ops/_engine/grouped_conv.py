@@ -4,8 +4,8 @@ scratch image of its own.
 
 A 3-D convolution with a unit depth stride is a sum over its depth taps of the 2-D loop
 on slabs of planes: depth tap ``kd`` pairs output plane ``od`` with input plane ``od +
-kd * dilation - pad``, the planes of both a contiguous slab per image (taps that would
-read the depth padding read nothing)::
+kd * dilation - pad``; for each tap, those planes form one contiguous slab of the input
+and one of the output per image (a tap's planes in the depth padding are skipped)::
 
     y[n, od] = b + sum_kd conv2d(x[n, od + kd*DD - PD], w[kd])
     dw[kd]   = sum_{n, od} conv2d_weight_grad(x[n, od + kd*DD - PD], dy[n, od])

@@ -20,8 +20,8 @@ zero-padded scratch image (the caller's ``pad``), so no tap is checked.
 
 A dense convolution of few channels (1 to 16 inputs, at most ``MAX_DENSE_OUTPUTS``
 outputs) is one such group: its GEMM is as thin (3x3 dilated 16 -> 16, (32, 32, 32, 16),
-forward + backward: float32 24.6 -> 7.3 ms, float64 15.6 -> 11.5; torch 13.0 and 24.5;
-a first layer on one channel, 3x3 1 -> 32 of (64, 28, 28, 1): 3.9 -> 3.4 ms).
+forward + backward: float32 11.3 -> 7.2 ms, float64 35.9 -> 11.7; torch 13.3 and 23.9;
+a first layer on one channel, 3x3 1 -> 32 of (64, 28, 28, 1): 4.1 -> 3.8 ms).
 
 :mod:`.grouped_conv` calls these loops: on the two threads, and a 3-D convolution's
 depth taps as calls on slabs of planes (the forward compiled with ``accumulate``).
