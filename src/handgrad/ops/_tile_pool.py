@@ -29,9 +29,10 @@ axes' positions times the channels: :func:`._fold_pool.axis_windows`), the earli
 each take one ``np.add.reduce`` over K_i on the output of the one before (its loop keeps
 a row of R sums in the L1 cache while it adds K_i input rows), and the last axis, whose
 rows of C values are too short for a reduction's loop, adds its K taps as strided
-views. The backward of windows that tile the input repeats each share over its window,
-one broadcast copy per axis, the last axis first (others keep the separable passes of
-:mod:`._separable_pool`). Forward + backward on two cores beside torch, in random order
+views. The backward of windows that tile the input repeats each share over its window
+(:func:`._repeat.repeat`, nearest upsampling's copy: 0.59 against 1.21 ms for 2x2 of
+(32, 32, 32, 32) float32 by a broadcast copy per axis here); others keep the separable
+passes of :mod:`._separable_pool`. Forward + backward on two cores beside torch, in random order
 over 61 rounds, against those separable passes: average pool 2x2 of (32, 32, 32, 32)
 float32 1.61-2.52 -> 1.24-2.09 ms (float64 3.38-4.11 -> 2.39-3.39), adaptive average
 64 -> 8 of (8, 64, 64, 32) 1.29-1.40 -> 0.82-0.89 ms (float64 2.03-3.27 -> 1.51-2.63),
@@ -145,12 +146,3 @@ def sum_forward(x, axes):
     sum_into(np, [taps[:, :, k] for k in range(axes[last].kernel)],
              _split(y, axes, last, channels)[:, :, 0])
     return y
-
-
-def sum_backward(share, axes, x_shape):
-    """dx (x_shape) = each window's ``share`` (N, *O, C) at every position of it."""
-    a = share
-    for i in range(len(axes) - 1, -1, -1):
-        rows = _split(a, axes, i, x_shape[-1])
-        a = np.broadcast_to(rows, (*rows.shape[:2], axes[i].kernel, rows.shape[3])).ravel()
-    return a.reshape(x_shape)

@@ -51,6 +51,7 @@ from ._pool_indices import (
     overlapping,
     tap_indices,
 )
+from ._repeat import repeat
 from ._separable_pool import max_backward, max_forward, sum_backward, sum_forward
 from ._window_pool import window_max, window_max_backward
 from .declare import declare, exports
@@ -194,8 +195,9 @@ def _avg_pool_backward(op, forward, dy, cache):
     xp = array_module(dy)
     share = dy / cache.divisor
     if xp is np:
-        spread = _tile_pool.sum_backward if _tile_pool.tiles(cache.axes) else sum_backward
-        return spread(share, cache.axes, cache.x_shape)
+        if _tile_pool.tiles(cache.axes):  # each share repeated over its window
+            return repeat(np, share, tuple(a.kernel for a in cache.axes))
+        return sum_backward(share, cache.axes, cache.x_shape)
     add = overlapping(cache.axes)
     dx = _gradient_buffer(xp, cache, add)
     for _, inputs, outputs in clipped_taps(cache.axes):
