@@ -13,7 +13,8 @@ A kernel in ``ops`` dispatches at its top (``if engine.covers(axes, x): return
 engine.max_pool(x, axes)``) and then does its NumPy math; each function below is
 one such compiled path and returns exactly what the NumPy code returns.
 
-Threads: on a batch of 2 MB or more the depthwise, grouped and pooling loops run their serial
+Threads: on a batch of 2 MB or more (the grouped loops: weighed by their multiply-adds,
+:mod:`.grouped_conv`) the depthwise, grouped and pooling loops run their serial
 twin (same loops, compiled with ``range``) on each half of the batch on the two NumPy
 threads of :mod:`handgrad.ops._block_threads` (the loops release the GIL; this beat
 numba's parallel launch). Otherwise the depthwise loops run in parallel on numba's
@@ -218,8 +219,8 @@ def depthwise(x, w, axes, b=None):
     float32 3x3 2.78 -> 2.27 ms (torch 2.42), 5x5 5.20 -> 4.86 ms; float64 3x3 5.62 ->
     5.22 ms. The row loops on the halves had made float32 3x3 5.8-6.7 -> 4.2-4.3 ms against
     numba's parallel launch (waking its workers cost more than the second core gave back)."""
-    y, x, y2, g, taps_w, bias = forward_arrays(_per_output_channel(x, w.shape[-1]), w, b,
-                                                axes)
+    y, x, y2, g, taps_w, bias = _forward_arrays(_per_output_channel(x, w.shape[-1]), w, b,
+                                                 axes)
     if not _takes_registers(g, y):
         on_halves(y.shape[0], y.nbytes,
                   lambda images: kernels.serial.depthwise(x[images], taps_w, g, bias,
@@ -231,14 +232,20 @@ def depthwise(x, w, axes, b=None):
     return y
 
 
-def forward_arrays(x, w, b, axes):
+def bias_array(b, channels, dtype):
+    """The bias a compiled convolution adds: ``b`` contiguous in ``dtype``, zeros when
+    None."""
+    return np.zeros(channels, dtype) if b is None else np.ascontiguousarray(b, dtype)
+
+
+def _forward_arrays(x, w, b, axes):
     """What a compiled convolution forward reads and writes: (y (N, *O, C_y), x and y as
     2-D maps (x C-contiguous), the geometry, the taps (prod(K) * Cg, C_y) and the bias
     (zeros when b is None), in x's dtype)."""
     y = _output(x, axes, w.shape[-1], x.dtype)
     taps_w = np.ascontiguousarray(w.reshape(-1, w.shape[-1]), x.dtype)
-    bias = np.zeros(w.shape[-1], x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
-    return y, np.ascontiguousarray(as_2d(x)), as_2d(y), geometry_2d(axes), taps_w, bias
+    return (y, np.ascontiguousarray(as_2d(x)), as_2d(y), geometry_2d(axes), taps_w,
+            bias_array(b, w.shape[-1], x.dtype))
 
 
 def _on_padded_halves(kernel, x, taps_w, g, bias, y2, axes):

@@ -59,43 +59,49 @@ def _split_bytes(out, w_shape):
     return out.nbytes * max(1, macs // MACS_PER_COPIED_VALUE)
 
 
-def _images(images, n):
-    return range(*images.indices(n))
+def _plane(axes):
+    """The axes of the 2-D loop: the last two of 3-D axes, else all."""
+    return axes[1:] if len(axes) == 3 else axes
+
+
+def _maps(a, axes):
+    """``a`` C-contiguous, as the loop's 2-D maps (N, H, W, C) (1-D and 2-D data) or as
+    it is (3-D data, whose calls index an image and a slab of planes)."""
+    a = np.ascontiguousarray(a)
+    return a if len(axes) == 3 else dispatch.as_2d(a)
+
+
+def _calls(axes, images, n):
+    """(depth tap, input index, output index) of each loop call on the slice ``images``
+    of a batch of ``n``: one call on the images in 1-D and 2-D, one per image and depth
+    tap in 3-D (:func:`depth_slabs`)."""
+    if len(axes) < 3:
+        return [(0, images, images)]
+    slabs = depth_slabs(axes[0])
+    return [(kd, (i, source), (i, target)) for i in range(*images.indices(n))
+            for kd, source, target in slabs]
 
 
 def forward(x, w, axes, b=None):
     """y (N, *O, C_y) of a convolution that :func:`.grouped_taps.takes`: x (N, *S, groups
     * Cg), w (*K, Cg, C_y), plus the bias b when given: the loop that sums eight pixels
-    by eight channels in registers, on the two threads; 3-D as a sum over the depth taps
-    (see the module doc)."""
-    if len(axes) == 3:
-        return _forward_3d(x, w, axes, b)
-    y, x, y2, g, taps_w, bias = dispatch.forward_arrays(x, w, b, axes)
-    pad_shape = dispatch.padded_image(axes, x.shape[-1])
-    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2])
-
-    def run(images):
-        kernel(x[images], taps_w, g, bias, y2[images], np.zeros(pad_shape, x.dtype))
-
-    on_halves(y.shape[0], _split_bytes(y, w.shape), run, lambda: run(slice(None)))
-    return y
-
-
-def _forward_3d(x, w, axes, b):
-    depth, plane = axes[0], axes[1:]
+    by eight channels in registers, on the two threads; 3-D as a sum over the depth taps,
+    y starting at the bias (see the module doc)."""
+    deep, g = len(axes) == 3, dispatch.geometry_2d(_plane(axes))
     y = np.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), x.dtype)
-    y[...] = 0 if b is None else b
-    x, g = np.ascontiguousarray(x), dispatch.geometry_2d(plane)
-    taps = np.ascontiguousarray(w.reshape(depth.kernel, -1, w.shape[-1]), x.dtype)
-    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=True)
-    pad_shape, unread_bias = dispatch.padded_image(plane, x.shape[-1]), y.reshape(-1)[:0]
-    slabs = depth_slabs(depth)
+    bias = dispatch.bias_array(b, w.shape[-1], x.dtype)
+    if deep:
+        y[...] = bias
+    x_maps, y_maps = _maps(x, axes), _maps(y, axes)
+    taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1, w.shape[-1]),
+                                x.dtype)
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep)
+    pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
 
     def run(images):
         pad = np.zeros(pad_shape, x.dtype)
-        for n in _images(images, len(x)):
-            for kd, source, target in slabs:
-                kernel(x[n, source], taps[kd], g, unread_bias, y[n, target], pad)
+        for kd, source, target in _calls(axes, images, len(x)):
+            kernel(x_maps[source], taps[kd], g, bias, y_maps[target], pad)
 
     on_halves(y.shape[0], _split_bytes(y, w.shape), run, lambda: run(slice(None)))
     return y
@@ -106,27 +112,18 @@ def weight_grad(x, dy, axes, w_shape):
     :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
     per NumPy thread, each half into rows of its own (per depth tap in 3-D), added at the
     end."""
-    x, dy = np.ascontiguousarray(x), np.ascontiguousarray(dy)
-    plane = axes[1:] if len(axes) == 3 else axes
-    g = dispatch.geometry_2d(plane)
+    g = dispatch.geometry_2d(_plane(axes))
     kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2])
-    pad_shape = dispatch.padded_image(plane, x.shape[-1])
-    rows_shape = (math.prod(w_shape[:-1]), w_shape[-1])
+    x_maps, dy_maps = _maps(x, axes), _maps(dy, axes)
+    pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
+    rows_shape = (axes[0].kernel if len(axes) == 3 else 1, -1, w_shape[-1])
 
-    def run_2d(images):
-        rows = np.zeros(rows_shape, x.dtype)
-        kernel(dispatch.as_2d(x)[images], dispatch.as_2d(dy)[images], g, rows,
-               np.zeros(pad_shape, x.dtype))
+    def run(images):
+        rows = np.zeros(math.prod(w_shape), x.dtype).reshape(rows_shape)
+        pad = np.zeros(pad_shape, x.dtype)
+        for kd, source, target in _calls(axes, images, len(x)):
+            kernel(x_maps[source], dy_maps[target], g, rows[kd], pad)
         return rows
 
-    def run_3d(images):
-        rows, pad = np.zeros(rows_shape, x.dtype), np.zeros(pad_shape, x.dtype)
-        by_tap = rows.reshape(axes[0].kernel, -1, w_shape[-1])
-        for n in _images(images, len(x)):
-            for kd, source, target in depth_slabs(axes[0]):
-                kernel(x[n, source], dy[n, target], g, by_tap[kd], pad)
-        return rows
-
-    run = run_3d if len(axes) == 3 else run_2d
     parts = on_halves(dy.shape[0], _split_bytes(dy, w_shape), run, lambda: run(slice(None)))
     return sum(parts[1:], parts[0]).reshape(w_shape)
