@@ -118,7 +118,7 @@ def as_2d(x):
 
 
 if numba is not None:  # pragma: no branch
-    from . import register_taps
+    from . import register_taps, same_taps
     from .kernels import build_kernels, sized
 
     kernels = build_kernels(numba)
@@ -280,10 +280,10 @@ def depthwise_weight_grad(x, dy, axes, w_shape):
 
 def depthwise_gradients(x_shape, w, dy, axes, x=None):
     """(dx, dw) of a depthwise convolution in one pass; without ``x`` only dx is
-    computed (dw is then zero). With ``x``, the register loop
-    (:func:`.register_taps.backward_kernel`) on each half of the batch (or the whole
-    batch) where it applies (:func:`_takes_registers`); else the row loops in chunks (its
-    halves on the NumPy threads, or one per numba thread). Each chunk has its own dw partial
+    computed (dw is then zero). With ``x``, a register loop (:func:`_register_backward`)
+    on each half of the batch (or the whole batch) where it applies
+    (:func:`_takes_registers`); else the row loops in chunks (its halves on the NumPy
+    threads, or one per numba thread). Each chunk has its own dw partial
     sums (its rows per tap and output column). Interleaved with torch, the backward of
     (32, 32, 32, 32) on the two threads: float32 3x3 1.88 -> 1.30 ms, 5x5 4.27 -> 3.14
     ms, float64 3x3 4.01 -> 3.46 ms (5x5 even) against the row loops."""
@@ -314,25 +314,33 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
 
 
 def _register_backward(x, w, dy, axes, with_dx=True):
-    """(dx or None, dw) by the register loop on the halves of the batch (each half its own
-    padded scratch images and dw rows), the rows summed over the halves and columns.
-    Without dx, the kernel gets empty dx arrays it does not touch."""
+    """(dx or None, dw) by a register loop on the halves of the batch (each half its own
+    padded scratch images and dw rows), the rows summed over the halves: a "same"
+    convolution's one-pass loop (:mod:`.same_taps`), else :mod:`.register_taps`'s, whose
+    rows are also summed over the output columns. Without dx, the kernel gets empty dx
+    arrays it does not touch."""
     channels, x_shape = dy.shape[-1], x.shape
     x = np.ascontiguousarray(as_2d(_per_output_channel(x, channels)))
     dy2, g = np.ascontiguousarray(as_2d(dy)), geometry_2d(axes)
     taps_w = np.ascontiguousarray(w.reshape(-1, channels), dy.dtype)
-    kernel = register_taps.backward_kernel(g[4], g[5], with_dx)
     pad_shape = padded_image(axes, channels)
+    dx_pad_shape = pad_shape if with_dx else (0, 0, 0)
     dx = np.empty(x.shape if with_dx else (0, 0, 0, 0), dy.dtype)
+    if same_taps.takes(g):
+        kernel, rows_shape = same_taps.backward_kernel(g[4], g[5], with_dx), taps_w.shape
+        taps_w = np.ascontiguousarray(taps_w[::-1])  # the flipped kernel's taps
+    else:
+        kernel = register_taps.backward_kernel(g[4], g[5], with_dx)
+        rows_shape = (g[3], *taps_w.shape)
 
     def rows(images):
-        part = np.zeros((g[3], taps_w.shape[0], channels), dy.dtype)
+        part = np.zeros(rows_shape, dy.dtype)
         kernel(x[images], taps_w, dy2[images], g, dx[images], part,
-               np.zeros(pad_shape, x.dtype), np.zeros(pad_shape if with_dx else (0, 0, 0), x.dtype))
+               np.zeros(pad_shape, x.dtype), np.zeros(dx_pad_shape, x.dtype))
         return part
 
     parts = on_halves(dy.shape[0], dy.nbytes, rows, lambda: rows(slice(None)))
-    dw = np.stack(parts).sum(axis=(0, 1)).reshape(w.shape)
+    dw = np.stack(parts).reshape(-1, *taps_w.shape).sum(axis=0).reshape(w.shape)
     if not with_dx:
         return None, dw
     dx = dx.reshape(*x_shape[:-1], channels)

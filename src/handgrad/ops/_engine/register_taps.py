@@ -14,6 +14,8 @@ output pixel, the eight lanes of dy go to each tap's eight lanes of a padded dx 
     rows[ow, t, c] += x_pad[n, oh*SH + kh*DH, ow*SW + kw*DW, c] dy[n, oh, ow, c]
 
 and the weight gradient alone (a network's first layer) takes the rows only.
+A "same" convolution (unit strides, the input's size out) of up to 9 taps takes the
+one-pass backward of :mod:`.same_taps` instead, whose sums stay in registers.
 
 The eight lanes are written out and the kernel size is a constant of each compiled
 kernel, so the taps unroll into straight-line code that LLVM's SLP vectorizer packs into
