@@ -435,9 +435,9 @@ def test_depthwise_register_loops_give_the_same_bits_on_half_batches(monkeypatch
     """The register loops run on half the batch per NumPy thread (from 2 MB): y and dx
     are the bits of one thread over the whole batch; dw adds the two halves' sums, each
     the bits of the backward kernel's rows over its half (stride 1, a "same" convolution:
-    same_taps's loop, else register_taps's)."""
+    unrolled_taps's loop, else register_taps's)."""
     from handgrad.ops import _block_threads
-    from handgrad.ops._engine import register_taps, same_taps
+    from handgrad.ops._engine import register_taps, unrolled_taps
 
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal((4, 64, 64, 64)), rng.standard_normal((3, 3, 1, 64))
@@ -455,7 +455,8 @@ def test_depthwise_register_loops_give_the_same_bits_on_half_batches(monkeypatch
     np.testing.assert_array_equal(dx, dx_one)
     g, halves = _accel.geometry_2d(cache.axes), []
     same, taps = stride == 1, w.reshape(9, 64)
-    kernel = same_taps.backward_kernel(3, 3) if same else register_taps.backward_kernel(3, 3)
+    kernels = unrolled_taps if same else register_taps
+    kernel = kernels.backward_kernel(3, 3)
     for images in (slice(0, 2), slice(2, 4)):
         rows = np.zeros((9, 64) if same else (g[3], 9, 64))
         pad = np.zeros(_accel.padded_image(cache.axes, 64))

@@ -118,7 +118,7 @@ def as_2d(x):
 
 
 if numba is not None:  # pragma: no branch
-    from . import register_taps, same_taps
+    from . import register_taps, unrolled_taps
     from .kernels import build_kernels, sized
 
     kernels = build_kernels(numba)
@@ -210,8 +210,9 @@ def padded_image(axes, channels):
 
 def depthwise(x, w, axes, b=None):
     """y (N, *O, C_y) of a depthwise convolution: x (N, *S, groups), w (*K, 1, C_y), plus
-    the bias b (C_y,) when given. The loop that sums in registers
-    (:mod:`.register_taps`), on half the batch per NumPy thread (a batch of 2 MB or more:
+    the bias b (C_y,) when given. The loop that sums in registers (of up to 9 taps
+    :mod:`.unrolled_taps`'s, its weights held along a row, else :mod:`.register_taps`'s),
+    on half the batch per NumPy thread (a batch of 2 MB or more:
     :func:`.._block_threads.on_halves`), else on the whole batch; kernels over 25 taps and
     one image of 2 MB or more take the row loops (:func:`_takes_registers`), that image in
     parallel on numba's threads. Interleaved with torch, forward +
@@ -227,8 +228,9 @@ def depthwise(x, w, axes, b=None):
                                                           y2[images]),
                   lambda: kernels.depthwise(x, taps_w, g, bias, y2))
         return y
-    _on_padded_halves(register_taps.depthwise_kernel(g[4], g[5]), x, taps_w, g, bias, y2,
-                      axes)
+    kernel = (unrolled_taps.forward_kernel if unrolled_taps.takes_forward(g)
+              else register_taps.depthwise_kernel)(g[4], g[5])
+    _on_padded_halves(kernel, x, taps_w, g, bias, y2, axes)
     return y
 
 
@@ -316,7 +318,7 @@ def depthwise_gradients(x_shape, w, dy, axes, x=None):
 def _register_backward(x, w, dy, axes, with_dx=True):
     """(dx or None, dw) by a register loop on the halves of the batch (each half its own
     padded scratch images and dw rows), the rows summed over the halves: a "same"
-    convolution's one-pass loop (:mod:`.same_taps`), else :mod:`.register_taps`'s, whose
+    convolution's one-pass loop (:mod:`.unrolled_taps`), else :mod:`.register_taps`'s, whose
     rows are also summed over the output columns. Without dx, the kernel gets empty dx
     arrays it does not touch."""
     channels, x_shape = dy.shape[-1], x.shape
@@ -326,8 +328,8 @@ def _register_backward(x, w, dy, axes, with_dx=True):
     pad_shape = padded_image(axes, channels)
     dx_pad_shape = pad_shape if with_dx else (0, 0, 0)
     dx = np.empty(x.shape if with_dx else (0, 0, 0, 0), dy.dtype)
-    if same_taps.takes(g):
-        kernel, rows_shape = same_taps.backward_kernel(g[4], g[5], with_dx), taps_w.shape
+    if unrolled_taps.takes(g):
+        kernel, rows_shape = unrolled_taps.backward_kernel(g[4], g[5], with_dx), taps_w.shape
         taps_w = np.ascontiguousarray(taps_w[::-1])  # the flipped kernel's taps
     else:
         kernel = register_taps.backward_kernel(g[4], g[5], with_dx)

@@ -15,7 +15,7 @@ output pixel, the eight lanes of dy go to each tap's eight lanes of a padded dx 
 
 and the weight gradient alone (a network's first layer) takes the rows only.
 A "same" convolution (unit strides, the input's size out) of up to 9 taps takes the
-one-pass backward of :mod:`.same_taps` instead, whose sums stay in registers.
+one-pass backward of :mod:`.unrolled_taps` instead, whose sums stay in registers.
 
 The eight lanes are written out and the kernel size is a constant of each compiled
 kernel, so the taps unroll into straight-line code that LLVM's SLP vectorizer packs into

@@ -1,12 +1,13 @@
-"""The one-pass depthwise backward of "same" convolutions (ops/_engine/same_taps.py): dx is
-the flipped forward loop's bits, dw agrees with the row loops to rounding, the loop
-without dx gives the same dw bits, and which geometries it takes."""
+"""The depthwise loops written out per kernel size (ops/_engine/unrolled_taps.py): the
+forward is register_taps's bits; the one-pass backward of "same" convolutions gives dx in
+the flipped forward's bits and dw as the row loops to rounding, the same dw bits without
+dx; which geometries each takes."""
 
 import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops._engine import dispatch, same_taps
+from handgrad.ops._engine import dispatch, register_taps, unrolled_taps
 from handgrad.testing import tolerance
 
 pytestmark = pytest.mark.skipif(not dispatch.available(), reason="numba is not installed")
@@ -36,7 +37,7 @@ def _run(x, w, dy, call, with_dx=True):
     flipped = np.ascontiguousarray(w.reshape(-1, channels)[::-1])
     pad = np.zeros(dispatch.padded_image(call.axes, channels), x.dtype)
     rows, dx = np.zeros(flipped.shape, x.dtype), np.zeros_like(x)
-    same_taps.backward_kernel(*w.shape[:2], with_dx)(x, flipped, dy, g, dx, rows, pad,
+    unrolled_taps.backward_kernel(*w.shape[:2], with_dx)(x, flipped, dy, g, dx, rows, pad,
                                                       pad.copy())
     return dx, rows
 
@@ -46,7 +47,7 @@ def _run(x, w, dy, call, with_dx=True):
 def test_dx_is_the_flipped_forward_and_dw_the_row_loops_to_rounding(x_shape, kernel, kwargs,
                                                                     dtype):
     x, w, dy, call = _case(x_shape, kernel, kwargs, dtype)
-    assert same_taps.takes(dispatch.geometry_2d(call.axes))
+    assert unrolled_taps.takes(dispatch.geometry_2d(call.axes))
     dx, rows = _run(x, w, dy, call)
     flipped_axes = ops._depthwise.flipped_axes(call.axes)
     with dispatch.use_compiled(True):
@@ -88,23 +89,63 @@ def test_nan_and_inf_reach_only_what_reads_them():
 def test_which_convolutions_it_takes(kwargs, takes):
     kernel = kwargs.pop("kernel", (3, 3))
     _, _, _, call = _case((2, 8, 8, 8), kernel, kwargs, np.float64)
-    assert same_taps.takes(dispatch.geometry_2d(call.axes)) is takes
+    assert unrolled_taps.takes(dispatch.geometry_2d(call.axes)) is takes
 
 
 def test_the_op_runs_it_for_a_same_convolution(monkeypatch):
     """conv2d_backward of a depthwise 3x3 with padding 1 calls this loop, with dx and
     without (a first layer)."""
     calls = []
-    kernel = same_taps.backward_kernel
+    kernel = unrolled_taps.backward_kernel
 
     def spy(kernel_h, kernel_w, with_dx=True):
         calls.append((kernel_h, kernel_w, with_dx))
         return kernel(kernel_h, kernel_w, with_dx)
 
-    monkeypatch.setattr(same_taps, "backward_kernel", spy)
+    monkeypatch.setattr(unrolled_taps, "backward_kernel", spy)
     x, w, dy, call = _case((2, 8, 8, 16), (3, 3), {"padding": 1}, np.float32)
     with dispatch.use_compiled(True):
         _, call = ops.conv2d(x, w, groups=16, padding=1)
         ops.conv2d_backward(dy, call)
         ops.conv2d_backward(dy, call, input_grad=False)
     assert calls == [(3, 3, True), (3, 3, False)]
+
+
+FORWARD = [  # geometries of up to 9 taps, strided ones too
+    ((2, 11, 9, 13), (3, 3), {"padding": 1, "stride": 2}),
+    ((2, 12, 12, 24), (3, 3), {"padding": 2, "dilation": 2}),
+    ((2, 8, 7, 7), (2, 4), {"padding": "same"}),
+    ((2, 7, 9, 16), (3, 1), {"stride": (2, 1)}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape, kernel, kwargs", FORWARD)
+def test_the_forward_gives_register_taps_bits(x_shape, kernel, kwargs, dtype):
+    """The same sums in the same order (bias first, then the taps in (kh, kw) order) as
+    register_taps's loop, which reloads each weight per pixel."""
+    x, w, _, call = _case(x_shape, kernel, kwargs, dtype)
+    b = np.linspace(-1, 1, x_shape[-1], dtype=dtype)
+    g, channels = dispatch.geometry_2d(call.axes), x_shape[-1]
+    assert unrolled_taps.takes_forward(g)
+    taps, pad = w.reshape(-1, channels), np.zeros(dispatch.padded_image(call.axes, channels),
+                                                  dtype)
+    y, y_registers = (np.empty((x_shape[0], *(a.size_out for a in call.axes), channels), dtype)
+                      for _ in range(2))
+    unrolled_taps.forward_kernel(*kernel)(x, taps, g, b, y, pad)
+    register_taps.depthwise_kernel(*kernel)(x, taps, g, b, y_registers, pad)
+    np.testing.assert_array_equal(y, y_registers)
+
+
+@pytest.mark.parametrize("kernel, unrolled", [((3, 3), True), ((5, 5), False)])
+def test_the_op_takes_the_unrolled_forward_up_to_nine_taps(monkeypatch, kernel, unrolled):
+    calls = []
+    for module in (unrolled_taps, register_taps):
+        name = "forward_kernel" if module is unrolled_taps else "depthwise_kernel"
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *size, original=original, module=module:
+                            calls.append(module) or original(*size))
+    x, w, _, _ = _case((2, 8, 8, 8), kernel, {}, np.float32)
+    with dispatch.use_compiled(True):
+        ops.conv2d(x, w, groups=8, padding=kernel[0] // 2)
+    assert calls == [unrolled_taps if unrolled else register_taps]
