@@ -81,31 +81,15 @@ def {name}(x, wt, g, bias, y, pad):
     for n in range(y.shape[0]):
         _into_padding(x[n], pf, Wp, PH, PW)
         yn = y[n].reshape(-1)
-        for oh in range(OH):
-            for block in range(0, C - 7, 8):
-                c = u(block)
-{row_start}
-                for ow in range(OW):
-                    base, at = u(oh) * step_h + u(ow) * step_w + c, u(oh * OW + ow) * chans + c
-{pixel}
-            for rest in range(C - C % 8, C):
-                c = u(rest)
-                for ow in range(OW):
-                    base, at = u(oh) * step_h + u(ow) * step_w + c, u(oh * OW + ow) * chans + c
-                    total = bias[c]
-                    for t in range({taps}):
-                        tap = u(t // {kernel_w}) * tap_h + u(t % {kernel_w}) * tap_w
-                        total += pf[base + tap] * wf[u(t) * chans + c]
-                    yn[at] = total
+{rows}
 '''
-
 
 BACKWARD = '''
 def {name}(x, w_flip, dy, g, dx, rows, pad, dy_pad):
     """rows (T, C) += the weight-gradient sums (zero on entry); dx (N, H, W, C) (with dx;
     else not touched); pad and dy_pad: zero-padded scratch images (H + (KH-1)*DH, W +
     (KW-1)*DW, C)."""
-    H, W, PH, PW = g[0], g[1], g[10], g[11]
+    OH, OW, PH, PW = g[2], g[3], g[10], g[11]
     QH, QW = (g[4] - 1) * g[8] - PH, (g[5] - 1) * g[9] - PW
     C, Wp = dy.shape[3], pad.shape[1]
     pf, qf, rf, wf = pad.reshape(-1), dy_pad.reshape(-1), rows.reshape(-1), w_flip.reshape(-1)
@@ -118,27 +102,41 @@ def {name}(x, w_flip, dy, g, dx, rows, pad, dy_pad):
         if WITH_DX:
             _into_padding(dy[n], qf, Wp, QH, QW)
             dxn = dx[n].reshape(-1)
-        for h in range(H):
+{rows}
+'''
+
+ROWS = '''
+        for oh in range(OH):
             for block in range(0, C - 7, 8):
                 c = u(block)
 {row_start}
-                for w in range(W):
-                    base, at = u(h) * step_h + u(w) * step_w + c, u(h * W + w) * chans + c
+                for ow in range(OW):
+                    base, at = u(oh) * step_h + u(ow) * step_w + c, u(oh * OW + ow) * chans + c
 {pixel}
 {row_end}
             for rest in range(C - C % 8, C):
                 c = u(rest)
-                for w in range(W):
-                    base, at = u(h) * step_h + u(w) * step_w + c, u(h * W + w) * chans + c
-                    total = zero
-                    for t in range({taps}):
-                        tap = u(t // {kernel_w}) * tap_h + u(t % {kernel_w}) * tap_w
-                        rf[u(t) * chans + c] += pf[base + tap] * dyn[at]
-                        if WITH_DX:
-                            total += qf[base + tap] * wf[u(t) * chans + c]
-                    if WITH_DX:
-                        dxn[at] = total
+                for ow in range(OW):
+                    base, at = u(oh) * step_h + u(ow) * step_w + c, u(oh * OW + ow) * chans + c
+{scalar}
 '''
+"""Both loops' walk over an image: per output row, blocks of eight channels (their lines
+generated per kernel size), then the channels left one at a time."""
+
+FORWARD_SCALAR = '''total = bias[c]
+for t in range(TAPS):
+    tap = u(t // KERNEL_W) * tap_h + u(t % KERNEL_W) * tap_w
+    total += pf[base + tap] * wf[u(t) * chans + c]
+yn[at] = total'''
+
+BACKWARD_SCALAR = '''total = zero
+for t in range(TAPS):
+    tap = u(t // KERNEL_W) * tap_h + u(t % KERNEL_W) * tap_w
+    rf[u(t) * chans + c] += pf[base + tap] * dyn[at]
+    if WITH_DX:
+        total += qf[base + tap] * wf[u(t) * chans + c]
+if WITH_DX:
+    dxn[at] = total'''
 
 
 def _setup(kernel_h, kernel_w):
@@ -170,19 +168,21 @@ def _tap_sums(taps, source, first, target):
     return lines + [f"{target}[at{_lane(k)}] = a{k}" for k in range(LANES)]
 
 
-def _generated(template, name, kernel_h, kernel_w, row_start, pixel, row_end=(),
+def _generated(template, name, kernel_h, kernel_w, scalar, row_start, pixel, row_end=(),
                with_dx=False):
-    """The loop ``name`` of ``template`` with these lines, compiled for float32 and float64
-    (``__name__``: numba's cache rebuilds it in this module)."""
+    """The loop ``name`` of ``template`` walking :data:`ROWS` with these lines (``scalar``:
+    the code per channel past the blocks), ready to compile (``__name__``: numba's cache
+    rebuilds it in this module)."""
     def block(lines, indent):
         return "\n".join(" " * indent + line for line in lines)
 
+    rows = ROWS.format(row_start=block(row_start, 16), pixel=block(pixel, 20),
+                       row_end=block(row_end, 16), scalar=block(scalar.split("\n"), 20))
     source = template.format(name=name, setup=block(_setup(kernel_h, kernel_w), 4),
-                             row_start=block(row_start, 16), pixel=block(pixel, 20),
-                             row_end=block(row_end, 16), taps=kernel_h * kernel_w,
-                             kernel_w=kernel_w)
+                             rows=rows)
     names = {"__name__": __name__, "np": np, "u": u, "_into_padding": _into_padding,
-             "_steps": _steps, "WITH_DX": with_dx}
+             "_steps": _steps, "WITH_DX": with_dx, "TAPS": kernel_h * kernel_w,
+             "KERNEL_W": kernel_w}
     exec(compile(source, __file__, "exec"), names)
     return names[name]
 
@@ -194,7 +194,8 @@ def forward_kernel(kernel_h, kernel_w):
     taps = range(kernel_h * kernel_w)
     row_start = _weights(taps) + [f"b{k} = bias[c{_lane(k)}]" for k in range(LANES)]
     loop = _generated(FORWARD, f"forward_{kernel_h}x{kernel_w}", kernel_h, kernel_w,
-                      row_start, _tap_sums(taps, "pf", lambda k: f"b{k} + ", "yn"))
+                      FORWARD_SCALAR, row_start,
+                      _tap_sums(taps, "pf", lambda k: f"b{k} + ", "yn"))
     return slp_compiled(loop, (4, 2, "g", 1, 4, 3))
 
 
@@ -213,5 +214,6 @@ def backward_kernel(kernel_h, kernel_w, with_dx=True):
         row_start += _weights(taps)
         pixel += _tap_sums(taps, "qf", lambda k: "", "dxn")
     name = f"backward_{kernel_h}x{kernel_w}" + ("_dx" if with_dx else "")
-    loop = _generated(BACKWARD, name, kernel_h, kernel_w, row_start, pixel, row_end, with_dx)
+    loop = _generated(BACKWARD, name, kernel_h, kernel_w, BACKWARD_SCALAR, row_start, pixel,
+                      row_end, with_dx)
     return slp_compiled(loop, (4, 2, 4, "g", 4, 2, 3, 3))
