@@ -177,3 +177,39 @@ def test_the_transposed_weight_flips_and_swaps_each_group():
     assert w_t.shape == grouped_taps.transposed_shape(w.shape, 2) == (2, 3, 3, 8)
     for kh, kw, j, g, c in np.ndindex(2, 3, 3, 2, 4):
         assert w_t[kh, kw, j, g * 4 + c] == w[1 - kh, 2 - kw, c, g * 3 + j]
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+    ((2, 9, 13, 16), (3, 3, 16, 16), {"padding": 2, "dilation": 2}),  # tails of 1 pixel
+    ((2, 8, 10, 8), (3, 3, 8, 32), {"padding": 1, "stride": (1, 2)}),  # two blocks of 16
+    ((2, 6, 7, 32), (3, 3, 16, 32), {"padding": 1, "groups": 2}),
+])
+def test_the_wide_float32_loop_gives_the_eight_lane_bits(x_shape, w_shape, kwargs,
+                                                        accumulate):
+    """Four pixels by 16 channels add the same products in the same order as eight by
+    eight (from the bias, or from y's sums so far for a 3-D convolution's planes)."""
+    rng = np.random.default_rng(sum(x_shape))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w, b = rng.standard_normal(w_shape).astype(np.float32), np.ones(w_shape[-1], np.float32)
+    groups = kwargs.get("groups", 1)
+    assert grouped_taps.takes_wide(x.dtype, w_shape[-1] // groups)
+    _, call = ops.conv2d(x, w, b, **kwargs)
+    g = dispatch.geometry_2d(call.axes)
+    taps = np.ascontiguousarray(w.reshape(-1, w_shape[-1]))
+    start = rng.standard_normal((x_shape[0], *(a.size_out for a in call.axes), w_shape[-1]))
+    outs = []
+    for wide in (True, False):
+        y, pad = start.astype(np.float32), np.zeros(dispatch.padded_image(call.axes, x_shape[-1]),
+                                                    np.float32)
+        grouped_taps.grouped_kernel(*w_shape[:2], w_shape[-2], accumulate, wide)(x, taps, g, b,
+                                                                                y, pad)
+        outs.append(y)
+    np.testing.assert_array_equal(*outs)
+
+
+def test_float32_takes_the_wide_loop_where_the_outputs_per_group_allow():
+    assert grouped_taps.takes_wide(np.dtype(np.float32), 16)
+    assert grouped_taps.takes_wide(np.dtype(np.float32), 32)
+    assert not grouped_taps.takes_wide(np.dtype(np.float32), 8)
+    assert not grouped_taps.takes_wide(np.dtype(np.float64), 16)

@@ -95,7 +95,9 @@ def forward(x, w, axes, b=None):
     x_maps, y_maps = _maps(x, axes), _maps(y, axes)
     taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1, w.shape[-1]),
                                 x.dtype)
-    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep)
+    groups = x.shape[-1] // w.shape[-2]
+    wide = grouped_taps.takes_wide(x.dtype, w.shape[-1] // groups)
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep, wide=wide)
     pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
 
     def run(images):
@@ -112,8 +114,9 @@ def weight_grad(x, dy, axes, w_shape):
     :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
     per NumPy thread, each half into rows of its own (per depth tap in 3-D), added at the
     end."""
-    g = dispatch.geometry_2d(_plane(axes))
-    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2])
+    g, groups = dispatch.geometry_2d(_plane(axes)), x.shape[-1] // w_shape[-2]
+    wide = grouped_taps.takes_wide(x.dtype, w_shape[-1] // groups)
+    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2], wide)
     x_maps, dy_maps = _maps(x, axes), _maps(dy, axes)
     pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
     rows_shape = (axes[0].kernel if len(axes) == 3 else 1, -1, w_shape[-1])

@@ -16,7 +16,10 @@ time, 3.2 for four, 2.6 for eight; im2col and batched GEMMs 4.6). The kernel siz
 the group width are constants of each compiled loop, so the taps unroll into straight-line
 code that LLVM's SLP vectorizer packs (:func:`.register_taps.slp_compiled`). Pixels past
 the last block of eight take one pixel at a time. Each image is first copied into a
-zero-padded scratch image (the caller's ``pad``), so no tap is checked.
+zero-padded scratch image (the caller's ``pad``), so no tap is checked. float32 loops
+whose outputs per group are a multiple of 16 take four pixels by 16 channels instead (the
+weight gradient: four input by 16 output channels), one 512-bit register per row where
+float32's eight lanes filled half of one (:data:`WIDE_LANES`).
 
 A dense convolution of few channels (1 to 16 inputs, at most ``MAX_DENSE_OUTPUTS``
 outputs) is one such group: its GEMM is as thin (3x3 dilated 16 -> 16, (32, 32, 32, 16),
@@ -46,6 +49,13 @@ LANES = 8
 """Output channels per register block: a group's outputs must be a multiple of it."""
 MAX_GROUP_WIDTH = 16
 """The widest group (input channels) the loops take; their unrolled code grows with it."""
+WIDE_LANES = 16
+"""float32 forwards whose outputs per group are a multiple of 16 sum four pixels by 16
+output channels (one 512-bit register per pixel where the CPU has them) instead of eight
+by eight: the same sums in the same order, with half the broadcast loads per weight row
+(one core, the dilated 3x3 16 -> 16 of (16, 32, 32, 16): 0.99 -> 0.78 ms; eight pixels
+by 16 channels gained nothing, 1.00). float64's eight lanes already fill such a
+register."""
 MAX_DENSE_OUTPUTS = 32
 """The most output channels of a convolution of one group that the loops take: past it
 the GEMM, which reuses each gathered window for every output, wins (16 -> 48 channels,
@@ -86,6 +96,34 @@ def _store_rows(target, t, step, rows):
 
 
 @_inline
+def _fma_wide_rows(rows, a, i, step, w, j):
+    """rows[2p + h] + a[i + p * step] * w[j + 8h:j + 8h + 8] for the four pixels p and
+    the two halves h of sixteen weights (:data:`WIDE_LANES`): the rows of
+    :func:`_fma_rows`, four pixels by sixteen output channels."""
+    second, step2, step3 = j + u(8), u(2) * step, u(3) * step
+    return (_fma(rows[0], a[i], w, j), _fma(rows[1], a[i], w, second),
+            _fma(rows[2], a[i + step], w, j), _fma(rows[3], a[i + step], w, second),
+            _fma(rows[4], a[i + step2], w, j), _fma(rows[5], a[i + step2], w, second),
+            _fma(rows[6], a[i + step3], w, j), _fma(rows[7], a[i + step3], w, second))
+
+
+@_inline
+def _load_wide_rows(a, t, step):
+    """The rows of :func:`_fma_wide_rows` from a[t + p * step:][:16]."""
+    return (_lanes(a, t), _lanes(a, t + u(8)), _lanes(a, t + step), _lanes(a, t + step + u(8)),
+            _lanes(a, t + u(2) * step), _lanes(a, t + u(2) * step + u(8)),
+            _lanes(a, t + u(3) * step), _lanes(a, t + u(3) * step + u(8)))
+
+
+@_inline
+def _store_wide_rows(target, t, step, rows):
+    """target[t + p * step:][:16] = the rows of :func:`_fma_wide_rows`."""
+    for p in range(4):
+        _store(target, t + u(p) * step, rows[2 * p])
+        _store(target, t + u(p) * step + u(8), rows[2 * p + 1])
+
+
+@_inline
 def _layout(x, out, g, pad, width):
     """(groups, outputs per group, output channels, the flat padded scratch, and the flat
     offsets of one tap down and across and of one output row and column) of a grouped
@@ -95,10 +133,12 @@ def _layout(x, out, g, pad, width):
             *_steps(g, pad.shape[1], x.shape[3]))
 
 
-def _grouped_source(kernel_h, kernel_w, width, accumulate):
+def _grouped_source(kernel_h, kernel_w, width, accumulate, wide=False):
     """The forward loop for a kernel_h x kernel_w kernel over groups of ``width`` input
     channels (closure constants: the taps unroll); with ``accumulate`` the sums start at
-    y's values instead of the bias (a 3-D convolution's planes: one call per depth tap)."""
+    y's values instead of the bias (a 3-D convolution's planes: one call per depth tap);
+    ``wide``: four pixels by :data:`WIDE_LANES` channels per register block."""
+    pixels, block_lanes = (4, WIDE_LANES) if wide else (8, LANES)
 
     def grouped_registers(x, wt, g, bias, y, pad):
         """y (N, OH, OW, C_y) for x (N, H, W, C), wt (kernel_h * kernel_w * width, C_y),
@@ -112,23 +152,29 @@ def _grouped_source(kernel_h, kernel_w, width, accumulate):
             _into_padding(x[n], pf, pad.shape[1], g[10], g[11])
             yn = y[n].reshape(-1)
             for oh in range(OH):
-                for ow in range(0, OW - 7, 8):
+                for ow in range(0, OW - pixels + 1, pixels):
                     base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
                     for grp in range(groups):
-                        for block in range(0, per_group, 8):
+                        for block in range(0, per_group, block_lanes):
                             o = u(grp * per_group + block)
-                            if accumulate:
-                                acc = _load_rows(yn, out + o, outs)
-                            else:  # the bias, for eight pixels
-                                acc = _load_rows(bias, o, u(0))
+                            # y's sums so far, or the bias for every pixel
+                            source, first, stride = ((yn, out + o, outs) if accumulate
+                                                     else (bias, o, u(0)))
+                            acc = (_load_wide_rows(source, first, stride) if wide
+                                   else _load_rows(source, first, stride))
                             for kh in range(kernel_h):
                                 for kw in range(kernel_w):
                                     i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
                                     for c in range(width):
                                         j = u((kh * kernel_w + kw) * width + c) * outs + o
-                                        acc = _fma_rows(acc, pf, i + u(c), step_w, wf, j)
-                            _store_rows(yn, out + o, outs, acc)
-                for ow in range(OW - OW % 8, OW):
+                                        acc = (_fma_wide_rows(acc, pf, i + u(c), step_w, wf, j)
+                                               if wide
+                                               else _fma_rows(acc, pf, i + u(c), step_w, wf, j))
+                            if wide:
+                                _store_wide_rows(yn, out + o, outs, acc)
+                            else:
+                                _store_rows(yn, out + o, outs, acc)
+                for ow in range(OW - OW % pixels, OW):
                     base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
                     for grp in range(groups):
                         for block in range(0, per_group, 8):
@@ -145,9 +191,11 @@ def _grouped_source(kernel_h, kernel_w, width, accumulate):
     return grouped_registers
 
 
-def _weight_grad_source(kernel_h, kernel_w, width):
+def _weight_grad_source(kernel_h, kernel_w, width, wide=False):
     """The weight-gradient loop for a kernel_h x kernel_w kernel over groups of ``width``
-    input channels (a multiple of 8; closure constants: the taps unroll)."""
+    input channels (a multiple of 8; closure constants: the taps unroll); ``wide``: blocks
+    of four input by :data:`WIDE_LANES` output channels."""
+    inputs, block_lanes = (4, WIDE_LANES) if wide else (8, LANES)
 
     def grouped_weight_rows(x, dy, g, rows, pad):
         """rows (kernel_h * kernel_w * width, C_y), += the products of the padded x and dy
@@ -166,25 +214,38 @@ def _weight_grad_source(kernel_h, kernel_w, width):
                     for kw in range(kernel_w):
                         start = u(oh) * step_h + u(kh) * tap_h + u(kw) * tap_w
                         for grp in range(groups):
-                            for block in range(0, per_group, 8):
+                            for block in range(0, per_group, block_lanes):
                                 o = u(grp * per_group + block)
-                                for first in range(0, width, 8):
+                                for first in range(0, width, inputs):
                                     r = u((kh * kernel_w + kw) * width + first) * outs + o
-                                    acc = _load_rows(rf, r, outs)  # eight input channels
+                                    acc = (_load_wide_rows(rf, r, outs) if wide
+                                           else _load_rows(rf, r, outs))
                                     for ow in range(OW):
                                         i = start + u(ow) * step_w + u(grp * width + first)
                                         j = u(oh * OW + ow) * outs + o
-                                        acc = _fma_rows(acc, pf, i, u(1), dyn, j)
-                                    _store_rows(rf, r, outs, acc)
+                                        acc = (_fma_wide_rows(acc, pf, i, u(1), dyn, j) if wide
+                                               else _fma_rows(acc, pf, i, u(1), dyn, j))
+                                    if wide:
+                                        _store_wide_rows(rf, r, outs, acc)
+                                    else:
+                                        _store_rows(rf, r, outs, acc)
 
     return grouped_weight_rows
 
 
 @functools.cache
-def grouped_kernel(kernel_h, kernel_w, width, accumulate=False):
-    """The compiled forward (:func:`_grouped_source`): ``(x, wt, g, bias, y, pad)``."""
-    return register_taps.slp_compiled(_grouped_source(kernel_h, kernel_w, width, accumulate),
-                                      (4, 2, "g", 1, 4, 3))
+def grouped_kernel(kernel_h, kernel_w, width, accumulate=False, wide=False):
+    """The compiled forward (:func:`_grouped_source`): ``(x, wt, g, bias, y, pad)``; the
+    ``wide`` loop for float32 only."""
+    return register_taps.slp_compiled(
+        _grouped_source(kernel_h, kernel_w, width, accumulate, wide), (4, 2, "g", 1, 4, 3),
+        (np.float32,) if wide else (np.float32, np.float64))
+
+
+def takes_wide(dtype, outs_per_group) -> bool:
+    """Whether the forward runs the wide loop: float32, outputs per group a multiple of
+    :data:`WIDE_LANES`."""
+    return dtype == np.float32 and outs_per_group % WIDE_LANES == 0
 
 
 def takes(w_shape, groups) -> bool:
@@ -221,11 +282,12 @@ def transposed_weight(w, groups):
 
 
 @functools.cache
-def weight_grad_kernel(kernel_h, kernel_w, width):
+def weight_grad_kernel(kernel_h, kernel_w, width, wide=False):
     """The compiled weight gradient (:func:`_weight_grad_source`): ``(x, dy, g, rows,
-    pad)``."""
-    return register_taps.slp_compiled(_weight_grad_source(kernel_h, kernel_w, width),
-                                      (4, 4, "g", 2, 3))
+    pad)``; the ``wide`` loop for float32 only."""
+    return register_taps.slp_compiled(_weight_grad_source(kernel_h, kernel_w, width, wide),
+                                      (4, 4, "g", 2, 3),
+                                      (np.float32,) if wide else (np.float32, np.float64))
 
 
 def takes_weight_grad(w_shape, groups) -> bool:

@@ -230,15 +230,15 @@ def _signature(dtype, ranks):
                  else numba.types.Array(item, rank, "C") for rank in ranks)
 
 
-def slp_compiled(function, ranks):
-    """``function`` compiled for float32 and float64 (:func:`_signature` of ``ranks``)
-    with the SLP vectorizer on, and no other signature."""
+def slp_compiled(function, ranks, dtypes=(np.float32, np.float64)):
+    """``function`` compiled for ``dtypes`` (:func:`_signature` of ``ranks``) with the SLP
+    vectorizer on, and no other signature."""
     kernel = numba.njit(cache=True, nogil=True)(function)
     with global_compiler_lock:  # reentrant; every numba compilation takes it
         previous = config.SLP_VECTORIZE
         config.SLP_VECTORIZE = 1
         try:
-            for dtype in (np.float32, np.float64):
+            for dtype in dtypes:
                 kernel.compile(_signature(dtype, ranks))
         finally:
             config.SLP_VECTORIZE = previous
