@@ -82,6 +82,13 @@ def _calls(axes, images, n):
             for kd, source, target in slabs]
 
 
+def _wide(x, w_shape):
+    """Whether the loops for x and a weight of ``w_shape`` (*K, Cg, C_y) take 16 lanes
+    (:func:`.grouped_taps.takes_wide`)."""
+    groups = x.shape[-1] // w_shape[-2]
+    return grouped_taps.takes_wide(x.dtype, w_shape[-1] // groups)
+
+
 def forward(x, w, axes, b=None):
     """y (N, *O, C_y) of a convolution that :func:`.grouped_taps.takes`: x (N, *S, groups
     * Cg), w (*K, Cg, C_y), plus the bias b when given: the loop that sums eight pixels
@@ -95,9 +102,8 @@ def forward(x, w, axes, b=None):
     x_maps, y_maps = _maps(x, axes), _maps(y, axes)
     taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1, w.shape[-1]),
                                 x.dtype)
-    groups = x.shape[-1] // w.shape[-2]
-    wide = grouped_taps.takes_wide(x.dtype, w.shape[-1] // groups)
-    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep, wide=wide)
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep,
+                                         wide=_wide(x, w.shape))
     pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
 
     def run(images):
@@ -114,9 +120,8 @@ def weight_grad(x, dy, axes, w_shape):
     :func:`.grouped_taps.takes_weight_grad`: the register loop's sums on half the batch
     per NumPy thread, each half into rows of its own (per depth tap in 3-D), added at the
     end."""
-    g, groups = dispatch.geometry_2d(_plane(axes)), x.shape[-1] // w_shape[-2]
-    wide = grouped_taps.takes_wide(x.dtype, w_shape[-1] // groups)
-    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2], wide)
+    g = dispatch.geometry_2d(_plane(axes))
+    kernel = grouped_taps.weight_grad_kernel(g[4], g[5], w_shape[-2], _wide(x, w_shape))
     x_maps, dy_maps = _maps(x, axes), _maps(dy, axes)
     pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
     rows_shape = (axes[0].kernel if len(axes) == 3 else 1, -1, w_shape[-1])

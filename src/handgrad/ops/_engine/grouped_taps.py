@@ -70,57 +70,43 @@ def _fma(acc, v, w, j):
             acc[6] + v * w[j + u(6)], acc[7] + v * w[j + u(7)])
 
 
+# Eight rows of eight lanes. Narrow (wide = 0): row r is pixel r, the block's eight
+# channels; wide (1): row r is pixel r // 2, channels 8 * (r % 2) to 8 * (r % 2) + 7 of
+# the block's 16 (:data:`WIDE_LANES`). Pixel p_r = r >> wide, lanes from l_r = 8 * (r & wide).
 @_inline
-def _fma_rows(rows, a, i, step, w, j):
-    """rows[p] + a[i + p * step] * w[j:j + 8] for the eight rows p: eight independent
-    chains of multiply-adds sharing one row of eight weights."""
-    return (_fma(rows[0], a[i], w, j), _fma(rows[1], a[i + step], w, j),
-            _fma(rows[2], a[i + u(2) * step], w, j), _fma(rows[3], a[i + u(3) * step], w, j),
-            _fma(rows[4], a[i + u(4) * step], w, j), _fma(rows[5], a[i + u(5) * step], w, j),
-            _fma(rows[6], a[i + u(6) * step], w, j), _fma(rows[7], a[i + u(7) * step], w, j))
-
-
-@_inline
-def _load_rows(a, t, step):
-    """The eight rows of eight lanes a[t + p * step:][:8]."""
-    return (_lanes(a, t), _lanes(a, t + step), _lanes(a, t + u(2) * step),
-            _lanes(a, t + u(3) * step), _lanes(a, t + u(4) * step), _lanes(a, t + u(5) * step),
-            _lanes(a, t + u(6) * step), _lanes(a, t + u(7) * step))
-
-
-@_inline
-def _store_rows(target, t, step, rows):
-    """target[t + p * step:][:8] = rows[p] for the eight rows p."""
-    for p in range(8):
-        _store(target, t + u(p) * step, rows[p])
+def _fma_rows(rows, a, i, step, w, j, wide):
+    """rows[r] + a[i + p_r * step] * w[j + l_r:][:8] for the eight rows r: eight
+    independent chains of multiply-adds sharing the block's weights."""
+    return (_fma(rows[0], a[i], w, j),
+            _fma(rows[1], a[i + u(1 >> wide) * step], w, j + u(8 * (1 & wide))),
+            _fma(rows[2], a[i + u(2 >> wide) * step], w, j),
+            _fma(rows[3], a[i + u(3 >> wide) * step], w, j + u(8 * (3 & wide))),
+            _fma(rows[4], a[i + u(4 >> wide) * step], w, j),
+            _fma(rows[5], a[i + u(5 >> wide) * step], w, j + u(8 * (5 & wide))),
+            _fma(rows[6], a[i + u(6 >> wide) * step], w, j),
+            _fma(rows[7], a[i + u(7 >> wide) * step], w, j + u(8 * (7 & wide))))
 
 
 @_inline
-def _fma_wide_rows(rows, a, i, step, w, j):
-    """rows[2p + h] + a[i + p * step] * w[j + 8h:j + 8h + 8] for the four pixels p and
-    the two halves h of sixteen weights (:data:`WIDE_LANES`): the rows of
-    :func:`_fma_rows`, four pixels by sixteen output channels."""
-    second, step2, step3 = j + u(8), u(2) * step, u(3) * step
-    return (_fma(rows[0], a[i], w, j), _fma(rows[1], a[i], w, second),
-            _fma(rows[2], a[i + step], w, j), _fma(rows[3], a[i + step], w, second),
-            _fma(rows[4], a[i + step2], w, j), _fma(rows[5], a[i + step2], w, second),
-            _fma(rows[6], a[i + step3], w, j), _fma(rows[7], a[i + step3], w, second))
+def _row_at(t, step, r, wide):
+    """Where row r of a block lies: t + p_r * step + l_r."""
+    return t + u(r >> wide) * step + u(8 * (r & wide))
 
 
 @_inline
-def _load_wide_rows(a, t, step):
-    """The rows of :func:`_fma_wide_rows` from a[t + p * step:][:16]."""
-    return (_lanes(a, t), _lanes(a, t + u(8)), _lanes(a, t + step), _lanes(a, t + step + u(8)),
-            _lanes(a, t + u(2) * step), _lanes(a, t + u(2) * step + u(8)),
-            _lanes(a, t + u(3) * step), _lanes(a, t + u(3) * step + u(8)))
+def _load_rows(a, t, step, wide):
+    """The eight rows of eight lanes at a[t + p_r * step + l_r:][:8]."""
+    return (_lanes(a, t), _lanes(a, _row_at(t, step, 1, wide)),
+            _lanes(a, _row_at(t, step, 2, wide)), _lanes(a, _row_at(t, step, 3, wide)),
+            _lanes(a, _row_at(t, step, 4, wide)), _lanes(a, _row_at(t, step, 5, wide)),
+            _lanes(a, _row_at(t, step, 6, wide)), _lanes(a, _row_at(t, step, 7, wide)))
 
 
 @_inline
-def _store_wide_rows(target, t, step, rows):
-    """target[t + p * step:][:16] = the rows of :func:`_fma_wide_rows`."""
-    for p in range(4):
-        _store(target, t + u(p) * step, rows[2 * p])
-        _store(target, t + u(p) * step + u(8), rows[2 * p + 1])
+def _store_rows(target, t, step, rows, wide):
+    """target[t + p_r * step + l_r:][:8] = rows[r] for the eight rows r."""
+    for r in range(8):
+        _store(target, _row_at(t, step, r, wide), rows[r])
 
 
 @_inline
@@ -138,7 +124,8 @@ def _grouped_source(kernel_h, kernel_w, width, accumulate, wide=False):
     channels (closure constants: the taps unroll); with ``accumulate`` the sums start at
     y's values instead of the bias (a 3-D convolution's planes: one call per depth tap);
     ``wide``: four pixels by :data:`WIDE_LANES` channels per register block."""
-    pixels, block_lanes = (4, WIDE_LANES) if wide else (8, LANES)
+    wide = int(wide)  # 0 or 1: see _fma_rows
+    pixels, block_lanes = 8 >> wide, LANES << wide
 
     def grouped_registers(x, wt, g, bias, y, pad):
         """y (N, OH, OW, C_y) for x (N, H, W, C), wt (kernel_h * kernel_w * width, C_y),
@@ -160,20 +147,15 @@ def _grouped_source(kernel_h, kernel_w, width, accumulate, wide=False):
                             # y's sums so far, or the bias for every pixel
                             source, first, stride = ((yn, out + o, outs) if accumulate
                                                      else (bias, o, u(0)))
-                            acc = (_load_wide_rows(source, first, stride) if wide
-                                   else _load_rows(source, first, stride))
+                            acc = _load_rows(source, first, stride, wide)
                             for kh in range(kernel_h):
                                 for kw in range(kernel_w):
                                     i = base + u(kh) * tap_h + u(kw) * tap_w + u(grp * width)
                                     for c in range(width):
                                         j = u((kh * kernel_w + kw) * width + c) * outs + o
-                                        acc = (_fma_wide_rows(acc, pf, i + u(c), step_w, wf, j)
-                                               if wide
-                                               else _fma_rows(acc, pf, i + u(c), step_w, wf, j))
-                            if wide:
-                                _store_wide_rows(yn, out + o, outs, acc)
-                            else:
-                                _store_rows(yn, out + o, outs, acc)
+                                        acc = _fma_rows(acc, pf, i + u(c), step_w, wf, j,
+                                                        wide)
+                            _store_rows(yn, out + o, outs, acc, wide)
                 for ow in range(OW - OW % pixels, OW):
                     base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
                     for grp in range(groups):
@@ -195,7 +177,8 @@ def _weight_grad_source(kernel_h, kernel_w, width, wide=False):
     """The weight-gradient loop for a kernel_h x kernel_w kernel over groups of ``width``
     input channels (a multiple of 8; closure constants: the taps unroll); ``wide``: blocks
     of four input by :data:`WIDE_LANES` output channels."""
-    inputs, block_lanes = (4, WIDE_LANES) if wide else (8, LANES)
+    wide = int(wide)  # 0 or 1: see _fma_rows
+    inputs, block_lanes = 8 >> wide, LANES << wide
 
     def grouped_weight_rows(x, dy, g, rows, pad):
         """rows (kernel_h * kernel_w * width, C_y), += the products of the padded x and dy
@@ -218,17 +201,12 @@ def _weight_grad_source(kernel_h, kernel_w, width, wide=False):
                                 o = u(grp * per_group + block)
                                 for first in range(0, width, inputs):
                                     r = u((kh * kernel_w + kw) * width + first) * outs + o
-                                    acc = (_load_wide_rows(rf, r, outs) if wide
-                                           else _load_rows(rf, r, outs))
+                                    acc = _load_rows(rf, r, outs, wide)
                                     for ow in range(OW):
                                         i = start + u(ow) * step_w + u(grp * width + first)
                                         j = u(oh * OW + ow) * outs + o
-                                        acc = (_fma_wide_rows(acc, pf, i, u(1), dyn, j) if wide
-                                               else _fma_rows(acc, pf, i, u(1), dyn, j))
-                                    if wide:
-                                        _store_wide_rows(rf, r, outs, acc)
-                                    else:
-                                        _store_rows(rf, r, outs, acc)
+                                        acc = _fma_rows(acc, pf, i, u(1), dyn, j, wide)
+                                    _store_rows(rf, r, outs, acc, wide)
 
     return grouped_weight_rows
 

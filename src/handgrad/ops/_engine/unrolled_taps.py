@@ -107,14 +107,14 @@ def {name}(x, w_flip, dy, g, dx, rows, pad, dy_pad):
 
 ROWS = '''
         for oh in range(OH):
-            for block in range(0, C - 7, 8):
+            for block in range(0, C - {last_lane}, {lanes}):
                 c = u(block)
 {row_start}
                 for ow in range(OW):
                     base, at = u(oh) * step_h + u(ow) * step_w + c, u(oh * OW + ow) * chans + c
 {pixel}
 {row_end}
-            for rest in range(C - C % 8, C):
+            for rest in range(C - C % {lanes}, C):
                 c = u(rest)
                 for ow in range(OW):
                     base, at = u(oh) * step_h + u(ow) * step_w + c, u(oh * OW + ow) * chans + c
@@ -177,7 +177,8 @@ def _generated(template, name, kernel_h, kernel_w, scalar, row_start, pixel, row
         return "\n".join(" " * indent + line for line in lines)
 
     rows = ROWS.format(row_start=block(row_start, 16), pixel=block(pixel, 20),
-                       row_end=block(row_end, 16), scalar=block(scalar.split("\n"), 20))
+                       row_end=block(row_end, 16), scalar=block(scalar.split("\n"), 20),
+                       lanes=LANES, last_lane=LANES - 1)
     source = template.format(name=name, setup=block(_setup(kernel_h, kernel_w), 4),
                              rows=rows)
     names = {"__name__": __name__, "np": np, "u": u, "_into_padding": _into_padding,
