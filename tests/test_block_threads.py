@@ -85,6 +85,23 @@ def test_interpolation_gives_the_same_bits_on_two_threads(monkeypatch, mode, ali
         np.testing.assert_array_equal(one, two)
 
 
+@pytest.mark.parametrize("half_bytes, blocks", [(1, 2), (1 << 30, 1)])
+def test_a_batch_within_one_block_splits_in_halves_of_enough_bytes(monkeypatch, half_bytes,
+                                                                   blocks):
+    """(6, 19, 21, 5) -> 38 x 42 float64 fits one block of RESAMPLE_BLOCK_BYTES: it splits
+    in two for the two threads when each half holds RESAMPLE_HALF_BYTES or more."""
+    x = np.random.default_rng(4).standard_normal((6, 19, 21, 5))
+    with dispatch.use_compiled(False):
+        whole, _ = ops.interpolate(x, scale_factor=2, mode="bilinear")
+        monkeypatch.setattr(resample, "RESAMPLE_HALF_BYTES", half_bytes)
+        seen = []
+        monkeypatch.setattr(resample, "run_blocks",
+                            lambda work, parts: seen.append(parts) or [work(p) for p in parts])
+        y, _ = ops.interpolate(x, scale_factor=2, mode="bilinear")
+    assert [len(parts) for parts in seen] == [blocks]
+    np.testing.assert_array_equal(y, whole)
+
+
 def _pool_inputs(dtype, ties):
     x = np.random.default_rng(5).standard_normal((5, 12, 10, 3)).astype(dtype)
     if ties:  # two maxima in some 2x2 windows: the tiled backward declines, the other runs
