@@ -8,15 +8,12 @@ backward, with ``results()`` (y, dx and the parameter gradients, in torch's layo
 ours has ``memory()``, theirs holds ``module``, ``x`` and ``dy`` (what
 :func:`benchmarks.bounds.measured_bounds` converts) and ``layout``. Handgrad's maps are
 channels-last; torch runs channels-first or channels-last, whichever is faster on this
-machine (timed briefly before the case, as :func:`benchmarks.run.bench_case` does for
-the convolution cases).
+machine (:func:`benchmarks.layout.fastest`, as for the convolution cases).
 """
 
 from __future__ import annotations
 
 import copy
-import statistics
-import time
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -26,7 +23,7 @@ import torch.nn.functional as F
 
 from handgrad import ops
 
-from .layout import channels_first, torch_dtype
+from .layout import channels_first, fastest, torch_dtype
 from .memory import pass_memory, traced
 
 LAYOUTS = {4: torch.channels_last, 5: torch.channels_last_3d}
@@ -86,22 +83,6 @@ class HandgradRunner:
                            lambda cache: self.backward(self.dy, cache), (self.x, *self.keep))
 
 
-def _fastest(make, layouts, rounds=3):
-    """The torch runner (one per layout) with the smallest median time."""
-    best = None
-    for layout in layouts:
-        runner = make(layout)
-        runner()
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            runner()
-            times.append(time.perf_counter() - start)
-        if best is None or statistics.median(times) < best[0]:
-            best = (statistics.median(times), runner)
-    return best[1]
-
-
 @dataclass
 class MapCase:
     """An op on channels-last maps x (N, *S, C): handgrad ``ops.<op>(x, *params,
@@ -139,7 +120,7 @@ class MapCase:
         ours = HandgradRunner(lambda a: forward(a, *params), getattr(ops, self.op + "_backward"),
                               x, dy, convert, keep=params)
         layouts = ["contiguous_format"] + ([] if quick else [str(LAYOUTS[x.ndim]).split(".")[-1]])
-        theirs = _fastest(lambda layout: TorchRunner(module, channels_first(x).copy(),
+        theirs, _ = fastest(lambda layout: TorchRunner(module, channels_first(x).copy(),
                                                      channels_first(dy).copy(), layout), layouts)
         return ours, theirs
 

@@ -32,7 +32,7 @@ from handgrad.testing import max_abs_error
 from .bounds import bound, first_loss_bound, measured_bounds, op_bounds
 from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_inputs
 from .e2e import EpochRunner
-from .layout import channels_first
+from .layout import channels_first, fastest
 from .machine import load_average
 from .resnet import MODEL_CASES
 from .targets import PATHS, check_targets, verdict
@@ -164,14 +164,10 @@ def bench_case(case, dtype, rounds):
     x, w, b = make_inputs(case, dtype, quick=False)
     ours = HandgradRunner(case, x, w, b)
     formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
-    best = None
-    for memory_format in formats:
-        theirs = TorchRunner(case, x, w, b, ours.dy, memory_format)
-        t_ours, t_theirs = time_pair(ours, theirs, rounds)
-        if best is None or t_theirs < best[1]:
-            best = (t_ours, t_theirs, str(memory_format).split(".")[-1])
-    t_ours, t_theirs, layout = best
-    row = _timing_row(case, dtype, t_ours, t_theirs, layout)
+    theirs, memory_format = fastest(
+        lambda layout: TorchRunner(case, x, w, b, ours.dy, layout), formats)
+    t_ours, t_theirs = time_pair(ours, theirs, rounds)
+    row = _timing_row(case, dtype, t_ours, t_theirs, str(memory_format).split(".")[-1])
     if case.is_conv:
         gemm = gemm_shape(case, x.shape, ours.dy.shape)
         ceiling = matmul_ceiling(gemm, dtype, rounds)
