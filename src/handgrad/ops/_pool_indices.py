@@ -139,12 +139,12 @@ def tap_indices(tap, axes, x_shape, flat=False):
     (row-major over the window) reads, as :func:`max_pool_indices` gives them:
     ``shift(tap) + start(o)`` by one table lookup and broadcast adds."""
     xp = array_module(tap)
-    kernel = [a.kernel for a in axes]
     scale = x_shape[-1] if flat else 1
     weights = [math.prod(a.size_in for a in axes[i + 1:]) * scale for i in range(len(axes))]
-    shifts = np.array([sum(k * a.dilation * w for k, a, w in zip(offsets, axes, weights))
-                       for offsets in itertools.product(*(range(k) for k in kernel))],
-                      dtype=np.int64)
+    shifts = np.zeros((), dtype=np.int64)  # per tap, row-major: outer sums, axis by axis
+    for a, weight in zip(axes, weights):
+        shifts = np.add.outer(shifts, np.arange(a.kernel, dtype=np.int64) * (a.dilation * weight))
+    shifts = shifts.reshape(-1)
     start = xp.zeros((1, *tap.shape[1:-1], tap.shape[-1] if flat else 1), dtype=np.int64)
     for i, (a, weight) in enumerate(zip(axes, weights)):
         shape = [1] * tap.ndim
