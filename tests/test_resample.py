@@ -117,7 +117,9 @@ def test_every_pass_matches_the_loop_twin(kernel_path, monkeypatch, path, mode, 
     if kernel_path == "compiled":
         assert not taken
     elif path in ("bands", "gathered") or scale == (2, 1.5):
-        assert expected in taken and ("band_pass" in taken) == (path == "bands"), taken
+        # another path may show band_pass too: where an axis shrinks, the products run
+        # first and their result is checked (here never finite, so the taps redo it)
+        assert expected in taken, taken
 
 
 @pytest.mark.parametrize("mode, shape, kwargs", [
