@@ -14,8 +14,9 @@ elementwise passes had to write every product and every partial sum back to memo
 benchmark's bilinear x2 of (8, 32, 32, 32) align_corners float64, forward + backward,
 took 5.48 ms, 3.7x torch, by per-phase products, and takes 2.52-2.58 ms, 1.5-1.7x, here).
 The products include the band's zeros, ``0 * x``, which add nothing where x is finite:
-callers send non-finite inputs to the taps instead (:func:`finite`), so a NaN or inf
-reaches only the outputs that read it with a nonzero weight, as on the compiled path.
+callers redo a pass by the taps where its input, or its result, is not finite
+(:func:`finite`), so a NaN or inf reaches only the outputs that read it with a nonzero
+weight, as on the compiled path.
 """
 
 from __future__ import annotations
