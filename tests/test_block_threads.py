@@ -90,6 +90,7 @@ def test_a_batch_within_one_block_splits_in_halves_of_enough_bytes(monkeypatch, 
                                                                    blocks):
     """(6, 19, 21, 5) -> 38 x 42 float64 fits one block of RESAMPLE_BLOCK_BYTES: it splits
     in two for the two threads when each half holds RESAMPLE_HALF_BYTES or more."""
+    monkeypatch.setattr(_block_threads, "THREADS", 2)  # as on a machine of two cores
     x = np.random.default_rng(4).standard_normal((6, 19, 21, 5))
     with dispatch.use_compiled(False):
         whole, _ = ops.interpolate(x, scale_factor=2, mode="bilinear")

@@ -69,11 +69,13 @@ MIN_HALF_BYTES = 1 << 20
 """A batch is split in halves for two threads when its output has twice this many bytes."""
 
 
-def batch_halves(n, nbytes):
+def batch_halves(n, nbytes, min_half=None):
     """Slices for :func:`run_blocks`: the two halves of a batch of ``n`` when two threads
-    run and the output takes ``2 * MIN_HALF_BYTES`` or more (less work than that gains
-    less than a hand-over costs), else the whole batch."""
-    if THREADS < 2 or n < 2 or nbytes < 2 * MIN_HALF_BYTES:
+    run and the output takes twice ``min_half`` bytes or more (default
+    ``MIN_HALF_BYTES``: less work than that gains less than a hand-over costs), else the
+    whole batch."""
+    min_half = MIN_HALF_BYTES if min_half is None else min_half
+    if THREADS < 2 or n < 2 or nbytes < 2 * min_half:
         return [slice(0, n)]
     return [slice(0, (n + 1) // 2), slice((n + 1) // 2, n)]
 

@@ -45,7 +45,7 @@ from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._axis_map import AxisMap, read_only
 from ._band_matmul import band_pass, finite
-from ._block_threads import run_blocks
+from ._block_threads import batch_halves, run_blocks
 from ._blocks import image_blocks, sum_into
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
@@ -327,10 +327,11 @@ of (8, 32, 32, 32), align_corners, float32 2.05 / 1.63 / 1.90, without it float6
 
 RESAMPLE_HALF_BYTES = 1 << 21
 """A batch within one block of ``RESAMPLE_BLOCK_BYTES`` still splits in two, one block per
-thread, when each half has this many bytes (fewer lose, as the trilinear case above).
-Bilinear x2 of (8, 32, 32, 32) float32, forward + backward, one block of 4 MB against
-halves of 2 MB beside torch in random order, 101 rounds, three processes: 2.20 / 2.65 /
-2.46 -> 2.09 / 2.24 / 2.23 ms (align_corners 2.30 / 2.24 / 1.93 -> 2.35 / 1.99 / 1.93)."""
+thread (:func:`._block_threads.batch_halves`), when each half has this many bytes (fewer
+lose, as the trilinear case above). Bilinear x2 of (8, 32, 32, 32) float32, forward +
+backward, one block of 4 MB against halves of 2 MB beside torch in random order, 101
+rounds, three processes: 2.20 / 2.65 / 2.46 -> 2.09 / 2.24 / 2.23 ms (align_corners 2.30
+/ 2.24 / 1.93 -> 2.35 / 1.99 / 1.93)."""
 
 
 def _run_passes(xp, x, passes, out_shape):
@@ -352,9 +353,11 @@ def _run_passes(xp, x, passes, out_shape):
             z = run(z)
         passes[-1](z, out=y[images])
 
-    total = x.shape[0] * widest * x.dtype.itemsize
-    block_bytes = min(RESAMPLE_BLOCK_BYTES, max(-(-total // 2), RESAMPLE_HALF_BYTES))
-    run_blocks(block, image_blocks((x.shape[0], widest), x.dtype.itemsize, block_bytes))
+    blocks = image_blocks((x.shape[0], widest), x.dtype.itemsize, RESAMPLE_BLOCK_BYTES)
+    if len(blocks) == 1:  # one block: halves, one per thread, where each is long enough
+        blocks = batch_halves(x.shape[0], x.shape[0] * widest * x.dtype.itemsize,
+                              RESAMPLE_HALF_BYTES)
+    run_blocks(block, blocks)
     return y
 
 
