@@ -159,7 +159,7 @@ def _grouped_source(kernel_h, kernel_w, width, accumulate, wide=False):
                 for ow in range(OW - OW % pixels, OW):
                     base, out = u(oh) * step_h + u(ow) * step_w, u(oh * OW + ow) * outs
                     for grp in range(groups):
-                        for block in range(0, per_group, 8):
+                        for block in range(0, per_group, LANES):
                             o = u(grp * per_group + block)
                             a0 = _lanes(yn, out + o) if accumulate else _lanes(bias, o)
                             for kh in range(kernel_h):
@@ -221,8 +221,8 @@ def grouped_kernel(kernel_h, kernel_w, width, accumulate=False, wide=False):
 
 
 def takes_wide(dtype, outs_per_group) -> bool:
-    """Whether the forward runs the wide loop: float32, outputs per group a multiple of
-    :data:`WIDE_LANES`."""
+    """Whether the forward and weight-gradient loops run wide: float32, outputs per group
+    a multiple of :data:`WIDE_LANES`."""
     return dtype == np.float32 and outs_per_group % WIDE_LANES == 0
 
 
