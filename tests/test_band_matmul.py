@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _band_matmul, _block_threads, reference, resample
+from handgrad.ops import _band_matmul, _block_threads, _resample_blocks, reference, resample
 from handgrad.ops._axis_map import _axis_matrix
 from handgrad.ops._engine import dispatch
 from handgrad.testing import assert_close
@@ -103,7 +103,7 @@ def test_a_nan_or_inf_reaches_only_the_outputs_that_read_it(monkeypatch, mode, k
     the exact taps, where a tap of weight 0 reads nothing; the values nothing non-finite
     reaches are those of the same block without it, and the other blocks' (banded
     products) are the bits of the all-finite call."""
-    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)
+    monkeypatch.setattr(_resample_blocks, "RESAMPLE_BLOCK_BYTES", 1)
     rng = np.random.default_rng(4)
     x = rng.standard_normal((3, 6, 5, 2))
     dirty = x.copy()
@@ -138,7 +138,7 @@ def test_a_nan_or_inf_reaches_only_the_outputs_that_read_it(monkeypatch, mode, k
 def test_two_threads_give_one_threads_bits(monkeypatch):
     """Blocks of one image on two threads call BLAS side by side (the worker thread runs
     some of the products): the same products per image, so the same bits as one thread."""
-    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)
+    monkeypatch.setattr(_resample_blocks, "RESAMPLE_BLOCK_BYTES", 1)
     threads = set()
 
     def band_pass(*args, **kwargs):

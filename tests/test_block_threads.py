@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from handgrad import ops
-from handgrad.ops import _block_threads, resample
+from handgrad.ops import _block_threads, _resample_blocks
 from handgrad.ops._engine import dispatch
 
 
@@ -73,7 +73,7 @@ def test_a_bad_thread_count_is_refused(monkeypatch):
 def test_interpolation_gives_the_same_bits_on_two_threads(monkeypatch, mode, align, dtype):
     shape = (6, 9, 10, 8, 3) if mode == "trilinear" else (6, 19, 21, 5)
     x = np.random.default_rng(4).standard_normal(shape).astype(dtype)
-    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)  # one image per block
+    monkeypatch.setattr(_resample_blocks, "RESAMPLE_BLOCK_BYTES", 1)  # one image per block
     results = []
     for threads in (1, 2):
         monkeypatch.setattr(_block_threads, "THREADS", threads)
@@ -94,9 +94,9 @@ def test_a_batch_within_one_block_splits_in_halves_of_enough_bytes(monkeypatch, 
     x = np.random.default_rng(4).standard_normal((6, 19, 21, 5))
     with dispatch.use_compiled(False):
         whole, _ = ops.interpolate(x, scale_factor=2, mode="bilinear")
-        monkeypatch.setattr(resample, "RESAMPLE_HALF_BYTES", half_bytes)
+        monkeypatch.setattr(_resample_blocks, "RESAMPLE_HALF_BYTES", half_bytes)
         seen = []
-        monkeypatch.setattr(resample, "run_blocks",
+        monkeypatch.setattr(_resample_blocks, "run_blocks",
                             lambda work, parts: seen.append(parts) or [work(p) for p in parts])
         y, _ = ops.interpolate(x, scale_factor=2, mode="bilinear")
     assert [len(parts) for parts in seen] == [blocks]
@@ -162,7 +162,7 @@ def test_callers_on_several_threads_share_the_worker(two_threads, monkeypatch):
     """Four threads interpolate at once (the NumPy path, chosen once for all of them:
     ``use_compiled`` is process-wide), each handing half its blocks to the one worker:
     every result is the one thread's."""
-    monkeypatch.setattr(resample, "RESAMPLE_BLOCK_BYTES", 1)
+    monkeypatch.setattr(_resample_blocks, "RESAMPLE_BLOCK_BYTES", 1)
     images = [np.random.default_rng(seed).standard_normal((4, 7, 9, 3)) for seed in range(4)]
 
     def run(x):

@@ -45,10 +45,10 @@ from ._args.cache import Cache, check_cache
 from ._args.resample import prepare_interpolate
 from ._axis_map import AxisMap, read_only
 from ._band_matmul import band_pass, finite
-from ._block_threads import batch_halves, run_blocks
-from ._blocks import image_blocks, sum_into
+from ._blocks import sum_into
 from ._engine import taps as compiled
 from ._repeat import repeat, repeat_sum
+from ._resample_blocks import run_passes
 from .declare import declare, exports
 
 CUBIC_A = -0.75
@@ -316,49 +316,6 @@ def _repeat_factors(maps):
     return None if None in factors else factors
 
 
-RESAMPLE_BLOCK_BYTES = 1 << 22
-"""The widest array of a block of :func:`_run_passes`. Forward + backward of the banded
-products, interleaved with torch over 61 rounds, ms at 2 MB / 4 MB / 8 MB: bilinear x2
-of (8, 32, 32, 32), align_corners, float32 2.05 / 1.63 / 1.90, without it float64 3.27 /
-2.90 / 3.35 (4 MB: one block per thread); trilinear x2 of (2, 8, 8, 8, 32) float64, 1 MB
-/ 2 MB (two blocks / one), 1.62 / 0.94."""
-
-RESAMPLE_HALF_BYTES = 1 << 21
-"""A batch within one block of ``RESAMPLE_BLOCK_BYTES`` still splits in two, one block per
-thread (:func:`._block_threads.batch_halves`), when each half has this many bytes (fewer
-lose, as the trilinear case above). Bilinear x2 of (8, 32, 32, 32) float32, forward +
-backward, one block of 4 MB against halves of 2 MB beside torch in random order, 101
-rounds, three processes: 2.20 / 2.65 / 2.46 -> 2.09 / 2.24 / 2.23 ms (align_corners 2.30
-/ 2.24 / 1.93 -> 2.35 / 1.99 / 1.93)."""
-
-
-def _run_passes(xp, x, passes, out_shape):
-    """x (N, ...) through ``passes`` (functions z, out=None -> z, one per axis) a few
-    images at a time: the intermediates stay small (reused memory, in the cache) and each
-    block's last pass writes into the one output array; the blocks run on two threads
-    (:func:`._block_threads.run_blocks`). A GPU (where each pass is a
-    kernel launch and there is no cache to fit) takes the whole batch."""
-    if xp is not np:
-        for run in passes:
-            x = run(x)
-        return xp.ascontiguousarray(x)
-    y = xp.empty(out_shape, dtype=x.dtype)
-    widest = max(math.prod(x.shape[1:]), math.prod(out_shape[1:]))
-
-    def block(images):
-        z = x[images]
-        for run in passes[:-1]:
-            z = run(z)
-        passes[-1](z, out=y[images])
-
-    blocks = image_blocks((x.shape[0], widest), x.dtype.itemsize, RESAMPLE_BLOCK_BYTES)
-    if len(blocks) == 1:  # one block: halves, one per thread, where each is long enough
-        blocks = batch_halves(x.shape[0], x.shape[0] * widest * x.dtype.itemsize,
-                              RESAMPLE_HALF_BYTES)
-    run_blocks(block, blocks)
-    return y
-
-
 def resample(xp, x, maps):
     """x (N, *S, C) mapped through each axis's :class:`AxisMap`: repeated positions
     (nearest at integer factors) by a broadcast copy on the two NumPy threads (faster
@@ -374,7 +331,7 @@ def resample(xp, x, maps):
     passes = [partial(_axis_pass, xp, axis=axis, a=maps[axis - 1], transposed=False)
               for axis in _axis_order(len(maps))]
     out_shape = (x.shape[0], *(a.m for a in maps), x.shape[-1])
-    return _run_passes(xp, x, passes, out_shape)
+    return run_passes(xp, x, passes, out_shape)
 
 
 def resample_backward(xp, dy, maps, x_shape):
@@ -390,7 +347,7 @@ def resample_backward(xp, dy, maps, x_shape):
         return repeat_sum(xp, dy, factors)
     passes = [partial(_axis_pass, xp, axis=axis, a=maps[axis - 1], transposed=True)
               for axis in reversed(_axis_order(len(maps)))]
-    return _run_passes(xp, dy, passes, tuple(x_shape))
+    return run_passes(xp, dy, passes, tuple(x_shape))
 
 
 # The declaration: kernels, torch counterpart, sample inputs (in ops/samples/resample.py).
