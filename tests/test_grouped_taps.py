@@ -24,7 +24,7 @@ GEOMETRIES = [  # x shape, weight shape (*K, Cg, C_y), conv keywords
     ((2, 7, 9, 16), (1, 3, 8, 16), {"padding": 0, "groups": 2}),
     ((0, 6, 6, 16), (3, 3, 8, 16), {"padding": 1, "groups": 2}),  # an empty batch
     ((2, 9, 13, 16), (3, 3, 16, 16), {"padding": 2, "dilation": 2, "groups": 1}),  # dense
-    ((2, 8, 10, 8), (3, 3, 8, 32), {"padding": 1, "groups": 1}),  # dense: dx by GEMM
+    ((2, 8, 10, 8), (3, 3, 8, 32), {"padding": 1, "groups": 1}),  # float64 dx by GEMM
     ((3, 12, 11, 1), (5, 5, 1, 16), {"stride": 2, "groups": 1}),  # one channel: y alone
 ]
 

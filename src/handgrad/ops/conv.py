@@ -20,7 +20,10 @@ Convolutions of narrow groups (2 to 16 input channels, a multiple of 8 outputs p
 group; or one group of 1 to 16 inputs and at most 32 outputs), 1-D to 3-D (a unit depth
 stride), skip im2col on the compiled path: y, dx (unit strides) and dw sum in registers
 (:mod:`._engine.grouped_taps`, called by :mod:`._engine.grouped_conv`), where the
-GEMMs of 8 to 32 output channels ran thin and the gathers and scatters cost as much again.
+GEMMs of 8 to 32 output channels ran thin and the gathers and scatters cost as much again;
+float32 3x3 ones of unit strides and 8 to 32 channels take y and dx by Winograd's F(2x2,
+3x3) instead (:mod:`._engine.winograd_taps`: 16 multiply-adds per 2x2 outputs and channel
+pair where the taps take 36; dx of 32 inputs no longer falls back to im2col + GEMM).
 The cache holds only the inputs and the geometry, never ``cols``. Every backward takes
 ``input_grad`` (default True): False skips ``dx`` (returned as None) for an input that
 nobody differentiates (a model's data, as torch's tensors without ``requires_grad``).
@@ -85,7 +88,7 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
 def _conv_forward(xp, x, w, axes, groups, b=None):
     """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); narrow ones that
     the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
-    if grouped_taps.takes(w.shape, groups) and grouped_conv.covers(axes, x, w):
+    if grouped_conv.takes(w.shape, groups, axes, x.dtype) and grouped_conv.covers(axes, x, w):
         return grouped_conv.forward(x, w, axes, b)
     out = tuple(a.size_out for a in axes)
     weight = _grouped_weight(w, groups)
@@ -102,7 +105,8 @@ def _registers_input_grad(dy, w, axes, groups):
     """dx of a narrow convolution with unit strides as the register loop's correlation of
     dy with the flipped kernel (:func:`._engine.grouped_taps.transposed_weight`), where
     the compiled path takes it; else None."""
-    if not grouped_taps.takes(grouped_taps.transposed_shape(w.shape, groups), groups):
+    if not grouped_conv.takes(grouped_taps.transposed_shape(w.shape, groups), groups, axes,
+                              dy.dtype):
         return None  # before any work: every dense convolution's backward passes here
     flipped = flipped_axes(axes)
     if flipped is None or not grouped_conv.covers(axes, dy, w):

@@ -1,5 +1,6 @@
-"""Calls of the register loops of narrow convolutions (:mod:`.grouped_taps`): the forward
-and the weight gradient on half the batch per NumPy thread, each half with a zero-padded
+"""Calls of the register loops of narrow convolutions (:mod:`.grouped_taps`, and for the
+float32 3x3 forwards of unit strides Winograd's, :mod:`.winograd_taps`): the forward and
+the weight gradient on half the batch per NumPy thread, each half with a zero-padded
 scratch image of its own.
 
 A 3-D convolution with a unit depth stride is a sum over its depth taps of the 2-D loop
@@ -22,7 +23,7 @@ import math
 import numpy as np
 
 from .._block_threads import on_halves
-from . import dispatch, grouped_taps
+from . import dispatch, grouped_taps, winograd_taps
 
 MACS_PER_COPIED_VALUE = 32
 """A loop's batch splits on the two threads as a copy of its output's bytes times its
@@ -89,27 +90,43 @@ def _wide(x, w_shape):
     return grouped_taps.takes_wide(x.dtype, w_shape[-1] // groups)
 
 
+def takes(w_shape, groups, axes, dtype) -> bool:
+    """Whether a convolution runs here: the register loop takes it
+    (:func:`.grouped_taps.takes`), or Winograd's (:func:`.winograd_taps.takes`)."""
+    return (grouped_taps.takes(w_shape, groups)
+            or winograd_taps.takes(w_shape, groups, axes, dtype))
+
+
 def forward(x, w, axes, b=None):
-    """y (N, *O, C_y) of a convolution that :func:`.grouped_taps.takes`: x (N, *S, groups
-    * Cg), w (*K, Cg, C_y), plus the bias b when given: the loop that sums eight pixels
-    by eight channels in registers, on the two threads; 3-D as a sum over the depth taps,
-    y starting at the bias (see the module doc)."""
+    """y (N, *O, C_y) of a convolution that :func:`takes`: x (N, *S, groups * Cg), w (*K,
+    Cg, C_y), plus the bias b when given: float32 3x3 ones by Winograd's loop
+    (:mod:`.winograd_taps`), the others by the loop that sums eight pixels by eight
+    channels in registers, on the two threads; 3-D as a sum over the depth taps, y
+    starting at the bias (see the module doc)."""
     deep, g = len(axes) == 3, dispatch.geometry_2d(_plane(axes))
     y = np.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), x.dtype)
     bias = dispatch.bias_array(b, w.shape[-1], x.dtype)
     if deep:
         y[...] = bias
     x_maps, y_maps = _maps(x, axes), _maps(y, axes)
-    taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1, w.shape[-1]),
-                                x.dtype)
-    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep,
-                                         wide=_wide(x, w.shape))
-    pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
+    groups = x.shape[-1] // w.shape[-2]
+    if winograd_taps.takes(w.shape, groups, axes, x.dtype):
+        taps = winograd_taps.transformed_weight(w)
 
-    def run(images):
-        pad = np.zeros(pad_shape, x.dtype)
-        for kd, source, target in _calls(axes, images, len(x)):
-            kernel(x_maps[source], taps[kd], g, bias, y_maps[target], pad)
+        def run(images):
+            winograd_taps.run(x_maps, taps, g, bias, y_maps, _calls(axes, images, len(x)),
+                              deep)
+    else:
+        taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1,
+                                              w.shape[-1]), x.dtype)
+        kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep,
+                                             wide=_wide(x, w.shape))
+        pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
+
+        def run(images):
+            pad = np.zeros(pad_shape, x.dtype)
+            for kd, source, target in _calls(axes, images, len(x)):
+                kernel(x_maps[source], taps[kd], g, bias, y_maps[target], pad)
 
     on_halves(y.shape[0], _split_bytes(y, w.shape), run, lambda: run(slice(None)))
     return y

@@ -224,10 +224,12 @@ def _backward_source(kernel_h, kernel_w, with_dx):
 
 def _signature(dtype, ranks):
     """numba types of C-contiguous ``dtype`` arrays of these ranks ("g": the geometry
-    tuple of 12 ints)."""
+    tuple of 12 ints; "t": a read-only 2-D table of int64)."""
     item = numba.from_dtype(np.dtype(dtype))
-    return tuple(numba.types.UniTuple(numba.int64, 12) if rank == "g"
-                 else numba.types.Array(item, rank, "C") for rank in ranks)
+    special = {"g": numba.types.UniTuple(numba.int64, 12),
+               "t": numba.types.Array(numba.int64, 2, "C", readonly=True)}
+    return tuple(special[rank] if rank in special else numba.types.Array(item, rank, "C")
+                 for rank in ranks)
 
 
 def slp_compiled(function, ranks, dtypes=(np.float32, np.float64)):
