@@ -117,3 +117,22 @@ def test_its_rounding_is_within_the_direct_sums_bound():
                           padding=1)
     scale = float(np.max(np.abs(exact)))
     assert_close(y, exact, dtype=np.float32, terms=9 * 32 + 1, scale=scale, what="y")
+
+
+@pytest.mark.parametrize("w_shape", [(3, 3, 16, 16), (3, 3, 32, 16)])
+def test_an_inf_gives_the_direct_sums(w_shape):
+    """An inf read by a tile turns into NaN through the transforms' differences; the
+    convolution then takes the direct sums (the register loop, or im2col + GEMM where it
+    does not take 32 inputs), which give inf where an output reads it."""
+    x, w, b = _inputs((2, 9, 8, w_shape[-2]), w_shape, 8)
+    x[1, 4, 3, 2] = np.inf
+    outputs = []
+    for compiled in (True, False):
+        with dispatch.use_compiled(compiled):
+            outputs.append(ops.conv2d(x, w, b, padding=1)[0])
+    y, y_ref = outputs
+    np.testing.assert_array_equal(np.isposinf(y), np.isposinf(y_ref))
+    np.testing.assert_array_equal(np.isneginf(y), np.isneginf(y_ref))
+    assert not np.isnan(y).any() and np.isinf(y).any()
+    finite = np.isfinite(y_ref)
+    assert_close(y[finite], y_ref[finite], terms=9 * w_shape[-2] + 1, what="y")

@@ -89,7 +89,9 @@ def _conv_forward(xp, x, w, axes, groups, b=None):
     """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); narrow ones that
     the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
     if grouped_conv.takes(w.shape, groups, axes, x.dtype) and grouped_conv.covers(axes, x, w):
-        return grouped_conv.forward(x, w, axes, b)
+        y = grouped_conv.forward(x, w, axes, b)
+        if y is not None:
+            return y
     out = tuple(a.size_out for a in axes)
     weight = _grouped_weight(w, groups)
     windows = _cpu_windows(xp, axes, groups, w.shape, x)

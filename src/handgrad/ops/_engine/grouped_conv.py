@@ -100,35 +100,44 @@ def takes(w_shape, groups, axes, dtype) -> bool:
 def forward(x, w, axes, b=None):
     """y (N, *O, C_y) of a convolution that :func:`takes`: x (N, *S, groups * Cg), w (*K,
     Cg, C_y), plus the bias b when given: float32 3x3 ones by Winograd's loop
-    (:mod:`.winograd_taps`), the others by the loop that sums eight pixels by eight
-    channels in registers, on the two threads; 3-D as a sum over the depth taps, y
-    starting at the bias (see the module doc)."""
+    (:mod:`.winograd_taps`), the others (and those whose Winograd sums are not all
+    finite) by the loop that sums eight pixels by eight channels in registers, on the two
+    threads; 3-D as a sum over the depth taps, y starting at the bias (see the module
+    doc). None where Winograd's sums are not finite and the register loop does not take
+    the convolution (the caller's im2col + GEMM then gives inf where the sums do)."""
     deep, g = len(axes) == 3, dispatch.geometry_2d(_plane(axes))
     y = np.empty((x.shape[0], *(a.size_out for a in axes), w.shape[-1]), x.dtype)
     bias = dispatch.bias_array(b, w.shape[-1], x.dtype)
-    if deep:
-        y[...] = bias
     x_maps, y_maps = _maps(x, axes), _maps(y, axes)
     groups = x.shape[-1] // w.shape[-2]
+    split = _split_bytes(y, w.shape)
     if winograd_taps.takes(w.shape, groups, axes, x.dtype):
         taps = winograd_taps.transformed_weight(w)
+        if deep:
+            y[...] = bias
 
-        def run(images):
-            winograd_taps.run(x_maps, taps, g, bias, y_maps, _calls(axes, images, len(x)),
-                              deep)
-    else:
-        taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1,
-                                              w.shape[-1]), x.dtype)
-        kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep,
-                                             wide=_wide(x, w.shape))
-        pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
+        def run_winograd(images):
+            return winograd_taps.run(x_maps, taps, g, bias, y_maps,
+                                     _calls(axes, images, len(x)), deep)
 
-        def run(images):
-            pad = np.zeros(pad_shape, x.dtype)
-            for kd, source, target in _calls(axes, images, len(x)):
-                kernel(x_maps[source], taps[kd], g, bias, y_maps[target], pad)
+        if all(on_halves(y.shape[0], split, run_winograd, lambda: run_winograd(slice(None)))):
+            return y
+        if not grouped_taps.takes(w.shape, groups):
+            return None
+    if deep:
+        y[...] = bias
+    taps = np.ascontiguousarray(w.reshape(axes[0].kernel if deep else 1, -1, w.shape[-1]),
+                                x.dtype)
+    kernel = grouped_taps.grouped_kernel(g[4], g[5], w.shape[-2], accumulate=deep,
+                                         wide=_wide(x, w.shape))
+    pad_shape = dispatch.padded_image(_plane(axes), x.shape[-1])
 
-    on_halves(y.shape[0], _split_bytes(y, w.shape), run, lambda: run(slice(None)))
+    def run(images):
+        pad = np.zeros(pad_shape, x.dtype)
+        for kd, source, target in _calls(axes, images, len(x)):
+            kernel(x_maps[source], taps[kd], g, bias, y_maps[target], pad)
+
+    on_halves(y.shape[0], split, run, lambda: run(slice(None)))
     return y
 
 

@@ -27,7 +27,9 @@ Rounding: each output is 16 sums of Cin products combined by the two transforms,
 the direct loops chain 9 * Cin products; against float64, 3x3 16 -> 16 of (2, 32, 32, 16)
 dilation 2: max error 9.8e-6 here, 2.6e-5 for the direct loop (outputs up to 49).
 float64 keeps the direct loops: its rows already run at 0.2-0.5 of torch's time, and its
-sums stay the taps' own.
+sums stay the taps' own. An inf among the inputs becomes NaN through the transforms'
+differences (inf - inf) where the direct sums give inf: :func:`run` reports whether the
+values it stored are all finite, and the caller takes the direct sums where they are not.
 
 Tiles past the output's edge (when a size is not a multiple of twice the dilation) are
 computed on the scratch's zeros and not stored; the scratch image is large enough for
@@ -56,7 +58,7 @@ values each: they stay in the L1 cache)."""
 MAX_CHANNELS = 32
 """The widest input and output the loop takes (measured up to 32; wider convolutions keep
 im2col + GEMM, which reuses each gathered window for every output)."""
-_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
+G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])
 
 
 def takes(w_shape, groups, axes, dtype) -> bool:
@@ -75,7 +77,7 @@ def transformed_weight(w, dtype=np.float32):
     channel pair (in float64, rounded once), row ``(4 i + j) * Cin + c`` holding position
     (i, j) of input channel c."""
     planes = w.reshape(-1, 3, 3, *w.shape[-2:]).astype(np.float64)
-    u_ = np.einsum("ik,pklcn,jl->pijcn", _G, planes, _G)
+    u_ = np.einsum("ik,pklcn,jl->pijcn", G, planes, G)
     return np.ascontiguousarray(u_.reshape(len(planes), 16 * w.shape[-2], w.shape[-1]),
                                 dtype=dtype)
 
@@ -169,9 +171,30 @@ def _output_column(mf, at, step):
 
 
 @_inline
-def _put(y, at, sums, bias, o, accumulate):
-    """y[at:][:8] = sums + (y's values there, or the bias)."""
-    _store(y, at, _add(_lanes(y, at) if accumulate else _lanes(bias, o), sums))
+def _put(y, at, sums, bias, o, accumulate, total):
+    """y[at:][:8] = sums + (y's values there, or the bias); returns ``total`` plus the
+    values stored."""
+    value = _add(_lanes(y, at) if accumulate else _lanes(bias, o), sums)
+    _store(y, at, value)
+    return _add(total, value)
+
+
+@_inline
+def _transform_patches(pf, vf, oh, ow, Wp, t, channels, tap_h, tap_w, v_step):
+    """B^T d B of tile t's patches (first output (oh, ow)), eight channels at a time, into
+    vf: position p of channel c at ``p * v_step + t * channels + c``."""
+    cin, base = u(channels), (u(oh) * u(Wp) + u(ow)) * u(channels)
+    for c in range(0, channels, 8):
+        at = base + u(c)
+        c0 = _patch_column(pf, at, tap_h)
+        c1 = _patch_column(pf, at + tap_w, tap_h)
+        c2 = _patch_column(pf, at + u(2) * tap_w, tap_h)
+        c3 = _patch_column(pf, at + u(3) * tap_w, tap_h)
+        first = u(t) * cin + u(c)
+        _store_four(vf, first, v_step, _bt(c0[0], c1[0], c2[0], c3[0]))
+        _store_four(vf, first + u(4) * v_step, v_step, _bt(c0[1], c1[1], c2[1], c3[1]))
+        _store_four(vf, first + u(8) * v_step, v_step, _bt(c0[2], c1[2], c2[2], c3[2]))
+        _store_four(vf, first + u(12) * v_step, v_step, _bt(c0[3], c1[3], c2[3], c3[3]))
 
 
 def _winograd_source(accumulate, wide):
@@ -180,11 +203,13 @@ def _winograd_source(accumulate, wide):
     wide = int(wide)
     tiles_per, block_lanes, block = 8 >> wide, LANES << wide, TILE_BLOCK
 
-    def winograd_registers(x, ut, g, bias, y, pad, vs, ms, table):
+    def winograd_registers(x, ut, g, bias, y, pad, vs, ms, table, check):
         """y (N, OH, OW, Cout) for x (N, H, W, Cin), ut (16 * Cin, Cout)
         (:func:`transformed_weight`), bias (Cout,); scratch: ``pad`` the padded image
         (:func:`scratch_shape`, zero outside the image), ``vs`` (16, TILE_BLOCK, Cin) and
-        ``ms`` (16, TILE_BLOCK, Cout); ``table`` the tiles (:func:`tiles`)."""
+        ``ms`` (16, TILE_BLOCK, Cout); ``table`` the tiles (:func:`tiles`); ``check`` (8,)
+        += the sum of the values stored (not finite where an output is not)."""
+        total = _lanes(check, u(0))
         OH, OW, DH, DW = g[2], g[3], g[8], g[9]
         Wp, cin, outs = pad.shape[1], u(x.shape[3]), u(y.shape[3])
         pf, uf, vf, mf = pad.reshape(-1), ut.reshape(-1), vs.reshape(-1), ms.reshape(-1)
@@ -195,21 +220,8 @@ def _winograd_source(accumulate, wide):
             yn = y[n].reshape(-1)
             for t0 in range(0, table.shape[0], block):
                 for t in range(block):
-                    base = (u(table[t0 + t, 0]) * u(Wp) + u(table[t0 + t, 1])) * cin
-                    for c in range(0, x.shape[3], 8):
-                        at = base + u(c)
-                        c0 = _patch_column(pf, at, tap_h)
-                        c1 = _patch_column(pf, at + tap_w, tap_h)
-                        c2 = _patch_column(pf, at + u(2) * tap_w, tap_h)
-                        c3 = _patch_column(pf, at + u(3) * tap_w, tap_h)
-                        first = u(t) * cin + u(c)
-                        _store_four(vf, first, v_step, _bt(c0[0], c1[0], c2[0], c3[0]))
-                        _store_four(vf, first + u(4) * v_step, v_step,
-                                    _bt(c0[1], c1[1], c2[1], c3[1]))
-                        _store_four(vf, first + u(8) * v_step, v_step,
-                                    _bt(c0[2], c1[2], c2[2], c3[2]))
-                        _store_four(vf, first + u(12) * v_step, v_step,
-                                    _bt(c0[3], c1[3], c2[3], c3[3]))
+                    _transform_patches(pf, vf, table[t0 + t, 0], table[t0 + t, 1], Wp, t,
+                                       x.shape[3], tap_h, tap_w, v_step)
                 for p in range(16):
                     for o in range(0, y.shape[3], block_lanes):
                         i, j = u(p) * v_step, u(p) * cin * outs + u(o)
@@ -240,15 +252,17 @@ def _winograd_source(accumulate, wide):
                         top, bottom = _at(s0[0], s1[0], s2[0], s3[0]), _at(s0[1], s1[1], s2[1],
                                                                            s3[1])
                         out = (u(oh) * u(OW) + u(ow)) * outs + u(o)
-                        _put(yn, out, top[0], bias, u(o), accumulate)
+                        total = _put(yn, out, top[0], bias, u(o), accumulate, total)
                         if right:
-                            _put(yn, out + u(DW) * outs, top[1], bias, u(o), accumulate)
+                            total = _put(yn, out + u(DW) * outs, top[1], bias, u(o),
+                                         accumulate, total)
                         if below:
                             down = out + u(DH) * u(OW) * outs
-                            _put(yn, down, bottom[0], bias, u(o), accumulate)
+                            total = _put(yn, down, bottom[0], bias, u(o), accumulate, total)
                             if right:
-                                _put(yn, down + u(DW) * outs, bottom[1], bias, u(o),
-                                     accumulate)
+                                total = _put(yn, down + u(DW) * outs, bottom[1], bias, u(o),
+                                             accumulate, total)
+        _store(check, u(0), total)
 
     return winograd_registers
 
@@ -256,22 +270,28 @@ def _winograd_source(accumulate, wide):
 @functools.cache
 def winograd_kernel(accumulate=False, wide=False):
     """The compiled loop (:func:`_winograd_source`): ``(x, ut, g, bias, y, pad, vs, ms,
-    table)``, float32."""
+    table, check)``, float32."""
     return register_taps.slp_compiled(_winograd_source(accumulate, wide),
-                                      (4, 2, "g", 1, 4, 3, 3, 3, "t"), (np.float32,))
+                                      (4, 2, "g", 1, 4, 3, 3, 3, "t", 1), (np.float32,))
 
 
 def run(x_maps, taps, g, bias, y_maps, calls, accumulate):
     """The loop on each call ``(depth tap, x index, y index)`` of one thread's share, with
-    scratch of its own: y_maps[target] from x_maps[source] and taps[depth tap]."""
+    scratch of its own: y_maps[target] from x_maps[source] and taps[depth tap]. Returns
+    whether every value it stored is finite (their sum is): an inf among the inputs
+    becomes NaN through the transforms' differences (inf - inf) where the direct sums
+    give inf, so the caller then takes the direct sums."""
     table = tiles(g[2], g[3], g[8], g[9])
     if len(table) == 0:
-        return
+        return True
     cin, outs = taps.shape[1] // 16, taps.shape[2]
     kernel = winograd_kernel(accumulate, outs % WIDE_LANES == 0)
     pad = np.zeros(scratch_shape(g, cin, table), np.float32)
     vs = np.empty((16, TILE_BLOCK, cin), np.float32)
     ms = np.empty((16, TILE_BLOCK, outs), np.float32)
+    check = np.zeros(LANES, np.float32)
     for depth_tap, source, target in calls:
-        kernel(x_maps[source], taps[depth_tap], g, bias, y_maps[target], pad, vs, ms, table)
+        kernel(x_maps[source], taps[depth_tap], g, bias, y_maps[target], pad, vs, ms, table,
+               check)
+    return bool(np.isfinite(check).all())
 
