@@ -76,10 +76,11 @@ def transformed_weight(w, dtype=np.float32):
     """w (*K, 3, 3, Cin, Cout) -> (prod(K), 16 * Cin, Cout) in ``dtype``: G g G^T of every
     channel pair (in float64, rounded once), row ``(4 i + j) * Cin + c`` holding position
     (i, j) of input channel c."""
-    planes = w.reshape(-1, 3, 3, *w.shape[-2:]).astype(np.float64)
-    u_ = np.einsum("ik,pklcn,jl->pijcn", G, planes, G)
-    return np.ascontiguousarray(u_.reshape(len(planes), 16 * w.shape[-2], w.shape[-1]),
-                                dtype=dtype)
+    cin, outs = w.shape[-2:]
+    planes = w.reshape(-1, 3, 3 * cin * outs).astype(np.float64)
+    rows = np.matmul(G, planes).reshape(len(planes), 4, 3, cin * outs)  # G along kh
+    both = np.matmul(G, rows)  # and along kw: (planes, 4, 4, Cin * Cout)
+    return np.ascontiguousarray(both.reshape(len(planes), 16 * cin, outs), dtype=dtype)
 
 
 @functools.cache
