@@ -34,12 +34,13 @@ values it stored are all finite, and the caller takes the direct sums where they
 Tiles past the output's edge (when a size is not a multiple of twice the dilation) are
 computed on the scratch's zeros and not stored; the scratch image is large enough for
 every patch (:func:`scratch_shape`). (32, 32, 32, 16) float32, 3x3 dilation 2, 16 -> 16,
-the forward beside the direct loop in random order: one core 1.20-1.23 ms against
-1.60-1.69, two 0.88-0.89 against 1.01-1.17 (the transforms take about 0.45 ms of one
-core's time). Forward + backward beside torch, three processes: 3x3 16 -> 32 11.4-12.3
--> 9.0-9.9 ms (torch 11.9-13.1; its dx, of 32 input channels, had run im2col + GEMM),
-dilated 16 -> 16 3.3-4.4 -> 2.9-4.3 (torch 3.5-4.6), 3x3x3 16 -> 16 of (2, 16, 16, 16, 16)
-3.0-3.4 -> 3.0-3.3 (its weight gradient, the direct loop, takes most of it).
+the forward beside the direct loop in random order: one core 1.18 ms against 1.65, two
+0.80 against 0.98 (the transforms take about 0.42 ms of one core's 1.1); 16 -> 32 2.24
+against 3.11, two 1.56 against 2.32. Forward + backward beside torch, three processes:
+3x3 16 -> 32 12.8-15.4 -> 10.0-12.7 ms (torch 13.3-15.7; its dx, of 32 input channels,
+had run im2col + GEMM), dilated 16 -> 16 4.0-4.6 -> 3.7-4.3 (torch 4.1-4.5), 3x3x3 16 ->
+16 of (2, 16, 16, 16, 16) 4.1-4.5 -> 3.5-3.9 (torch 3.5-4.2); the weight gradient keeps
+the direct loop (a Winograd one gained 8%: not kept).
 """
 
 from __future__ import annotations
