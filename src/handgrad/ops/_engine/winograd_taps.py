@@ -139,21 +139,11 @@ def _patch_column(pf, at, tap_h):
 
 
 @_inline
-def _scale(v, w, j):
-    return (v * w[j], v * w[j + u(1)], v * w[j + u(2)], v * w[j + u(3)], v * w[j + u(4)],
-            v * w[j + u(5)], v * w[j + u(6)], v * w[j + u(7)])
-
-
-@_inline
-def _first_rows(a, i, step, w, j, wide):
-    """a[i + p_r * step] * w[j + l_r:][:8] for the eight rows r (:func:`._fma_rows`)."""
-    return (_scale(a[i], w, j), _scale(a[i + u(1 >> wide) * step], w, j + u(8 * (1 & wide))),
-            _scale(a[i + u(2 >> wide) * step], w, j),
-            _scale(a[i + u(3 >> wide) * step], w, j + u(8 * (3 & wide))),
-            _scale(a[i + u(4 >> wide) * step], w, j),
-            _scale(a[i + u(5 >> wide) * step], w, j + u(8 * (5 & wide))),
-            _scale(a[i + u(6 >> wide) * step], w, j),
-            _scale(a[i + u(7 >> wide) * step], w, j + u(8 * (7 & wide))))
+def _zero_rows():
+    """Eight rows of eight float32 zeros: the products' sums start there."""
+    z = np.float32(0.0)
+    row = (z, z, z, z, z, z, z, z)
+    return (row, row, row, row, row, row, row, row)
 
 
 @_inline
@@ -228,10 +218,9 @@ def _winograd_source(accumulate, wide):
                     for o in range(0, y.shape[3], block_lanes):
                         i, j = u(p) * v_step, u(p) * cin * outs + u(o)
                         # wide: the block's later four tiles (narrow rows hold all eight)
-                        second = i + u(tiles_per * wide) * cin
-                        acc = _first_rows(vf, i, cin, uf, j, wide)
-                        more = _first_rows(vf, second, cin, uf, j, wide)
-                        for c in range(1, x.shape[3]):
+                        second = i + u(tiles_per) * cin
+                        acc = more = _zero_rows()
+                        for c in range(x.shape[3]):
                             k = j + u(c) * outs
                             acc = _fma_rows(acc, vf, i + u(c), cin, uf, k, wide)
                             if wide:
