@@ -87,7 +87,9 @@ def _cpu_windows(xp, axes, groups, w_shape, *arrays):
 
 def _conv_forward(xp, x, w, axes, groups, b=None):
     """y = conv(x, w) (+ b when given): (N, *S, C_x) -> (N, *O, C_y); narrow ones that
-    the register loop takes (:mod:`._engine.grouped_taps`) on the compiled path."""
+    the register loop or Winograd's takes (:func:`._engine.grouped_conv.takes`) on the
+    compiled path, which gives None where Winograd's sums meet an inf that the register
+    loop cannot redo: then im2col + GEMM."""
     if grouped_conv.takes(w.shape, groups, axes, x.dtype) and grouped_conv.covers(axes, x, w):
         y = grouped_conv.forward(x, w, axes, b)
         if y is not None:
@@ -104,9 +106,10 @@ def _conv_forward(xp, x, w, axes, groups, b=None):
 
 
 def _registers_input_grad(dy, w, axes, groups):
-    """dx of a narrow convolution with unit strides as the register loop's correlation of
-    dy with the flipped kernel (:func:`._engine.grouped_taps.transposed_weight`), where
-    the compiled path takes it; else None."""
+    """dx of a narrow convolution with unit strides as the correlation of dy with the
+    flipped kernel (:func:`._engine.grouped_taps.transposed_weight`) by the register loop
+    or Winograd's (:func:`._engine.grouped_conv.forward`), where the compiled path takes
+    it; else None."""
     if not grouped_conv.takes(grouped_taps.transposed_shape(w.shape, groups), groups, axes,
                               dy.dtype):
         return None  # before any work: every dense convolution's backward passes here
