@@ -101,13 +101,19 @@ TARGETS = [
     Target("every pooling case / torch (faster layout)", POOL, "compiled", "ratio", 1.0),
     Target("GEMM-shaped convs (cases 1-2) % matmul", both(CONV, numbered("1", "2")),
            "compiled", "matmul_pct", 60.0, at_least=True),
-    # The issue's words for the fallback: "no case slower than 3x torch" (every row with a
-    # ratio: convolutions, pools, breadth, attention, recurrent, models, epochs).
-    Target("every case / torch", lambda row: True, "numpy", "ratio", 3.0),
-    Target("every breadth case / torch", in_group("breadth"), None, "ratio", 1.5),
     Target("word2vec words/s / gensim's", in_group("word2vec"), "compiled", "speed", 1.0,
            at_least=True),
-    Target("ResNet-18 training step / torch", in_group("model"), None, "ratio", 1.3),
+    # The breadth and ResNet-18 limits, as every limit above, are the default install's,
+    # the compiled path's (the issue: "speed on the path a new user installs"). The
+    # fallback's limit is the issue's "no case slower than 3x torch" (every row with a
+    # ratio: convolutions, pools, breadth, attention, recurrent, models, epochs); the
+    # breadth and ResNet-18 groups, which earlier runs also held to 1.5 and 1.3
+    # on the fallback, keep a fallback line at 3x so that their worst row stays in view.
+    Target("every breadth case / torch", in_group("breadth"), "compiled", "ratio", 1.5),
+    Target("ResNet-18 training step / torch", in_group("model"), "compiled", "ratio", 1.3),
+    Target("every case / torch", lambda row: True, "numpy", "ratio", 3.0),
+    Target("every breadth case / torch", in_group("breadth"), "numpy", "ratio", 3.0),
+    Target("ResNet-18 training step / torch", in_group("model"), "numpy", "ratio", 3.0),
 ]
 
 
