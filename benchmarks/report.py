@@ -14,9 +14,15 @@ def _load(value):
     return "n/a" if value is None else f"{value:.2f}"
 
 
+_PASSES = (" With `--passes`, each figure is its median over the passes (*ratio*: the "
+           "median of the passes' ratios, shown in *ratio per pass*), each pass a whole "
+           "run of every case (`benchmarks/passes.py`).")
+
+
 def write_report(path, rows, targets, machine, command, loads):
     """``rows`` of the cases, ``targets`` (``check_targets``'s results), ``loads``: the
     1-minute load average at the start and at the end of the run."""
+    passes = any("pass_values" in r for r in rows)
     lines = [
         "# Benchmarks",
         "",
@@ -33,22 +39,24 @@ def write_report(path, rows, targets, machine, command, loads):
         "*ratio* = handgrad / torch (< 1: handgrad is faster). "
         "*% matmul* is the time of bare NumPy matmuls with the same FLOPs divided by "
         "handgrad's time. *peak MB* is the peak of temporary allocations during forward + "
-        "backward (tracemalloc), *cache MB* what the cache holds besides the op's inputs.",
+        "backward (tracemalloc), *cache MB* what the cache holds besides the op's inputs."
+        + (_PASSES if passes else ""),
         "",
         "| case | path | dtype | handgrad ms | torch ms | ratio | torch layout | % matmul "
-        "| GFLOP/s | peak MB | cache MB |",
-        "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| GFLOP/s | peak MB | cache MB |" + (" ratio per pass |" if passes else ""),
+        "|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|" + ("---|" if passes else ""),
     ]
     for r in rows:
         if "words_per_s" in r:
             continue  # listed below the table
+        per_pass = " / ".join(f"{v:.2f}" for v in r.get("pass_values", ()) if v is not None)
         lines.append(
             f"| {r['case']} | {r.get('path', '')} | {r['dtype']} | "
             f"{_fmt(r.get('ours_ms'), '.2f')} | "
             f"{_fmt(r.get('torch_ms'), '.2f')} | {_fmt(r.get('ratio'), '.2f')} | "
             f"{r.get('torch_layout', '')} | {_fmt(r.get('matmul_pct'), '.0f')} | "
             f"{_fmt(r.get('gflops'), '.1f')} | {_fmt(r.get('peak_mb'), '.1f')} | "
-            f"{_fmt(r.get('cache_mb'), '.2f')} |"
+            f"{_fmt(r.get('cache_mb'), '.2f')} |" + (f" {per_pass} |" if passes else "")
         )
     lines.append("")
     for kernels in dict.fromkeys(r.get("path") for r in rows):

@@ -1,8 +1,10 @@
-"""The benchmark harness: ``python -m benchmarks [--quick] [--rounds N] [--out FILE]``.
+"""The benchmark harness: ``python -m benchmarks [--quick] [--rounds N] [--passes P]
+[--out FILE]``.
 
 Both libraries run in this process with 2 threads. Each case runs on both kernel paths
 (compiled with numba, and pure NumPy: ``use_compiled``), timed round by round,
-alternating handgrad and torch, and the medians after warm-up are compared; the issue's
+alternating handgrad and torch, and the medians after warm-up are compared (``--passes
+P``: each row's medians over P whole runs, :mod:`benchmarks.passes`); the issue's
 speed targets (:mod:`benchmarks.targets`) are then checked against those ratios and
 printed (and written) as met or not met. ``--quick`` (CI's smoke test) runs every case
 once on small inputs on both kernel paths and checks that handgrad and torch agree
@@ -34,6 +36,7 @@ from .cases import CASES, HandgradRunner, TorchRunner, flops, gemm_shape, make_i
 from .e2e import EpochRunner
 from .layout import channels_first, fastest
 from .machine import load_average
+from .passes import merge_passes
 from .resnet import MODEL_CASES
 from .targets import PATHS, check_targets, verdict
 
@@ -295,25 +298,36 @@ def print_targets(results):
               f"{verdict(r)}  {r['worst']}", flush=True)
 
 
+def _one_pass(path_names, rounds):
+    """The rows of one pass: every case on every path, the epochs, word2vec."""
+    rows = []
+    for path, case, dtype in runs(path_names):
+        row = {**bench_case(case, dtype, rounds), "path": path}
+        rows.append(row)
+        _print_row(row)
+    for row in epoch_rows(rounds, False, path_names):
+        rows.append(row)
+        _print_row(row)
+    return rows + word2vec_rows(path_names)
+
+
 def full(args):
     from .report import write_report
 
     loads = [_load_line("start")]
     path_names = paths()
-    rows = []
-    for path, case, dtype in runs(path_names):
-        row = {**bench_case(case, dtype, args.rounds), "path": path}
-        rows.append(row)
-        _print_row(row)
-    for row in epoch_rows(args.rounds, False, path_names):
-        rows.append(row)
-        _print_row(row)
-    rows += word2vec_rows(path_names)
+    passes = []
+    for number in range(1, args.passes + 1):
+        if args.passes > 1:
+            print(f"pass {number} of {args.passes}", flush=True)
+        passes.append(_one_pass(path_names, args.rounds))
+    rows = merge_passes(passes)
     results = check_targets(rows)
     print_targets(results)
     loads.append(_load_line("end"))
-    write_report(args.out, rows, results, machine(), f"{COMMAND} --rounds {args.rounds}",
-                 loads)
+    command = f"{COMMAND} --rounds {args.rounds}" + (
+        f" --passes {args.passes}" if args.passes > 1 else "")
+    write_report(args.out, rows, results, machine(), command, loads)
     print(f"wrote {args.out}")
     return 0
 
@@ -322,8 +336,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke test: numerics only")
     parser.add_argument("--rounds", type=int, default=9, help="timed rounds per case (>= 7)")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="whole runs in this process; each row takes the median over "
+                             "them (benchmarks.passes)")
     parser.add_argument("--out", default="BENCHMARKS.md")
     args = parser.parse_args(argv)
+    if args.passes < 1:
+        parser.error(f"--passes must be 1 or more; received {args.passes}")
     torch.set_num_threads(THREADS)
     return quick(args) if args.quick else full(args)
 

@@ -140,3 +140,40 @@ def test_the_report_has_the_targets_and_the_load_average(tmp_path):
     assert "load average: 0.50 at the start of the run, 1.25 at its end" in text
     assert "## Targets" in text and "| NOT MET |" in text
     assert "- Geometric mean of the conv ratios (numpy, float32): 2.50" in text
+
+
+def test_passes_merge_into_each_rows_medians():
+    from benchmarks.passes import merge_passes
+    passes = [[row("1 conv a", r, ours_ms=o, torch_ms=t, peak_mb=m),
+               {"case": "word2vec sg", "path": "compiled", "dtype": "float32",
+                "group": "word2vec", "speed": s, "words_per_s": (w, 100.0)}]
+              for r, o, t, m, s, w in ((0.9, 9.0, 10.0, 1.0, 1.2, 120.0),
+                                       (2.1, 21.0, 10.0, 2.0, 0.8, 80.0),
+                                       (0.8, 8.0, 10.0, 3.0, 1.1, 110.0))]
+    conv, words = merge_passes(passes)
+    assert (conv["ratio"], conv["ours_ms"], conv["torch_ms"]) == (0.9, 9.0, 10.0)
+    assert conv["peak_mb"] == 1.0  # not a timed figure: the first pass's
+    assert conv["pass_values"] == [0.9, 2.1, 0.8]
+    assert (words["speed"], words["words_per_s"]) == (1.1, (110.0, 100.0))
+    single = merge_passes(passes[:1])
+    assert single == passes[0]  # one pass: the rows as they were, no per-pass column
+
+
+def test_passes_with_other_rows_are_refused_by_name():
+    from benchmarks.passes import merge_passes
+    with pytest.raises(ValueError, match="same rows"):
+        merge_passes([[row("1 conv a", 1.0)], [row("2 conv b", 1.0)]])
+    with pytest.raises(ValueError, match="at least one pass"):
+        merge_passes([])
+
+
+def test_the_report_shows_each_pass_ratio(tmp_path):
+    from benchmarks.passes import merge_passes
+    from benchmarks.report import write_report
+    rows = merge_passes([ROWS, [{**r, "ratio": r["ratio"] * 2} for r in ROWS]])
+    path = tmp_path / "report.md"
+    write_report(path, rows, check_targets(rows), "test machine", "python -m benchmarks",
+                 [0.5, 1.25])
+    text = path.read_text()
+    assert "ratio per pass |" in text and "| 0.80 / 1.60 |" in text
+    assert "each figure is its median over the passes" in text
