@@ -1,0 +1,195 @@
+"""An earlier version of handgrad against this one, side by side in one process.
+
+    python -m benchmarks.versions REV [--rounds N] [--word2vec]
+    HANDGRAD_NUMBA=0 python -m benchmarks.versions REV ...   # the pure-NumPy fallback
+
+``src/handgrad`` of the git revision REV is exported into a temporary folder as the
+package ``handgrad_old`` (its imports of ``handgrad`` renamed) and imported beside
+``handgrad``; both read ``HANDGRAD_NUMBA`` at import, so both run on the same kernel
+path. Every convolution, pooling and breadth case of the harness and the ResNet-18 step
+get the same inputs in both versions; per case the old version beside torch and the new
+one beside torch run as two blocks of ``--rounds`` rounds, in a random order, and each
+version's ratio is against the torch of its own block (with all three in one block the
+old version's threads slowed the new one's GEMMs: case 2 float32 13.5-13.9 ms beside
+torch alone, 16.0 with the old code in the block). ``--word2vec`` adds one epoch of
+skip-gram and CBOW on the 1M-word corpus in each version, gensim beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import io
+import os
+import random
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+import torch
+
+from . import breadth, cases, resnet
+from .layout import fastest
+from .machine import load_average
+from .run import THREADS, time_pair
+
+OLD = "handgrad_old"
+_IMPORTS = re.compile(r"\bhandgrad\b")
+
+
+def export_old(rev, repo, folder):
+    """Write ``src/handgrad`` of ``rev`` (in the git checkout ``repo``) into
+    ``folder``/handgrad_old with its imports of ``handgrad`` renamed."""
+    archive = subprocess.run(["git", "-C", repo, "archive", "--format=tar", rev,
+                              "src/handgrad"], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    package = os.path.join(folder, OLD)
+    os.rename(os.path.join(folder, "src", "handgrad"), package)
+    for root, _, files in os.walk(package):
+        for name in (n for n in files if n.endswith(".py")):
+            path = os.path.join(root, name)
+            with open(path) as f:
+                text = f.read()
+            with open(path, "w") as f:
+                f.write(_IMPORTS.sub(OLD, text))
+    return package
+
+
+def _old(module):
+    return importlib.import_module(f"{OLD}.{module}")
+
+
+def _side_by_side(old, new, theirs, rounds, rng):
+    """{"old"/"new": (handgrad ms, torch ms)}: each version beside torch in a block of
+    its own, the two blocks in a random order."""
+    result = {}
+    for version in rng.sample(["old", "new"], 2):
+        ours, torch_s = time_pair(old if version == "old" else new, theirs, rounds)
+        result[version] = (ours * 1e3, torch_s * 1e3)
+    return result
+
+
+def _map_case_runners(case, dtype):
+    """(old, new, torch) runners of a breadth case on the same inputs."""
+    new, theirs = case.runners(dtype, quick=False)
+    if isinstance(case, breadth.EncoderLayerCase):
+        layer = _old("layers").TransformerEncoderLayer(
+            case.embed, case.heads, case.feedforward, dropout=0.0,
+            dtype=dtype).build(new.x.shape[1:])
+        _old("io.torch_interop").from_torch(theirs.module.state_dict(), layer)
+        return breadth.EncoderLayerRunner(layer, new.x, new.dy), new, theirs
+    ops = _old("ops")
+    if isinstance(case, breadth.RMSNormCase):
+        gamma, d = new.keep[0], new.x.shape[-1]
+
+        def forward(a):
+            return ops.rms_norm(a, d, gamma, eps=1e-6)
+    else:
+        def forward(a):
+            return getattr(ops, case.op)(a, *new.keep, **case.kwargs)
+    old = breadth.HandgradRunner(forward, getattr(ops, case.op + "_backward"), new.x, new.dy,
+                                 new.convert, keep=new.keep)
+    return old, new, theirs
+
+
+def _op_case_runners(case, dtype):
+    """(old, new, torch) runners of a convolution or pooling case on the same inputs."""
+    x, w, b = cases.make_inputs(case, dtype, quick=False)
+    new = cases.HandgradRunner(case, x, w, b)
+    old = copy.copy(new)
+    old.forward, old.backward = (getattr(_old("ops"), case.op + suffix)
+                                 for suffix in ("", "_backward"))
+    formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
+    theirs, _ = fastest(lambda layout: cases.TorchRunner(case, x, w, b, new.dy, layout),
+                        formats)
+    return old, new, theirs
+
+
+def _resnet_runners():
+    case = resnet.MODEL_CASES[0]
+    new, theirs = case.runners(np.float32, quick=False)
+    old = copy.copy(new)
+    old.model = _old("io").convert_torch(theirs.module, theirs.x[:2])
+    old.model.compile(_old("optimizers").SGD(lr=resnet.LR), "cross_entropy", metrics=())
+    return case.name, old, new, theirs
+
+
+def version_rows(rounds, seed=0):
+    """(case, dtype name, {"old"/"new": (ms, torch ms)}) of every case, in order."""
+    rng = random.Random(seed)
+    op_cases = [c for c in cases.CASES if not hasattr(c, "runners")]
+    for case in [*op_cases, *breadth.BREADTH_CASES]:
+        make = _map_case_runners if hasattr(case, "runners") else _op_case_runners
+        for dtype in (np.float32, np.float64):
+            runners = make(case, dtype)
+            yield case.name, np.dtype(dtype).name, _side_by_side(*runners, rounds, rng)
+    if resnet.MODEL_CASES[0].skip_reason() is None:
+        name, *runners = _resnet_runners()
+        yield name, "float32", _side_by_side(*runners, max(3, rounds // 2), rng)
+
+
+def _word2vec_lines():
+    from threadpoolctl import threadpool_limits
+
+    from handgrad.data import planted_corpus
+
+    from .word2vec import CORPORA, measure, measure_gensim
+
+    def measure_old(arch):
+        model = _old("zoo").Word2Vec(dim=100, arch=arch, objective="negative", seed=0)
+        corpus = _old("data").planted_corpus(0, **CORPORA["large"])
+        model.build_vocabulary(corpus)
+        history = model.fit(corpus, epochs=1, batch_size=512)
+        purity = _old("zoo").neighbour_purity(model, corpus.classes, 5)[0]
+        return float(np.median(history["words_per_second"])), purity
+
+    corpus = planted_corpus(0, **CORPORA["large"])
+    with threadpool_limits(1):
+        measure(planted_corpus(0, **CORPORA["quick"]), "skipgram", "negative", 100, 1, 512)
+        for arch in ("skipgram", "cbow"):
+            old, new = measure_old(arch), measure(corpus, arch, "negative", 100, 1, 512)
+            gensim = measure_gensim(corpus, arch, 100, 1)
+            yield (f"| word2vec {arch}, one epoch | {old[0]:,.0f} / {new[0]:,.0f} / "
+                   f"{gensim[0]:,.0f} | {old[0] / gensim[0]:.2f} | {new[0] / gensim[0]:.2f} | "
+                   f"{old[1]:.3f} / {new[2]:.3f} / {gensim[2]:.3f} |")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.versions",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("rev", help="the earlier version: a git revision of this checkout")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds per block")
+    parser.add_argument("--word2vec", action="store_true",
+                        help="also word2vec's words/s and purity (needs gensim)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    torch.set_num_threads(THREADS)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = "numpy" if os.environ.get("HANDGRAD_NUMBA") == "0" else "compiled"
+    with tempfile.TemporaryDirectory() as folder:
+        export_old(args.rev, repo, folder)
+        sys.path.insert(0, folder)
+        print(f"{args.rev} against this checkout, {path} path, load average "
+              f"{load_average()}", flush=True)
+        print("| case | dtype | old ms (torch) | new ms (torch) | old / torch | new / torch "
+              "| old / new |\n|---|---|---:|---:|---:|---:|---:|", flush=True)
+        for name, dtype, ms in version_rows(args.rounds):
+            (old, t_old), (new, t_new) = ms["old"], ms["new"]
+            print(f"| {name} | {dtype} | {old:.2f} ({t_old:.2f}) | {new:.2f} ({t_new:.2f}) | "
+                  f"{old / t_old:.2f} | {new / t_new:.2f} | {old / new:.1f}x |", flush=True)
+        if args.word2vec:
+            print("\n| case | words/s old / new / gensim | old / gensim | new / gensim "
+                  "| purity old / new / gensim |\n|---|---:|---:|---:|---:|")
+            for line in _word2vec_lines():
+                print(line, flush=True)
+        print(f"load average at the end: {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
