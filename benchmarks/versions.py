@@ -46,8 +46,9 @@ def export_old(rev, repo, folder):
     ``folder``/handgrad_old with its imports of ``handgrad`` renamed."""
     archive = subprocess.run(["git", "-C", repo, "archive", "--format=tar", rev,
                               "src/handgrad"], check=True, capture_output=True).stdout
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # 3.11.4 on
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(folder, filter="data")
+        tar.extractall(folder, **safe)
     package = os.path.join(folder, OLD)
     os.rename(os.path.join(folder, "src", "handgrad"), package)
     for root, _, files in os.walk(package):
