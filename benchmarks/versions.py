@@ -17,6 +17,11 @@ skip-gram and CBOW on the 1M-word corpus in each version, gensim beside them.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    from ._env import set_defaults
+
+    set_defaults()  # before NumPy and torch load
+
 import argparse
 import copy
 import importlib
@@ -168,7 +173,6 @@ def main(argv=None):
     parser.add_argument("--word2vec", action="store_true",
                         help="also word2vec's words/s and purity (needs gensim)")
     args = parser.parse_args(argv)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     torch.set_num_threads(THREADS)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     path = "numpy" if os.environ.get("HANDGRAD_NUMBA") == "0" else "compiled"
