@@ -14,14 +14,13 @@ machine (:func:`benchmarks.layout.fastest`, as for the convolution cases).
 from __future__ import annotations
 
 import copy
+import importlib
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from handgrad import ops
 
 from .layout import channels_first, fastest, torch_dtype
 from .memory import pass_memory, traced
@@ -102,7 +101,10 @@ class MapCase:
     grads: object = None
     outputs: tuple = ("y", "dx")
 
-    def runners(self, dtype, quick):
+    def runners(self, dtype, quick, package="handgrad"):
+        """(handgrad's runner, torch's), the same inputs on every call; ``package``: the
+        handgrad package to run (another version of it: :mod:`benchmarks.versions`)."""
+        ops = importlib.import_module(f"{package}.ops")
         rng = np.random.default_rng(0)
         x = rng.standard_normal(self.quick_x_shape if quick else self.x_shape).astype(dtype)
         torch.manual_seed(0)
@@ -163,7 +165,8 @@ class RMSNormCase(MapCase):
 
     outputs: tuple = ("y", "dx", "dgamma")
 
-    def runners(self, dtype, quick):
+    def runners(self, dtype, quick, package="handgrad"):
+        ops = importlib.import_module(f"{package}.ops")
         rng = np.random.default_rng(0)
         x = rng.standard_normal(self.quick_x_shape if quick else self.x_shape).astype(dtype)
         dy = rng.standard_normal(x.shape).astype(dtype)
@@ -198,9 +201,9 @@ class EncoderLayerCase:
     quick_shape: tuple = (2, 8)  # (batch, length) for --quick
     outputs: tuple = ("y", "dx", *(f"d:{name}" for name in TRANSFORMER_PARAMS))
 
-    def runners(self, dtype, quick):
-        from handgrad.io.torch_interop import from_torch
-        from handgrad.layers import TransformerEncoderLayer
+    def runners(self, dtype, quick, package="handgrad"):
+        from_torch = importlib.import_module(f"{package}.io.torch_interop").from_torch
+        encoder_layer = importlib.import_module(f"{package}.layers").TransformerEncoderLayer
 
         batch, length = self.quick_shape if quick else (self.batch, self.length)
         rng = np.random.default_rng(0)
@@ -214,7 +217,7 @@ class EncoderLayerCase:
             for name, p in module.named_parameters():
                 if "norm" in name or "bias" in name:
                     p.add_(0.1 * torch.randn_like(p))
-        layer = TransformerEncoderLayer(self.embed, self.heads, self.feedforward, dropout=0.0,
+        layer = encoder_layer(self.embed, self.heads, self.feedforward, dropout=0.0,
                                         dtype=dtype).build((length, self.embed))
         from_torch(module.state_dict(), layer)
         return EncoderLayerRunner(layer, x, dy), TorchRunner(module, x, dy)

@@ -82,12 +82,13 @@ def make_inputs(case, dtype, quick, seed=0):
 
 
 class HandgradRunner:
-    """forward + backward with handgrad; keeps ``dy`` fixed between rounds."""
+    """forward + backward with handgrad (``ops_module``: its ops, or another version's);
+    keeps ``dy`` fixed between rounds."""
 
-    def __init__(self, case, x, w, b):
+    def __init__(self, case, x, w, b, ops_module=ops):
         self.case, self.x, self.w, self.b = case, x, w, b
-        self.forward = getattr(ops, case.op)
-        self.backward = getattr(ops, case.op + "_backward")
+        self.forward = getattr(ops_module, case.op)
+        self.backward = getattr(ops_module, case.op + "_backward")
         y, _ = self._forward()
         self.dy = np.random.default_rng(1).standard_normal(y.shape).astype(x.dtype)
 

@@ -13,6 +13,7 @@ Without torchvision the case is skipped (``skip_reason()``).
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import sys
 from typing import ClassVar
@@ -20,9 +21,6 @@ from typing import ClassVar
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from handgrad import optimizers
-from handgrad.io import convert_torch
 
 from .layout import torch_dtype
 from .memory import traced
@@ -59,7 +57,9 @@ class ResNetCase:
             return "torchvision is not installed"
         return None
 
-    def runners(self, dtype, quick):
+    def runners(self, dtype, quick, package="handgrad"):
+        """(handgrad's runner from ``package``, torch's), the same net and input on every
+        call."""
         batch, size = self.quick_shape if quick else (self.batch, self.size)
         models = _import_torchvision().models
         tdtype = torch_dtype(dtype)
@@ -68,7 +68,7 @@ class ResNetCase:
         x = torch.randn(batch, 3, size, size, dtype=tdtype)
         labels = torch.randint(0, self.classes, (batch,))
         theirs = TorchResNetRunner(net, x, labels)
-        return HandgradResNetRunner(net, x, labels), theirs
+        return HandgradResNetRunner(net, x, labels, package), theirs
 
 
 class TorchResNetRunner:
@@ -99,11 +99,14 @@ class TorchResNetRunner:
 
 
 class HandgradResNetRunner:
-    """``module`` converted (in its dtype), compiled with SGD and cross-entropy."""
+    """``module`` converted (in its dtype) by ``package`` (handgrad, or another version
+    of it), compiled with SGD and cross-entropy."""
 
-    def __init__(self, module, x, labels):
+    def __init__(self, module, x, labels, package="handgrad"):
+        convert_torch = importlib.import_module(f"{package}.io").convert_torch
+        sgd = importlib.import_module(f"{package}.optimizers").SGD
         self.model = convert_torch(module, x[:2])
-        self.model.compile(optimizers.SGD(lr=LR), "cross_entropy", metrics=())
+        self.model.compile(sgd(lr=LR), "cross_entropy", metrics=())
         self.x = np.ascontiguousarray(np.moveaxis(x.numpy(), 1, -1))
         self.labels = labels.numpy()
 

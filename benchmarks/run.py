@@ -157,6 +157,15 @@ def _timing_row(case, dtype, t_ours, t_theirs, layout):
             "torch_layout": layout}
 
 
+def torch_runner(case, x, w, b, dy):
+    """(torch's runner of a convolution or pooling case, its layout's name): NCHW or
+    channels_last, whichever is faster in a few calls (:func:`.layout.fastest`)."""
+    formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
+    theirs, memory_format = fastest(
+        lambda layout: TorchRunner(case, x, w, b, dy, layout), formats)
+    return theirs, str(memory_format).split(".")[-1]
+
+
 def bench_case(case, dtype, rounds):
     if hasattr(case, "runners"):
         ours, theirs = case.runners(dtype, quick=False)
@@ -166,11 +175,9 @@ def bench_case(case, dtype, rounds):
         return row
     x, w, b = make_inputs(case, dtype, quick=False)
     ours = HandgradRunner(case, x, w, b)
-    formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
-    theirs, memory_format = fastest(
-        lambda layout: TorchRunner(case, x, w, b, ours.dy, layout), formats)
+    theirs, layout = torch_runner(case, x, w, b, ours.dy)
     t_ours, t_theirs = time_pair(ours, theirs, rounds)
-    row = _timing_row(case, dtype, t_ours, t_theirs, str(memory_format).split(".")[-1])
+    row = _timing_row(case, dtype, t_ours, t_theirs, layout)
     if case.is_conv:
         gemm = gemm_shape(case, x.shape, ours.dy.shape)
         ceiling = matmul_ceiling(gemm, dtype, rounds)

@@ -7,7 +7,9 @@
 package ``handgrad_old`` (its imports of ``handgrad`` renamed) and imported beside
 ``handgrad``; both read ``HANDGRAD_NUMBA`` at import, so both run on the same kernel
 path. Every convolution, pooling and breadth case of the harness and the ResNet-18 step
-get the same inputs in both versions; per case the old version beside torch and the new
+get the same inputs in both versions (each case's runners take the version's package:
+``package`` of :meth:`.breadth.MapCase.runners`, ``ops_module`` of
+:class:`.cases.HandgradRunner`); per case the old version beside torch and the new
 one beside torch run as two blocks of ``--rounds`` rounds, in a random order, and each
 version's ratio is against the torch of its own block (with all three in one block the
 old version's threads slowed the new one's GEMMs: case 2 float32 13.5-13.9 ms beside
@@ -23,7 +25,6 @@ if __name__ == "__main__":
     set_defaults()  # before NumPy and torch load
 
 import argparse
-import copy
 import importlib
 import io
 import os
@@ -38,9 +39,8 @@ import numpy as np
 import torch
 
 from . import breadth, cases, resnet
-from .layout import fastest
 from .machine import load_average
-from .run import THREADS, time_pair
+from .run import THREADS, time_pair, torch_runner
 
 OLD = "handgrad_old"
 _IMPORTS = re.compile(r"\bhandgrad\b")
@@ -80,63 +80,32 @@ def _side_by_side(old, new, theirs, rounds, rng):
     return result
 
 
-def _map_case_runners(case, dtype):
-    """(old, new, torch) runners of a breadth case on the same inputs."""
-    new, theirs = case.runners(dtype, quick=False)
-    if isinstance(case, breadth.EncoderLayerCase):
-        layer = _old("layers").TransformerEncoderLayer(
-            case.embed, case.heads, case.feedforward, dropout=0.0,
-            dtype=dtype).build(new.x.shape[1:])
-        _old("io.torch_interop").from_torch(theirs.module.state_dict(), layer)
-        return breadth.EncoderLayerRunner(layer, new.x, new.dy), new, theirs
-    ops = _old("ops")
-    if isinstance(case, breadth.RMSNormCase):
-        gamma, d = new.keep[0], new.x.shape[-1]
-
-        def forward(a):
-            return ops.rms_norm(a, d, gamma, eps=1e-6)
-    else:
-        def forward(a):
-            return getattr(ops, case.op)(a, *new.keep, **case.kwargs)
-    old = breadth.HandgradRunner(forward, getattr(ops, case.op + "_backward"), new.x, new.dy,
-                                 new.convert, keep=new.keep)
-    return old, new, theirs
-
-
-def _op_case_runners(case, dtype):
-    """(old, new, torch) runners of a convolution or pooling case on the same inputs."""
-    x, w, b = cases.make_inputs(case, dtype, quick=False)
+def runners(case, dtype, quick=False):
+    """(old, new, torch) runners of a case on the same inputs: a case with runners of its
+    own builds each version's from the same seeds (:meth:`.breadth.MapCase.runners`'s
+    ``package``), a convolution or pooling case shares its arrays."""
+    if hasattr(case, "runners"):
+        new, theirs = case.runners(dtype, quick=quick)
+        old, _ = case.runners(dtype, quick=quick, package=OLD)
+        return old, new, theirs
+    x, w, b = cases.make_inputs(case, dtype, quick=quick)
     new = cases.HandgradRunner(case, x, w, b)
-    old = copy.copy(new)
-    old.forward, old.backward = (getattr(_old("ops"), case.op + suffix)
-                                 for suffix in ("", "_backward"))
-    formats = [torch.contiguous_format] + ([torch.channels_last] if x.ndim == 4 else [])
-    theirs, _ = fastest(lambda layout: cases.TorchRunner(case, x, w, b, new.dy, layout),
-                        formats)
-    return old, new, theirs
-
-
-def _resnet_runners():
-    case = resnet.MODEL_CASES[0]
-    new, theirs = case.runners(np.float32, quick=False)
-    old = copy.copy(new)
-    old.model = _old("io").convert_torch(theirs.module, theirs.x[:2])
-    old.model.compile(_old("optimizers").SGD(lr=resnet.LR), "cross_entropy", metrics=())
-    return case.name, old, new, theirs
+    old = cases.HandgradRunner(case, x, w, b, ops_module=_old("ops"))
+    return old, new, torch_runner(case, x, w, b, new.dy)[0]
 
 
 def version_rows(rounds, seed=0):
-    """(case, dtype name, {"old"/"new": (ms, torch ms)}) of every case, in order."""
+    """(case, dtype name, {"old"/"new": (ms, torch ms)}) of every convolution, pooling and
+    breadth case and the ResNet-18 step, in order."""
     rng = random.Random(seed)
     op_cases = [c for c in cases.CASES if not hasattr(c, "runners")]
-    for case in [*op_cases, *breadth.BREADTH_CASES]:
-        make = _map_case_runners if hasattr(case, "runners") else _op_case_runners
-        for dtype in (np.float32, np.float64):
-            runners = make(case, dtype)
-            yield case.name, np.dtype(dtype).name, _side_by_side(*runners, rounds, rng)
-    if resnet.MODEL_CASES[0].skip_reason() is None:
-        name, *runners = _resnet_runners()
-        yield name, "float32", _side_by_side(*runners, max(3, rounds // 2), rng)
+    for case in [*op_cases, *breadth.BREADTH_CASES, *resnet.MODEL_CASES]:
+        if hasattr(case, "skip_reason") and case.skip_reason() is not None:
+            continue
+        block = max(3, rounds // 2) if case in resnet.MODEL_CASES else rounds
+        for dtype in getattr(case, "dtypes", (np.float32, np.float64)):
+            yield (case.name, np.dtype(dtype).name,
+                   _side_by_side(*runners(case, dtype), block, rng))
 
 
 def _word2vec_lines():
