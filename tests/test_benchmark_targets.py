@@ -89,7 +89,8 @@ def test_the_fallback_limit_takes_every_case_with_a_ratio():
                                                "every breadth case / torch"}
     assert all((r["worst"], r["met"]) == ("14c bilinear (float32)", False) for r in measured)
     rows[0]["ratio"] = 2.0
-    assert all(r["met"] is not False for r in check_targets(rows, fallback))
+    measured = [r for r in check_targets(rows, fallback) if r["measured"] is not None]
+    assert len(measured) == 2 and all(r["met"] is True for r in measured)
 
 
 def test_the_issue_limits_hold_the_compiled_path_and_the_fallback_is_held_to_3x():
